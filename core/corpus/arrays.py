@@ -1,0 +1,177 @@
+"""The corpus as arrays: a vocabulary plus a CSR post->word incidence, and its transpose.
+
+A :class:`Corpus` is the word-to-post bipartite graph of paper 001 (Sect. 3.3): post ``p``
+contains the distinct word ids ``indices[indptr[p]:indptr[p + 1]]`` (sorted), and
+``word_posts()`` gives, per word, the posts that contain it. Building it from word lists is
+one ``pandas.factorize`` over the flattened tokens plus a numba pass; no per-post dicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from core.corpus import _kernels
+from core.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Posts as distinct-word sets over a vocabulary.
+
+    Attributes:
+        vocabulary: ``(n_words,)`` object array of ``str``; word id -> word.
+        indptr: ``(n_posts + 1,)`` int64 CSR row pointers.
+        indices: ``(n_edges,)`` int32 word ids, distinct and ascending within a post.
+        post_ids: optional ``(n_posts,)`` object array of post ids.
+    """
+
+    vocabulary: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    post_ids: np.ndarray | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        _validate_csr(self.indptr, self.indices, len(self.vocabulary))
+        if self.post_ids is not None and len(self.post_ids) != self.n_posts:
+            raise InvalidArgumentError(
+                f"post_ids has {len(self.post_ids)} entries for {self.n_posts} posts"
+            )
+
+    @property
+    def n_posts(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def n_words(self) -> int:
+        return int(len(self.vocabulary))
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+    @cached_property
+    def word_frequencies(self) -> np.ndarray:
+        """``(n_words,)`` int64: f(w), the number of posts containing each word."""
+        return np.bincount(self.indices, minlength=self.n_words).astype(np.int64)
+
+    @cached_property
+    def word_index(self) -> dict[str, int]:
+        """word -> word id."""
+        return {word: i for i, word in enumerate(self.vocabulary.tolist())}
+
+    def word_posts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The transpose: ``(word_indptr int64 (n_words+1,), post_indices int32 (n_edges,))``."""
+        return self._transpose
+
+    @cached_property
+    def _transpose(self) -> tuple[np.ndarray, np.ndarray]:
+        return _kernels.transpose_csr(self.indptr, self.indices, self.n_words)
+
+    def post_words(self, post: int) -> list[str]:
+        """The words of one post (for display and tests)."""
+        row = self.indices[self.indptr[post] : self.indptr[post + 1]]
+        return [str(self.vocabulary[i]) for i in row]
+
+    def select(self, posts: np.ndarray) -> Corpus:
+        """A corpus of the given posts (boolean mask or index array), same vocabulary."""
+        rows = np.asarray(posts)
+        if rows.dtype == bool:
+            if rows.shape != (self.n_posts,):
+                raise InvalidArgumentError(
+                    f"mask has shape {rows.shape}, expected ({self.n_posts},)"
+                )
+            rows = np.flatnonzero(rows)
+        rows = rows.astype(np.int64, copy=False)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_posts):
+            raise InvalidArgumentError("post index out of range")
+        indptr, indices = _kernels.select_rows(self.indptr, self.indices, rows)
+        post_ids = None if self.post_ids is None else self.post_ids[rows]
+        return Corpus(self.vocabulary, indptr, indices, post_ids)
+
+    def fingerprint(self) -> str:
+        """A content hash of the posts' word sets (order-sensitive), for manifests."""
+        digest = hashlib.sha256()
+        digest.update(self.indptr.tobytes())
+        digest.update(self.indices.tobytes())
+        digest.update("\x1f".join(self.vocabulary.tolist()).encode("utf-8"))
+        return digest.hexdigest()[:16]
+
+
+def _validate_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> None:
+    if not isinstance(indptr, np.ndarray) or indptr.dtype != np.int64 or indptr.ndim != 1:
+        raise InvalidArgumentError("indptr must be a 1-D int64 numpy array")
+    if not isinstance(indices, np.ndarray) or indices.dtype != np.int32 or indices.ndim != 1:
+        raise InvalidArgumentError("indices must be a 1-D int32 numpy array")
+    if indptr.shape[0] < 1 or indptr[0] != 0 or indptr[-1] != indices.shape[0]:
+        raise InvalidArgumentError("indptr must start at 0 and end at len(indices)")
+    if np.any(np.diff(indptr) < 0):
+        raise InvalidArgumentError("indptr must be non-decreasing")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_cols):
+        raise InvalidArgumentError(f"indices must lie in [0, {n_cols})")
+
+
+def corpus_from_word_lists(
+    word_lists: Sequence[Sequence[str]], post_ids: Sequence[str] | None = None
+) -> Corpus:
+    """Build a corpus from per-post word lists (repeats within a post are dropped).
+
+    Args:
+        word_lists: one list of (already normalised) words per post.
+        post_ids: optional ids, one per post.
+
+    Returns:
+        The corpus; word ids follow first appearance.
+
+    Raises:
+        InvalidArgumentError: on a non-string word or mismatched ``post_ids``.
+    """
+    lengths = np.fromiter((len(words) for words in word_lists), dtype=np.int64,
+                          count=len(word_lists))
+    flat = list(itertools.chain.from_iterable(word_lists))
+    if any(not isinstance(word, str) for word in flat):
+        raise InvalidArgumentError("every word must be a str")
+    codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=False)
+    indptr = np.zeros(len(word_lists) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indptr, indices = _kernels.dedupe_sort_rows(indptr, codes.astype(np.int32))
+    vocabulary = np.asarray(uniques, dtype=object)
+    ids = None if post_ids is None else np.asarray(list(post_ids), dtype=object)
+    return Corpus(vocabulary, indptr, indices, ids)
+
+
+def corpus_from_arrays(
+    vocabulary: Sequence[str], indptr: np.ndarray, indices: np.ndarray,
+    post_ids: Sequence[str] | None = None,
+) -> Corpus:
+    """Build a corpus from CSR arrays, converting dtypes and sorting/deduping rows.
+
+    Raises:
+        InvalidArgumentError: if the arrays are not a valid CSR over ``vocabulary``.
+    """
+    vocab = np.asarray(list(vocabulary), dtype=object)
+    ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    idx = np.ascontiguousarray(indices, dtype=np.int32)
+    _validate_csr(ptr, idx, len(vocab))
+    ptr, idx = _kernels.dedupe_sort_rows(ptr, idx)
+    ids = None if post_ids is None else np.asarray(list(post_ids), dtype=object)
+    return Corpus(vocab, ptr, idx, ids)
+
+
+def holdout_mask(n_posts: int, holdout_fraction: float, seed: int) -> np.ndarray:
+    """A seeded boolean mask: True for held-out posts, False for training posts.
+
+    Raises:
+        InvalidArgumentError: if ``holdout_fraction`` is not in (0, 1) or ``n_posts`` < 0.
+    """
+    if not 0.0 < holdout_fraction < 1.0:
+        raise InvalidArgumentError(f"holdout_fraction must be in (0, 1), got {holdout_fraction}")
+    if n_posts < 0:
+        raise InvalidArgumentError(f"n_posts must be >= 0, got {n_posts}")
+    return np.random.default_rng(seed).random(n_posts) < holdout_fraction

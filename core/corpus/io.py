@@ -1,0 +1,254 @@
+"""Reading corpora from files: JSON lines (optionally gzipped) and CSV.
+
+Bad records never crash a read and are never dropped silently: each is counted in the
+:class:`ReadReport` with its line number and reason. Posts whose text normalises to no word
+are counted too and left out of the corpus (they cannot be routed anywhere).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Literal
+
+from core.corpus.arrays import Corpus, corpus_from_word_lists
+from core.errors import InputDataError, InvalidArgumentError
+from core.text import normalize
+
+log = logging.getLogger(__name__)
+
+CorpusFormat = Literal["auto", "jsonl", "csv"]
+MAX_TEXT_CHARS = 10_000  # far above a tweet; longer texts are quarantined as oversized
+_EXAMPLES_KEPT = 20
+
+
+@dataclass(frozen=True)
+class RawPost:
+    """One well-formed input record."""
+
+    line_number: int
+    post_id: str
+    text: str
+    created_at: str | None
+
+
+@dataclass
+class ReadReport:
+    """What a read found: counts and the first bad lines with their reasons."""
+
+    path: str
+    records: int = 0
+    posts: int = 0
+    malformed: int = 0
+    empty_after_normalisation: int = 0
+    duplicate_ids: int = 0
+    malformed_examples: list[tuple[int, str]] = field(default_factory=list)
+
+    def add_malformed(self, line_number: int, reason: str) -> None:
+        self.malformed += 1
+        if len(self.malformed_examples) < _EXAMPLES_KEPT:
+            self.malformed_examples.append((line_number, reason))
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.path}: {self.records} records, {self.posts} posts kept, "
+            f"{self.malformed} malformed, {self.empty_after_normalisation} empty after "
+            f"normalisation, {self.duplicate_ids} duplicate ids"
+        ]
+        lines += [f"  line {n}: {reason}" for n, reason in self.malformed_examples]
+        if self.malformed > len(self.malformed_examples):
+            lines.append(f"  ... and {self.malformed - len(self.malformed_examples)} more")
+        return "\n".join(lines)
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    with path.open("rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def _detect_format(path: Path) -> Literal["jsonl", "csv"]:
+    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+    if suffixes and suffixes[-1] == ".csv":
+        return "csv"
+    return "jsonl"
+
+
+def iter_raw_posts(
+    path: str | Path, report: ReadReport, *, fmt: CorpusFormat = "auto",
+    text_column: str = "text",
+) -> Iterator[RawPost]:
+    """Yield the well-formed records of a JSONL or CSV file, counting bad ones in ``report``.
+
+    Raises:
+        InputDataError: if the file does not exist, or a CSV lacks ``text_column``.
+        InvalidArgumentError: for an unknown ``fmt``.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise InputDataError(f"corpus file not found: {source}")
+    if fmt not in ("auto", "jsonl", "csv"):
+        raise InvalidArgumentError(f"format must be auto, jsonl or csv, got {fmt!r}")
+    kind = _detect_format(source) if fmt == "auto" else fmt
+    if kind == "jsonl":
+        yield from _iter_jsonl(source, report, text_column)
+    else:
+        yield from _iter_csv(source, report, text_column)
+
+
+def _check_text(text: object) -> str | None:
+    """The reason a text is unusable, or None."""
+    if not isinstance(text, str):
+        return f"text is {type(text).__name__}, not a string"
+    if not text.strip():
+        return "empty text"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"oversized text ({len(text)} chars > {MAX_TEXT_CHARS})"
+    return None
+
+
+def _iter_jsonl(path: Path, report: ReadReport, text_field: str) -> Iterator[RawPost]:
+    with _open_binary(path) as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            report.records += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                report.add_malformed(line_number, f"not UTF-8 ({err.reason} at byte {err.start})")
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                report.add_malformed(line_number, f"invalid JSON ({err.msg})")
+                continue
+            if not isinstance(record, dict):
+                report.add_malformed(line_number, "not a JSON object")
+                continue
+            if text_field not in record:
+                report.add_malformed(line_number, f"no {text_field!r} field")
+                continue
+            reason = _check_text(record[text_field])
+            if reason:
+                report.add_malformed(line_number, reason)
+                continue
+            post_id = record.get("id")
+            created_at = record.get("created_at")
+            yield RawPost(
+                line_number,
+                str(post_id) if post_id is not None else f"line-{line_number}",
+                record[text_field],
+                str(created_at) if created_at is not None else None,
+            )
+
+
+def _iter_csv(path: Path, report: ReadReport, text_column: str) -> Iterator[RawPost]:
+    with _open_binary(path) as binary:
+        # surrogateescape keeps bad bytes visible so each row can be judged on its own.
+        text_handle = io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape",
+                                       newline="")
+        reader = csv.DictReader(text_handle)
+        if reader.fieldnames is None or text_column not in reader.fieldnames:
+            raise InputDataError(
+                f"{path}: CSV has no column {text_column!r} (columns: {reader.fieldnames})"
+            )
+        for row in reader:
+            line_number = reader.line_num
+            report.records += 1
+            if None in row or any(value is None for value in row.values()):
+                report.add_malformed(line_number, "wrong number of fields")
+                continue
+            text = row[text_column]
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                report.add_malformed(line_number, "not UTF-8")
+                continue
+            reason = _check_text(text)
+            if reason:
+                report.add_malformed(line_number, reason)
+                continue
+            post_id = row.get("id") or f"line-{line_number}"
+            yield RawPost(line_number, post_id, text, row.get("created_at") or None)
+
+
+def read_corpus(
+    path: str | Path, *, fmt: CorpusFormat = "auto", text_column: str = "text",
+    limit: int | None = None,
+) -> tuple[Corpus, ReadReport]:
+    """Read and normalise a corpus file.
+
+    Args:
+        path: JSONL(.gz) or CSV(.gz) file.
+        fmt: ``auto`` decides by extension (``.csv`` -> CSV, else JSON lines).
+        text_column: the field/column holding the text.
+        limit: stop after this many kept posts.
+
+    Returns:
+        The corpus of posts with at least one word, and the read report.
+
+    Raises:
+        InputDataError: if the file is missing or yields no usable post.
+    """
+    if limit is not None and limit <= 0:
+        raise InvalidArgumentError(f"limit must be positive, got {limit}")
+    report = ReadReport(path=str(path))
+    word_lists: list[list[str]] = []
+    post_ids: list[str] = []
+    seen_ids: set[str] = set()
+    for raw in iter_raw_posts(path, report, fmt=fmt, text_column=text_column):
+        words = normalize(raw.text)
+        if not words:
+            report.empty_after_normalisation += 1
+            continue
+        if raw.post_id in seen_ids:
+            report.duplicate_ids += 1
+        seen_ids.add(raw.post_id)
+        word_lists.append(words)
+        post_ids.append(raw.post_id)
+        if limit is not None and len(word_lists) >= limit:
+            break
+    report.posts = len(word_lists)
+    if not word_lists:
+        raise InputDataError(f"{path}: no usable post\n{report.summary()}")
+    if report.malformed:
+        log.warning("%s", report.summary())
+    return corpus_from_word_lists(word_lists, post_ids), report
+
+
+def read_word_list(path: str | Path) -> list[str]:
+    """Read subscriptions (phrases), one per line, into their sorted set of normalised words.
+
+    Lines starting with '#' are comments.
+
+    Each line is normalised like a post, so a line may hold a phrase ("white house"), whose
+    words all become subscribed words.
+
+    Raises:
+        InputDataError: if the file is missing or holds no word.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise InputDataError(f"word list not found: {source}")
+    words: set[str] = set()
+    with _open_binary(source) as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputDataError(f"{source}:{line_number}: not UTF-8") from err
+            line = line.strip()
+            if line and not line.startswith("#"):  # whole-line comments only: #tags are words
+                words.update(normalize(line))
+    if not words:
+        raise InputDataError(f"{source}: no word after normalisation")
+    return sorted(words)

@@ -1,0 +1,11 @@
+"""Learners of the word -> matcher mapping: hash and SALB, with optional hot-word splitting."""
+
+from core.learn.api import ALGORITHMS, LearnedMapping, algorithm_label, learn_mapping
+from core.learn.problem import LearningProblem, build_problem
+from core.learn.salb import SalbResult, learn_salb
+from core.learn.split import SplitPlan, plan_split
+
+__all__ = [
+    "ALGORITHMS", "LearnedMapping", "LearningProblem", "SalbResult", "SplitPlan",
+    "algorithm_label", "build_problem", "learn_mapping", "learn_salb", "plan_split",
+]

@@ -1,0 +1,65 @@
+"""SALB: spread-aware load balancing (paper 001, Alg. 1). Kernel in ``_salb_kernels``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import InvalidArgumentError
+from core.learn._salb_kernels import salb_assign
+from core.learn.problem import LearningProblem
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class SalbResult:
+    """What SALB decided.
+
+    Attributes:
+        token_matcher: ``(n_tokens,)`` int32 matcher per token, -1 for tokens not learned.
+        order: ``(n_steps,)`` int64 tokens in the order they were assigned (f desc).
+        extra_load: ``(n_steps,)`` int64 posts newly routed by each step's choice.
+        loads: ``(N,)`` int64 posts routed to each matcher on the training posts.
+    """
+
+    token_matcher: np.ndarray
+    order: np.ndarray
+    extra_load: np.ndarray
+    loads: np.ndarray
+
+
+def salb_order(problem: LearningProblem) -> np.ndarray:
+    """Learnable tokens in descending frequency, ties by ascending token id."""
+    tokens = problem.learnable_tokens()
+    freq = problem.token_frequencies[tokens]
+    return tokens[np.lexsort((tokens, -freq))].astype(np.int64)
+
+
+def learn_salb(problem: LearningProblem, n_matchers: int) -> SalbResult:
+    """Map every learnable token to a matcher with SALB.
+
+    Args:
+        problem: the learning input (see :func:`core.learn.problem.build_problem`).
+        n_matchers: N >= 1.
+
+    Raises:
+        InvalidArgumentError: if N < 1, or the corpus is so large that the exact integer
+            utility could overflow (learn on a sample: 1M posts is plenty, Sect. 6.1).
+    """
+    if not isinstance(n_matchers, int | np.integer) or n_matchers < 1:
+        raise InvalidArgumentError(f"n_matchers must be a positive integer, got {n_matchers!r}")
+    order = salb_order(problem)
+    max_total = int(problem.token_frequencies[order].sum()) if order.size else 0
+    if n_matchers * max_total * max_total >= _INT64_MAX:
+        raise InvalidArgumentError(
+            f"{max_total} subscribed word occurrences with N={n_matchers} overflow SALB's "
+            "exact integer utility; learn on a sample of the posts"
+        )
+    chosen, extra_load, loads = salb_assign(
+        problem.token_indptr, problem.token_posts, problem.post_indptr, order, int(n_matchers)
+    )
+    token_matcher = np.full(problem.n_tokens, -1, dtype=np.int32)
+    token_matcher[order] = chosen
+    return SalbResult(token_matcher, order, extra_load, loads)

@@ -1,0 +1,174 @@
+"""The routing table M: (word, part) -> matcher, plus the subscribed vocabulary.
+
+Stored as a directory: ``mapping.parquet`` (word, part, matcher_id), optional
+``subscribed_words.parquet`` (word) and ``manifest.json`` (algorithm, N, params, corpus
+fingerprint, metrics). Words absent from the table route by the stable hash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.errors import InvalidArgumentError, MappingFormatError
+from core.routing.hashing import hash_matcher
+
+MAPPING_FILE = "mapping.parquet"
+SUBSCRIBED_FILE = "subscribed_words.parquet"
+MANIFEST_FILE = "manifest.json"
+
+MAPPING_SCHEMA = pa.schema(
+    [
+        pa.field("word", pa.string(), nullable=False),
+        pa.field("part", pa.int32(), nullable=False),
+        pa.field("matcher_id", pa.int32(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True, eq=False)
+class RoutingTable:
+    """Word -> matchers of its versions, with hash fall-back.
+
+    Attributes:
+        n_matchers: N.
+        words: ``(n_mapped,)`` object array of the mapped words.
+        part_indptr: ``(n_mapped + 1,)`` int64; word ``i``'s versions are
+            ``part_matchers[part_indptr[i]:part_indptr[i + 1]]`` (version 0 first).
+        part_matchers: int32 matcher of each version.
+        subscribed_words: the words that route posts; None means every word does.
+    """
+
+    n_matchers: int
+    words: np.ndarray
+    part_indptr: np.ndarray
+    part_matchers: np.ndarray
+    subscribed_words: frozenset[str] | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.n_matchers < 1:
+            raise InvalidArgumentError(f"n_matchers must be >= 1, got {self.n_matchers}")
+        if self.part_indptr.shape != (len(self.words) + 1,) or self.part_indptr[0] != 0:
+            raise InvalidArgumentError("part_indptr must have len(words) + 1 entries from 0")
+        if self.part_indptr[-1] != self.part_matchers.shape[0]:
+            raise InvalidArgumentError("part_indptr must end at len(part_matchers)")
+        if np.any(np.diff(self.part_indptr) < 1):
+            raise InvalidArgumentError("every mapped word needs at least one version")
+        if self.part_matchers.size and (
+            self.part_matchers.min() < 0 or self.part_matchers.max() >= self.n_matchers
+        ):
+            raise InvalidArgumentError(f"matcher ids must lie in [0, {self.n_matchers})")
+
+    @cached_property
+    def word_index(self) -> dict[str, int]:
+        return {word: i for i, word in enumerate(self.words.tolist())}
+
+    @property
+    def n_split_words(self) -> int:
+        return int(np.count_nonzero(np.diff(self.part_indptr) > 1))
+
+    def is_subscribed(self, word: str) -> bool:
+        return self.subscribed_words is None or word in self.subscribed_words
+
+    def version_matchers(self, word: str) -> np.ndarray:
+        """The matchers of every version of ``word`` (its hash matcher when unmapped)."""
+        i = self.word_index.get(word)
+        if i is None:
+            return np.array([hash_matcher(word, self.n_matchers)], dtype=np.int32)
+        return self.part_matchers[self.part_indptr[i] : self.part_indptr[i + 1]]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (word, part) with its matcher_id."""
+        counts = np.diff(self.part_indptr)
+        starts = np.repeat(self.part_indptr[:-1], counts)
+        return pd.DataFrame(
+            {
+                "word": np.repeat(self.words, counts),
+                "part": (np.arange(self.part_matchers.shape[0]) - starts).astype(np.int32),
+                "matcher_id": self.part_matchers.astype(np.int32),
+            }
+        )
+
+    @classmethod
+    def from_rows(
+        cls, words: Iterable[str], parts: Iterable[int], matchers: Iterable[int],
+        n_matchers: int, *, subscribed_words: Iterable[str] | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> RoutingTable:
+        """Build from (word, part, matcher) rows; each word's parts must be 0..k-1.
+
+        Raises:
+            InvalidArgumentError: on duplicate or missing parts.
+        """
+        frame = pd.DataFrame({"word": list(words), "part": list(parts), "m": list(matchers)})
+        frame = frame.sort_values(["word", "part"], kind="stable")
+        word_values = frame["word"].to_numpy(dtype=object)
+        boundaries = np.flatnonzero(word_values[1:] != word_values[:-1]) + 1
+        starts = np.concatenate([[0], boundaries]).astype(np.int64)
+        indptr = np.append(starts, len(frame)).astype(np.int64)
+        expected_parts = np.arange(len(frame)) - np.repeat(starts, np.diff(indptr))
+        if not np.array_equal(frame["part"].to_numpy(), expected_parts):
+            raise InvalidArgumentError("each word's parts must be exactly 0..k-1, no repeats")
+        subscribed = None if subscribed_words is None else frozenset(subscribed_words)
+        return cls(
+            n_matchers=int(n_matchers),
+            words=word_values[starts] if len(frame) else np.array([], dtype=object),
+            part_indptr=indptr if len(frame) else np.zeros(1, dtype=np.int64),
+            part_matchers=frame["m"].to_numpy(dtype=np.int32),
+            subscribed_words=subscribed,
+            manifest=dict(manifest or {}),
+        )
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the table directory (overwriting its files); returns the directory."""
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pandas(self.to_frame(), schema=MAPPING_SCHEMA,
+                                            preserve_index=False), target / MAPPING_FILE)
+        subscribed_path = target / SUBSCRIBED_FILE
+        if self.subscribed_words is not None:
+            words = pa.table({"word": pa.array(sorted(self.subscribed_words), pa.string())})
+            pq.write_table(words, subscribed_path)
+        elif subscribed_path.exists():
+            subscribed_path.unlink()
+        manifest = {**self.manifest, "n_matchers": self.n_matchers,
+                    "subscribed_words": None if self.subscribed_words is None
+                    else len(self.subscribed_words)}
+        (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        return target
+
+    @classmethod
+    def load(cls, directory: str | Path) -> RoutingTable:
+        """Read a table directory written by :meth:`save`.
+
+        Raises:
+            MappingFormatError: if a file is missing or inconsistent.
+        """
+        source = Path(directory)
+        for name in (MAPPING_FILE, MANIFEST_FILE):
+            if not (source / name).is_file():
+                raise MappingFormatError(f"{source} is not a routing table: {name} missing")
+        try:
+            manifest = json.loads((source / MANIFEST_FILE).read_text())
+            n_matchers = int(manifest["n_matchers"])
+        except (ValueError, KeyError) as err:
+            raise MappingFormatError(f"{source / MANIFEST_FILE}: unreadable manifest") from err
+        frame = pq.read_table(source / MAPPING_FILE).to_pandas()
+        subscribed = None
+        if (source / SUBSCRIBED_FILE).is_file():
+            subscribed = pq.read_table(source / SUBSCRIBED_FILE).column("word").to_pylist()
+        try:
+            return cls.from_rows(frame["word"], frame["part"], frame["matcher_id"], n_matchers,
+                                 subscribed_words=subscribed, manifest=manifest)
+        except (InvalidArgumentError, KeyError) as err:
+            raise MappingFormatError(f"{source}: {err}") from err
