@@ -1,0 +1,1 @@
+"""Benchmark commands: they print measured figures and write CSV/PNG; no assertions."""

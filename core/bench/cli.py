@@ -1,0 +1,55 @@
+"""``s3tm bench learn|quality``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.errors import InputDataError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    bench = sub.add_parser("bench", help="benchmarks: print measured figures, write CSV/PNG")
+    kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+
+    p = kinds.add_parser("learn", help="learning time vs corpus size (paper Fig. 9)")
+    p.add_argument("--sizes", default="125000,250000,500000,1000000",
+                   help="comma-separated numbers of synthetic posts")
+    p.add_argument("--nodes", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
+    p.set_defaults(handler=_run_learn)
+
+    p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
+    p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
+    p.add_argument("--nodes", default="4,16,64,256")
+    p.add_argument("--holdout-fraction", type=float, default=0.2)
+    p.add_argument("--split-seed", type=int, default=7)
+    p.add_argument("--topic-words", type=int, default=500)
+    p.add_argument("--topic-pool", type=int, default=3000)
+    p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
+    p.set_defaults(handler=_run_quality)
+
+
+def _run_learn(args: argparse.Namespace) -> int:
+    from core.bench import learn_time
+    from core.cli.demo import parse_int_list
+
+    learn_time.run(parse_int_list(args.sizes, "--sizes"), args.nodes, args.repeats,
+                   Path(args.out), args.seed)
+    return 0
+
+
+def _run_quality(args: argparse.Namespace) -> int:
+    from core.bench import quality
+    from core.bench.realdata import real_corpus_path
+    from core.cli.demo import parse_int_list
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if path is None:
+        raise InputDataError("real corpus not found: pass --corpus FILE or set "
+                             "S3TM_SHARED_DATA to the folder holding tweets-tweeteval.jsonl.gz")
+    quality.run(path, parse_int_list(args.nodes, "--nodes"), args.holdout_fraction,
+                args.split_seed, args.topic_words, args.topic_pool, Path(args.out))
+    return 0

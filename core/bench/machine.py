@@ -1,0 +1,63 @@
+"""Facts about the machine a benchmark ran on, and process memory probes (Linux)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import numba
+import numpy as np
+
+
+def machine_summary() -> str:
+    """One line: CPU model, cores usable, memory, Python/numpy/numba versions."""
+    cpu = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{cpu}, {len(os.sched_getaffinity(0))} cores usable, {mem_gib:.0f} GiB, "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, numba {numba.__version__}")
+
+
+def pin_to_one_core() -> int:
+    """Restrict this process to one core (the bars say 'one core'); returns the core id."""
+    core = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})
+    return core
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM); False where that is not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def rss_mib() -> float:
+    """Current resident set size in MiB (nan when unknown)."""
+    value = _status_kib("VmRSS")
+    return float("nan") if value is None else value / 1024
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size since start or the last :func:`reset_peak_rss`, in MiB."""
+    value = _status_kib("VmHWM")
+    return float("nan") if value is None else value / 1024

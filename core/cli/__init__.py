@@ -1,0 +1,1 @@
+"""The ``s3tm`` command line."""

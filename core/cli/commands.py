@@ -1,0 +1,206 @@
+"""``s3tm demo-corpus``, ``s3tm learn`` and ``s3tm evaluate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.cli.format import format_table
+from core.corpus import Corpus, holdout_mask
+from core.corpus.io import read_corpus, read_word_list
+from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.errors import InputDataError, InvalidArgumentError
+from core.learn import ALGORITHMS, learn_mapping
+from core.routing.evaluate import Evaluation, evaluate_table
+from core.routing.metrics import routing_metrics
+from core.routing.router import route_corpus
+from core.routing.table import RoutingTable
+
+log = logging.getLogger("s3tm")
+
+
+@dataclass(frozen=True)
+class LoadedCorpus:
+    """A corpus file read and normalised, with the fingerprint of all its posts."""
+
+    path: str
+    corpus: Corpus
+    fingerprint: str
+
+
+def load_corpus(path: str, *, text_column: str = "text", fmt: str = "auto") -> LoadedCorpus:
+    """Read a corpus file with progress output; bad lines are reported, not fatal."""
+    started = time.perf_counter()
+    log.info("reading %s ...", path)
+    corpus, report = read_corpus(path, text_column=text_column, fmt=fmt)  # type: ignore[arg-type]
+    log.info("%s (%.1fs)", report.summary(), time.perf_counter() - started)
+    return LoadedCorpus(path, corpus, corpus.fingerprint())
+
+
+def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", required=True, help="JSON lines (.jsonl[.gz]) or CSV file")
+    parser.add_argument("--text-column", default="text", help="field holding the text")
+    parser.add_argument("--format", default="auto", choices=["auto", "jsonl", "csv"])
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the core commands to the ``s3tm`` parser."""
+    p = sub.add_parser("demo-corpus", help="write a seeded synthetic corpus (JSON lines)")
+    p.add_argument("--posts", type=int, default=100_000)
+    p.add_argument("--words", type=int, default=100_000, help="vocabulary size")
+    p.add_argument("--days", type=int, default=7, help="created_at spans this many days")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output file (.jsonl or .jsonl.gz)")
+    p.set_defaults(handler=run_demo_corpus)
+
+    p = sub.add_parser("learn", help="learn a word -> matcher mapping from a corpus")
+    _add_corpus_options(p)
+    p.add_argument("--nodes", type=int, required=True, help="number of matchers N")
+    p.add_argument("--algorithm", choices=ALGORITHMS, required=True)
+    p.add_argument("--split", action="store_true", help="split hot words (paper Sect. 5.1)")
+    p.add_argument("--subscribed-words", help="file of subscriptions/words, one per line; "
+                   "learn on their words only (default: every word is subscribed)")
+    p.add_argument("--holdout-fraction", type=float, default=0.2,
+                   help="posts kept out of learning for `evaluate` (0 = learn on all)")
+    p.add_argument("--split-seed", type=int, default=7, help="seed of the hold-out split")
+    p.add_argument("--seed", type=int, default=0, help="seed of hot-word version dealing")
+    p.add_argument("--out", required=True, help="output directory of the routing table")
+    p.set_defaults(handler=run_learn)
+
+    p = sub.add_parser("evaluate", help="spread, loads, imbalance, throughput vs hash")
+    _add_corpus_options(p)
+    p.add_argument("--mapping", required=True, help="directory written by `s3tm learn`")
+    p.add_argument("--posts", choices=["auto", "holdout", "all"], default="auto",
+                   help="auto: the held-out posts when CORPUS is the training corpus, "
+                   "else all posts")
+    p.add_argument("--seed", type=int, default=0, help="seed of split-word version choice")
+    p.add_argument("--per-matcher", action="store_true", help="print every matcher's load")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler=run_evaluate)
+
+
+def run_demo_corpus(args: argparse.Namespace) -> int:
+    spec = SyntheticCorpusSpec(n_posts=args.posts, n_words=args.words, seed=args.seed)
+    started = time.perf_counter()
+    corpus = write_demo_corpus(args.out, spec, days=args.days)
+    print(f"wrote {corpus.n_posts:,} posts ({corpus.n_words:,} distinct words, "
+          f"{corpus.n_edges / corpus.n_posts:.2f} words/post) to {args.out} "
+          f"in {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+def _holdout_split(
+    corpus: Corpus, fraction: float, seed: int
+) -> tuple[Corpus, np.ndarray | None]:
+    if fraction == 0:
+        return corpus, None
+    mask = holdout_mask(corpus.n_posts, fraction, seed)
+    return corpus.select(~mask), mask
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    if args.nodes < 1:
+        raise InvalidArgumentError(f"--nodes must be >= 1, got {args.nodes}")
+    if not 0.0 <= args.holdout_fraction < 1.0:
+        raise InvalidArgumentError("--holdout-fraction must be in [0, 1)")
+    subscribed = read_word_list(args.subscribed_words) if args.subscribed_words else None
+    loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
+    training, _ = _holdout_split(loaded.corpus, args.holdout_fraction, args.split_seed)
+    log.info("learning %s%s with N=%d on %d posts ...", args.algorithm,
+             "+split" if args.split else "", args.nodes, training.n_posts)
+    learned = learn_mapping(training, args.nodes, args.algorithm, split=args.split,
+                            subscribed_words=subscribed, seed=args.seed)
+    training_metrics = routing_metrics(route_corpus(learned.table, training, seed=args.seed))
+    manifest: dict[str, Any] = {
+        **learned.table.manifest,
+        "source": {
+            "path": str(Path(args.corpus).resolve()),
+            "fingerprint": loaded.fingerprint,
+            "posts": loaded.corpus.n_posts,
+            "holdout_fraction": args.holdout_fraction,
+            "split_seed": args.split_seed,
+            "text_column": args.text_column,
+        },
+        "training_metrics": training_metrics.as_dict(with_loads=False),
+    }
+    table = RoutingTable(learned.table.n_matchers, learned.table.words,
+                         learned.table.part_indptr, learned.table.part_matchers,
+                         learned.table.subscribed_words, manifest)
+    out = table.save(args.out)
+    print(f"{manifest['label']} N={args.nodes}: mapped {manifest['mapped_tokens']:,} tokens "
+          f"({manifest['hot_words']} hot words split) from {training.n_posts:,} training posts "
+          f"in {learned.learn_seconds:.2f}s -> {out}")
+    print(f"training posts: spread {training_metrics.spread:.3f}, imbalance "
+          f"{training_metrics.imbalance:.3f}, load CV {training_metrics.load_cv:.3f}")
+    return 0
+
+
+def select_evaluation_posts(
+    table: RoutingTable, loaded: LoadedCorpus, mode: str
+) -> tuple[Corpus, str]:
+    """The posts to evaluate on and a description; refuses the training posts."""
+    source = table.manifest.get("source") or {}
+    same_corpus = source.get("fingerprint") == loaded.fingerprint
+    fraction = float(source.get("holdout_fraction") or 0.0)
+    if mode == "all":
+        if same_corpus:
+            log.warning("evaluating on all posts of the training corpus, training posts included")
+        return loaded.corpus, f"all {loaded.corpus.n_posts:,} posts"
+    if mode == "auto" and not same_corpus:
+        return loaded.corpus, f"all {loaded.corpus.n_posts:,} posts (not the training corpus)"
+    if fraction == 0.0:
+        raise InputDataError(
+            "this mapping was learned on every post of this corpus: there is no hold-out to "
+            "evaluate on (learn with --holdout-fraction > 0, or evaluate another corpus)"
+        )
+    if not same_corpus:
+        log.warning("corpus differs from the training corpus; applying its hold-out split anyway")
+    mask = holdout_mask(loaded.corpus.n_posts, fraction, int(source["split_seed"]))
+    held_out = loaded.corpus.select(mask)
+    return held_out, (f"{held_out.n_posts:,} held-out posts ({fraction:.0%}, split seed "
+                      f"{source['split_seed']})")
+
+
+def render_evaluation(table: RoutingTable, result: Evaluation, posts: str,
+                      per_matcher: bool) -> str:
+    label = table.manifest.get("label", table.manifest.get("algorithm", "mapping"))
+    rows: list[list[object]] = []
+    for name, attr in [("spread (mean |K| over posts)", "spread"),
+                       ("spread over routed posts", "spread_routed"),
+                       ("routed fraction", "routed_fraction"),
+                       ("imbalance (max/mean load)", "imbalance"),
+                       ("load coefficient of variation", "load_cv"),
+                       ("throughput |P|/max load", "throughput")]:
+        rows.append([name, getattr(result.candidate, attr), getattr(result.hash_baseline, attr)])
+    for name, fn in [("min load", min), ("max load", max)]:
+        rows.append([name, fn(result.candidate.loads), fn(result.hash_baseline.loads)])
+    rows.append(["relative throughput vs hash", result.relative_throughput, 1.0])
+    lines = [f"{label}, N={table.n_matchers}, on {posts}",
+             format_table(["metric", label, "hash"], rows)]
+    if per_matcher:
+        lines.append(format_table(
+            ["matcher", f"load ({label})", "load (hash)"],
+            [[i, a, b] for i, (a, b) in enumerate(zip(result.candidate.loads,
+                                                       result.hash_baseline.loads, strict=True))],
+        ))
+    return "\n".join(lines)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    table = RoutingTable.load(args.mapping)
+    loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
+    posts, description = select_evaluation_posts(table, loaded, args.posts)
+    result = evaluate_table(table, posts, seed=args.seed)
+    if args.json:
+        print(json.dumps({"mapping": str(args.mapping), "posts": description,
+                          **result.as_dict()}, indent=2))
+    else:
+        print(render_evaluation(table, result, description, args.per_matcher))
+    return 0
