@@ -96,11 +96,15 @@ class Corpus:
         return Corpus(self.vocabulary, indptr, indices, post_ids)
 
     def fingerprint(self) -> str:
-        """A content hash of the posts' word sets (order-sensitive), for manifests."""
+        """A hash of the sequence of posts' word sets, independent of word-id order."""
+        order = np.argsort(self.vocabulary.astype(str), kind="stable")
+        rank = np.empty(self.n_words, dtype=np.int32)
+        rank[order] = np.arange(self.n_words, dtype=np.int32)
+        _, ranked = _kernels.dedupe_sort_rows(self.indptr, rank[self.indices])
         digest = hashlib.sha256()
         digest.update(self.indptr.tobytes())
-        digest.update(self.indices.tobytes())
-        digest.update("\x1f".join(self.vocabulary.tolist()).encode("utf-8"))
+        digest.update(ranked.tobytes())
+        digest.update("\x1f".join(self.vocabulary[order].tolist()).encode("utf-8"))
         return digest.hexdigest()[:16]
 
 

@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 CorpusFormat = Literal["auto", "jsonl", "csv"]
 MAX_TEXT_CHARS = 10_000  # far above a tweet; longer texts are quarantined as oversized
 _EXAMPLES_KEPT = 20
+_COMMENT = re.compile(r"#(\s|$)")
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def read_corpus(
 def read_word_list(path: str | Path) -> list[str]:
     """Read subscriptions (phrases), one per line, into their sorted set of normalised words.
 
-    Lines starting with '#' are comments.
+    Lines that are '#' alone or '#' then a space are comments ('#tag' is a subscription).
 
     Each line is normalised like a post, so a line may hold a phrase ("white house"), whose
     words all become subscribed words.
@@ -247,7 +249,8 @@ def read_word_list(path: str | Path) -> list[str]:
             except UnicodeDecodeError as err:
                 raise InputDataError(f"{source}:{line_number}: not UTF-8") from err
             line = line.strip()
-            if line and not line.startswith("#"):  # whole-line comments only: #tags are words
+            # "# note" is a comment; "#tag" is a hashtag subscription.
+            if line and not _COMMENT.match(line):
                 words.update(normalize(line))
     if not words:
         raise InputDataError(f"{source}: no word after normalisation")

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.corpus import corpus_from_arrays, corpus_from_word_lists, holdout_mask
+from core.corpus.arrays import Corpus
+from core.errors import InvalidArgumentError
+
+word_lists = st.lists(st.lists(st.sampled_from([f"w{i}" for i in range(12)]), max_size=8),
+                      min_size=1, max_size=30)
+
+
+def test_build_from_word_lists_dedupes_and_sorts() -> None:
+    corpus = corpus_from_word_lists([["b", "a", "b"], ["c"], []], post_ids=["p1", "p2", "p3"])
+    assert corpus.vocabulary.tolist() == ["b", "a", "c"]
+    assert corpus.indptr.tolist() == [0, 2, 3, 3]
+    assert corpus.indices.tolist() == [0, 1, 2]
+    assert corpus.post_words(0) == ["b", "a"]
+    assert corpus.word_frequencies.tolist() == [1, 1, 1]
+    assert corpus.post_ids.tolist() == ["p1", "p2", "p3"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(word_lists)
+def test_arrays_match_python_sets(lists: list[list[str]]) -> None:
+    corpus = corpus_from_word_lists(lists)
+    for p, words in enumerate(lists):
+        assert set(corpus.post_words(p)) == set(words)
+        row = corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]]
+        assert np.all(np.diff(row) > 0)
+    word_indptr, word_posts = corpus.word_posts()
+    for w, word in enumerate(corpus.vocabulary):
+        expected = [p for p, words in enumerate(lists) if word in words]
+        assert word_posts[word_indptr[w] : word_indptr[w + 1]].tolist() == expected
+        assert corpus.word_frequencies[w] == len(expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(word_lists, st.data())
+def test_select_keeps_chosen_posts(lists: list[list[str]], data: st.DataObject) -> None:
+    corpus = corpus_from_word_lists(lists, post_ids=[str(i) for i in range(len(lists))])
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(lists),
+                                       max_size=len(lists))))
+    subset = corpus.select(mask)
+    chosen = np.flatnonzero(mask)
+    assert subset.n_posts == chosen.size
+    assert subset.post_ids.tolist() == [str(i) for i in chosen]
+    for new, old in enumerate(chosen):
+        assert subset.post_words(new) == corpus.post_words(old)
+
+
+def test_corpus_from_arrays_converts_dtypes() -> None:
+    corpus = corpus_from_arrays(["x", "y"], np.array([0, 3, 4]), np.array([1, 0, 1, 0]))
+    assert corpus.indptr.dtype == np.int64 and corpus.indices.dtype == np.int32
+    assert corpus.indices.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("indptr", "indices", "message"),
+    [
+        ([1, 2], [0, 0], "start at 0"),
+        ([0, 3], [0], "end at len"),
+        ([0, 2, 1, 2], [0, 1], "non-decreasing"),
+        ([0, 1], [5], r"lie in \[0, 2\)"),
+        ([0, 1], [-1], r"lie in \[0, 2\)"),
+    ],
+)
+def test_invalid_csr_is_rejected(indptr: list[int], indices: list[int], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        corpus_from_arrays(["a", "b"], np.array(indptr), np.array(indices))
+
+
+def test_corpus_requires_exact_dtypes() -> None:
+    with pytest.raises(InvalidArgumentError, match="int64"):
+        Corpus(np.array(["a"], dtype=object), np.array([0, 1], dtype=np.int32),
+               np.array([0], dtype=np.int32))
+
+
+def test_non_string_words_are_rejected() -> None:
+    with pytest.raises(InvalidArgumentError, match="str"):
+        corpus_from_word_lists([["a", 3]])  # type: ignore[list-item]
+
+
+def test_mismatched_post_ids_are_rejected() -> None:
+    with pytest.raises(InvalidArgumentError, match="post_ids"):
+        corpus_from_word_lists([["a"], ["b"]], post_ids=["only-one"])
+
+
+def test_select_rejects_bad_masks() -> None:
+    corpus = corpus_from_word_lists([["a"], ["b"]])
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        corpus.select(np.array([True]))
+    with pytest.raises(InvalidArgumentError, match="out of range"):
+        corpus.select(np.array([2]))
+
+
+def test_holdout_mask_is_seeded_and_sized() -> None:
+    a = holdout_mask(10_000, 0.2, seed=7)
+    assert np.array_equal(a, holdout_mask(10_000, 0.2, seed=7))
+    assert not np.array_equal(a, holdout_mask(10_000, 0.2, seed=8))
+    assert 0.18 < a.mean() < 0.22
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(InvalidArgumentError, match="holdout_fraction"):
+            holdout_mask(10, bad, seed=1)
+
+
+def test_fingerprint_depends_on_content() -> None:
+    a = corpus_from_word_lists([["a", "b"], ["c"]])
+    assert a.fingerprint() == corpus_from_word_lists([["b", "a"], ["c"]]).fingerprint()
+    assert a.fingerprint() != corpus_from_word_lists([["a", "b"], ["d"]]).fingerprint()
