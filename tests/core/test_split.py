@@ -1,0 +1,100 @@
+"""Hot-word splitting: the rule, the token graph it builds, and what it does to routing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.corpus import corpus_from_word_lists
+from core.errors import InvalidArgumentError
+from core.learn import build_problem, learn_mapping, plan_split
+from core.routing import route_corpus, routing_metrics
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 500), min_size=1, max_size=40), st.integers(1, 300),
+       st.data())
+def test_split_rule(freqs: list[int], n: int, data: st.DataObject) -> None:
+    frequencies = np.array(freqs, dtype=np.int64)
+    considered = np.array(data.draw(st.lists(st.booleans(), min_size=len(freqs),
+                                             max_size=len(freqs))))
+    plan = plan_split(frequencies, considered, n)
+    share = frequencies[considered].sum() / n
+    assert plan.per_node_share == pytest.approx(share)
+    assert plan.cap == max(1, int(share // 2))
+    for f, ok, k in zip(frequencies, considered, plan.n_parts, strict=True):
+        if not ok or f <= share / 2:
+            assert k == 1                       # only considered hot words are split
+        else:
+            assert -(-f // k) <= plan.cap       # every version within the cap ...
+            assert -(-f // (k - 1)) > plan.cap if k > 1 else True  # ... with the fewest k
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["hot", "a", "b", "c", "d", "e"]), min_size=1,
+                         max_size=4), min_size=1, max_size=60),
+       st.integers(1, 12), st.integers(0, 5))
+def test_split_problem_preserves_the_posts(lists: list[list[str]], n: int, seed: int) -> None:
+    corpus = corpus_from_word_lists(lists)
+    problem = build_problem(corpus, n, split=True, seed=seed)
+    plan = problem.split_plan
+    assert plan is not None
+    # Each post keeps exactly its words, one version per split word.
+    for p in range(corpus.n_posts):
+        tokens = problem.post_tokens[problem.post_indptr[p]:problem.post_indptr[p + 1]]
+        words = problem.token_word[tokens]
+        assert sorted(words.tolist()) == sorted(
+            corpus.indices[corpus.indptr[p]:corpus.indptr[p + 1]].tolist())
+    # Versions: 0..k-1 for every word, each within the cap, balanced to within one post.
+    freq = problem.token_frequencies
+    for w in range(corpus.n_words):
+        tokens = np.flatnonzero(problem.token_word == w)
+        assert problem.token_part[tokens].tolist() == list(range(plan.n_parts[w]))
+        if plan.n_parts[w] > 1:
+            assert freq[tokens].max() <= plan.cap
+            assert freq[tokens].max() - freq[tokens].min() <= 1
+    # The two CSRs are transposes of each other.
+    for t in range(problem.n_tokens):
+        for p in problem.token_posts[problem.token_indptr[t]:problem.token_indptr[t + 1]]:
+            row = problem.post_tokens[problem.post_indptr[p]:problem.post_indptr[p + 1]]
+            assert t in row
+
+
+def test_split_spreads_the_load_of_a_hot_word() -> None:
+    rng = np.random.default_rng(0)
+    # "hot" is in every post; the other words are rare. N = 8.
+    lists = [["hot", f"r{rng.integers(400)}"] for _ in range(4000)]
+    corpus = corpus_from_word_lists(lists)
+    plain = learn_mapping(corpus, 8, "salb")
+    split = learn_mapping(corpus, 8, "salb", split=True)
+    assert plain.table.n_split_words == 0 and split.table.n_split_words == 1
+    hot_versions = split.table.version_matchers("hot")
+    assert len(set(hot_versions.tolist())) == len(hot_versions) > 1
+    before = routing_metrics(route_corpus(plain.table, corpus))
+    after = routing_metrics(route_corpus(split.table, corpus, seed=1))
+    assert before.loads[int(plain.table.version_matchers("hot")[0])] == 4000
+    assert max(after.loads) < 0.6 * max(before.loads)
+    assert after.throughput > before.throughput
+
+
+def test_router_picks_versions_uniformly() -> None:
+    corpus = corpus_from_word_lists([["hot"]] * 20_000)
+    table = learn_mapping(corpus, 64, "hash", split=True).table
+    versions = table.version_matchers("hot")
+    assert len(versions) > 1
+    loads = np.array(routing_metrics(route_corpus(table, corpus, seed=5)).loads)
+    per_version = np.array([loads[m] for m in sorted(set(versions.tolist()))])
+    expected = 20_000 / len(versions) * np.array(
+        [np.count_nonzero(versions == m) for m in sorted(set(versions.tolist()))])
+    assert np.all(np.abs(per_version - expected) < 5 * np.sqrt(expected))
+
+
+def test_plan_split_rejects_bad_input() -> None:
+    with pytest.raises(InvalidArgumentError, match="equal length"):
+        plan_split(np.array([1, 2]), np.array([True]), 2)
+    with pytest.raises(InvalidArgumentError, match="non-negative"):
+        plan_split(np.array([-1]), np.array([True]), 2)
+    with pytest.raises(InvalidArgumentError, match="n_matchers"):
+        plan_split(np.array([1]), np.array([True]), 0)

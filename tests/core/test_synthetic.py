@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.corpus.io import read_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, pseudo_word, write_demo_corpus
+from core.errors import InvalidArgumentError
+from core.text import ENGLISH_STOP_WORDS, normalize
+
+
+def test_same_spec_same_corpus_other_seed_other_corpus() -> None:
+    spec = SyntheticCorpusSpec(n_posts=3000, n_words=5000, seed=4)
+    a, b = generate_corpus(spec), generate_corpus(spec)
+    assert a.fingerprint() == b.fingerprint()
+    other = generate_corpus(SyntheticCorpusSpec(n_posts=3000, n_words=5000, seed=5))
+    assert other.fingerprint() != a.fingerprint()
+
+
+def test_shape_is_zipfian_with_about_eight_words_per_post() -> None:
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=50_000, seed=1))
+    assert 7.0 < corpus.n_edges / corpus.n_posts < 9.0
+    freq = np.sort(corpus.word_frequencies)[::-1]
+    # Heavy head, long tail: the top word is far above the median one.
+    assert freq[0] > 100 * np.median(freq)
+
+
+def test_pseudo_words_are_distinct_fixed_points() -> None:
+    words = [pseudo_word(r) for r in range(0, 120_000, 7)]
+    assert len(set(words)) == len(words)
+    assert not set(words) & ENGLISH_STOP_WORDS
+    assert all(normalize(w) == [w] for w in words[:3000])
+    with pytest.raises(InvalidArgumentError):
+        pseudo_word(-1)
+
+
+def test_rendered_text_normalises_back_to_the_word_sets(tmp_path: Path) -> None:
+    spec = SyntheticCorpusSpec(n_posts=2000, n_words=3000, seed=2)
+    path = tmp_path / "demo.jsonl.gz"
+    generated = write_demo_corpus(path, spec, days=2)
+    with gzip.open(path, "rt") as handle:
+        records = [json.loads(line) for line in handle]
+    assert records[0]["created_at"] == "2026-01-01T00:00:00Z"
+    assert records[-1]["created_at"].startswith("2026-01-02")
+    read, report = read_corpus(path)
+    assert report.malformed == 0 and read.n_posts == generated.n_posts
+    for p in range(0, generated.n_posts, 37):
+        assert sorted(read.post_words(p)) == sorted(generated.post_words(p))
+    assert read.post_ids.tolist() == generated.post_ids.tolist()
+
+
+@pytest.mark.parametrize("field", ["n_posts", "n_words", "n_topics", "words_per_topic"])
+def test_bad_spec_is_rejected(field: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=field):
+        generate_corpus(SyntheticCorpusSpec(**{"n_posts": 10, field: 0}))
