@@ -34,6 +34,8 @@ def real_corpus() -> Path:
     """The real tweets of ../shared/data; skips with a message when absent."""
     path = real_corpus_path()
     if path is None:
-        pytest.skip("real corpus ../shared/data/tweets-tweeteval.jsonl.gz is absent "
-                    "(set S3TM_SHARED_DATA to its folder to run this test)")
+        pytest.skip(
+            "real corpus ../shared/data/tweets-tweeteval.jsonl.gz is absent "
+            "(set S3TM_SHARED_DATA to its folder to run this test)"
+        )
     return path

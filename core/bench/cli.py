@@ -13,8 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
 
     p = kinds.add_parser("learn", help="learning time vs corpus size (paper Fig. 9)")
-    p.add_argument("--sizes", default="125000,250000,500000,1000000",
-                   help="comma-separated numbers of synthetic posts")
+    p.add_argument(
+        "--sizes",
+        default="125000,250000,500000,1000000",
+        help="comma-separated numbers of synthetic posts",
+    )
     p.add_argument("--nodes", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
@@ -36,8 +39,9 @@ def _run_learn(args: argparse.Namespace) -> int:
     from core.bench import learn_time
     from core.cli.demo import parse_int_list
 
-    learn_time.run(parse_int_list(args.sizes, "--sizes"), args.nodes, args.repeats,
-                   Path(args.out), args.seed)
+    learn_time.run(
+        parse_int_list(args.sizes, "--sizes"), args.nodes, args.repeats, Path(args.out), args.seed
+    )
     return 0
 
 
@@ -48,8 +52,17 @@ def _run_quality(args: argparse.Namespace) -> int:
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     if path is None:
-        raise InputDataError("real corpus not found: pass --corpus FILE or set "
-                             "S3TM_SHARED_DATA to the folder holding tweets-tweeteval.jsonl.gz")
-    quality.run(path, parse_int_list(args.nodes, "--nodes"), args.holdout_fraction,
-                args.split_seed, args.topic_words, args.topic_pool, Path(args.out))
+        raise InputDataError(
+            "real corpus not found: pass --corpus FILE or set "
+            "S3TM_SHARED_DATA to the folder holding tweets-tweeteval.jsonl.gz"
+        )
+    quality.run(
+        path,
+        parse_int_list(args.nodes, "--nodes"),
+        args.holdout_fraction,
+        args.split_seed,
+        args.topic_words,
+        args.topic_pool,
+        Path(args.out),
+    )
     return 0

@@ -14,7 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.bench.machine import machine_summary, peak_rss_mib, pin_to_one_core, reset_peak_rss, rss_mib
+from core.bench.machine import (
+    machine_summary,
+    peak_rss_mib,
+    pin_to_one_core,
+    reset_peak_rss,
+    rss_mib,
+)
 from core.cli.format import format_table
 from core.corpus import Corpus
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
@@ -44,8 +50,9 @@ def _fresh(corpus: Corpus) -> Corpus:
     return Corpus(corpus.vocabulary, corpus.indptr, corpus.indices, corpus.post_ids)
 
 
-def time_learning(corpus: Corpus, n_matchers: int, algorithm: str, split: bool,
-                  repeats: int) -> LearnTiming:
+def time_learning(
+    corpus: Corpus, n_matchers: int, algorithm: str, split: bool, repeats: int
+) -> LearnTiming:
     seconds: list[float] = []
     peak = 0.0
     for _ in range(repeats):
@@ -62,8 +69,16 @@ def time_learning(corpus: Corpus, n_matchers: int, algorithm: str, split: bool,
         started = time.perf_counter()
         learn_salb(problem, n_matchers)
         kernel = time.perf_counter() - started
-    return LearnTiming(corpus.n_posts, corpus.n_words, corpus.n_edges,
-                       algorithm_label(algorithm, split), n_matchers, seconds, kernel, peak)
+    return LearnTiming(
+        corpus.n_posts,
+        corpus.n_words,
+        corpus.n_edges,
+        algorithm_label(algorithm, split),
+        n_matchers,
+        seconds,
+        kernel,
+        peak,
+    )
 
 
 def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -> list[LearnTiming]:
@@ -75,19 +90,29 @@ def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -
     results: list[LearnTiming] = []
     for size in sizes:
         corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
-        print(f"corpus: {corpus.n_posts:,} posts, {corpus.n_words:,} words, "
-              f"{corpus.n_edges / corpus.n_posts:.2f} words/post", flush=True)
+        print(
+            f"corpus: {corpus.n_posts:,} posts, {corpus.n_words:,} words, "
+            f"{corpus.n_edges / corpus.n_posts:.2f} words/post",
+            flush=True,
+        )
         for algorithm, split in VARIANTS:
             timing = time_learning(corpus, n_matchers, algorithm, split, repeats)
             results.append(timing)
-            print(f"  {timing.label:<11} median {timing.median:.3f}s of {repeats} "
-                  f"{[round(s, 3) for s in timing.seconds]}, peak +{timing.peak_mib:.0f} MiB",
-                  flush=True)
-    rows = [[r.posts, r.words, r.label, r.median, r.kernel_seconds or float("nan"), r.peak_mib]
-            for r in results]
+            print(
+                f"  {timing.label:<11} median {timing.median:.3f}s of {repeats} "
+                f"{[round(s, 3) for s in timing.seconds]}, peak +{timing.peak_mib:.0f} MiB",
+                flush=True,
+            )
+    rows = [
+        [r.posts, r.words, r.label, r.median, r.kernel_seconds or float("nan"), r.peak_mib]
+        for r in results
+    ]
     print(f"\nlearning time, N={n_matchers}, median of {repeats} runs, one core")
-    print(format_table(["posts", "words", "algorithm", "learn s (median)", "SALB kernel s",
-                        "peak MiB"], rows))
+    print(
+        format_table(
+            ["posts", "words", "algorithm", "learn s (median)", "SALB kernel s", "peak MiB"], rows
+        )
+    )
     _write(results, out, n_matchers, repeats)
     return results
 
@@ -96,13 +121,33 @@ def _write(results: list[LearnTiming], out: Path, n_matchers: int, repeats: int)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "learn_time.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["posts", "words", "edges", "algorithm", "n_matchers", "median_s",
-                         "runs_s", "salb_kernel_s", "peak_rss_mib"])
+        writer.writerow(
+            [
+                "posts",
+                "words",
+                "edges",
+                "algorithm",
+                "n_matchers",
+                "median_s",
+                "runs_s",
+                "salb_kernel_s",
+                "peak_rss_mib",
+            ]
+        )
         for r in results:
-            writer.writerow([r.posts, r.words, r.edges, r.label, r.n_matchers,
-                             f"{r.median:.4f}", " ".join(f"{s:.4f}" for s in r.seconds),
-                             "" if r.kernel_seconds is None else f"{r.kernel_seconds:.4f}",
-                             f"{r.peak_mib:.1f}"])
+            writer.writerow(
+                [
+                    r.posts,
+                    r.words,
+                    r.edges,
+                    r.label,
+                    r.n_matchers,
+                    f"{r.median:.4f}",
+                    " ".join(f"{s:.4f}" for s in r.seconds),
+                    "" if r.kernel_seconds is None else f"{r.kernel_seconds:.4f}",
+                    f"{r.peak_mib:.1f}",
+                ]
+            )
     import matplotlib
 
     matplotlib.use("Agg")

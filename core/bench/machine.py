@@ -20,9 +20,11 @@ def machine_summary() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{cpu}, {len(os.sched_getaffinity(0))} cores usable, {mem_gib:.0f} GiB, "
-            f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
-            f"numpy {np.__version__}, numba {numba.__version__}")
+    return (
+        f"{cpu}, {len(os.sched_getaffinity(0))} cores usable, {mem_gib:.0f} GiB, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, numba {numba.__version__}"
+    )
 
 
 def pin_to_one_core() -> int:

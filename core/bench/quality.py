@@ -26,52 +26,87 @@ from core.learn import algorithm_label, learn_mapping
 from core.routing.evaluate import evaluate_table
 
 VARIANTS = (("hash", False), ("hash", True), ("salb", False), ("salb", True))
-HEADER = ["subscriptions", "N", "algorithm", "spread", "imbalance", "load CV",
-          "rel. throughput", "hot words", "learn s"]
+HEADER = [
+    "subscriptions",
+    "N",
+    "algorithm",
+    "spread",
+    "imbalance",
+    "load CV",
+    "rel. throughput",
+    "hot words",
+    "learn s",
+]
 
 
 def topic_like_vocabulary(training: Corpus, n_words: int, pool: int, seed: int) -> list[str]:
     """``n_words`` words drawn without replacement from the ``pool`` most frequent ones."""
     if n_words > pool:
-        raise InvalidArgumentError(f"--topic-words ({n_words}) must not exceed --topic-pool "
-                                   f"({pool})")
+        raise InvalidArgumentError(
+            f"--topic-words ({n_words}) must not exceed --topic-pool ({pool})"
+        )
     ranked = np.argsort(-training.word_frequencies, kind="stable")[:pool]
-    chosen = np.random.default_rng(seed).choice(ranked, size=min(n_words, ranked.size),
-                                                replace=False)
+    chosen = np.random.default_rng(seed).choice(
+        ranked, size=min(n_words, ranked.size), replace=False
+    )
     return sorted(str(training.vocabulary[i]) for i in chosen)
 
 
-def run(corpus_path: Path, nodes: Sequence[int], holdout: float, split_seed: int,
-        topic_words: int, topic_pool: int, out: Path) -> list[list[object]]:
+def run(
+    corpus_path: Path,
+    nodes: Sequence[int],
+    holdout: float,
+    split_seed: int,
+    topic_words: int,
+    topic_pool: int,
+    out: Path,
+) -> list[list[object]]:
     print(f"machine: {machine_summary()}")
     loaded = load_corpus(str(corpus_path))
     mask = holdout_mask(loaded.corpus.n_posts, holdout, split_seed)
     training, held_out = loaded.corpus.select(~mask), loaded.corpus.select(mask)
-    print(f"corpus {corpus_path.name}: {loaded.corpus.n_posts:,} posts, "
-          f"{loaded.corpus.n_words:,} words, {loaded.corpus.n_edges / loaded.corpus.n_posts:.2f}"
-          f" words/post; {training.n_posts:,} training, {held_out.n_posts:,} held out "
-          f"(split seed {split_seed})", flush=True)
+    print(
+        f"corpus {corpus_path.name}: {loaded.corpus.n_posts:,} posts, "
+        f"{loaded.corpus.n_words:,} words, {loaded.corpus.n_edges / loaded.corpus.n_posts:.2f}"
+        f" words/post; {training.n_posts:,} training, {held_out.n_posts:,} held out "
+        f"(split seed {split_seed})",
+        flush=True,
+    )
     scenarios: list[tuple[str, list[str] | None]] = [
         ("all words", None),
-        (f"topic-like {topic_words}/{topic_pool}",
-         topic_like_vocabulary(training, topic_words, topic_pool, split_seed)),
+        (
+            f"topic-like {topic_words}/{topic_pool}",
+            topic_like_vocabulary(training, topic_words, topic_pool, split_seed),
+        ),
     ]
     rows: list[list[object]] = []
     for scenario, subscribed in scenarios:
         for n in nodes:
             for algorithm, split in VARIANTS:
                 started = time.perf_counter()
-                learned = learn_mapping(training, n, algorithm, split=split,
-                                        subscribed_words=subscribed)
+                learned = learn_mapping(
+                    training, n, algorithm, split=split, subscribed_words=subscribed
+                )
                 result = evaluate_table(learned.table, held_out)
                 m = result.candidate
-                row: list[object] = [scenario, n, algorithm_label(algorithm, split), m.spread,
-                                     m.imbalance, m.load_cv, result.relative_throughput,
-                                     learned.table.n_split_words, learned.learn_seconds]
+                row: list[object] = [
+                    scenario,
+                    n,
+                    algorithm_label(algorithm, split),
+                    m.spread,
+                    m.imbalance,
+                    m.load_cv,
+                    result.relative_throughput,
+                    learned.table.n_split_words,
+                    learned.learn_seconds,
+                ]
                 rows.append(row)
-                print(f"  {scenario:<22} N={n:<4} {row[2]:<11} spread {m.spread:.3f} "
-                      f"imbalance {m.imbalance:.3f} rel {result.relative_throughput:.3f} "
-                      f"({time.perf_counter() - started:.1f}s)", flush=True)
+                print(
+                    f"  {scenario:<22} N={n:<4} {row[2]:<11} spread {m.spread:.3f} "
+                    f"imbalance {m.imbalance:.3f} rel {result.relative_throughput:.3f} "
+                    f"({time.perf_counter() - started:.1f}s)",
+                    flush=True,
+                )
     print("\nheld-out evaluation; rel. throughput = T / T(hash), T = |P| / max matcher load")
     print(format_table(HEADER, rows))
     _write(rows, out)

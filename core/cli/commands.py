@@ -65,10 +65,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--nodes", type=int, required=True, help="number of matchers N")
     p.add_argument("--algorithm", choices=ALGORITHMS, required=True)
     p.add_argument("--split", action="store_true", help="split hot words (paper Sect. 5.1)")
-    p.add_argument("--subscribed-words", help="file of subscriptions/words, one per line; "
-                   "learn on their words only (default: every word is subscribed)")
-    p.add_argument("--holdout-fraction", type=float, default=0.2,
-                   help="posts kept out of learning for `evaluate` (0 = learn on all)")
+    p.add_argument(
+        "--subscribed-words",
+        help="file of subscriptions/words, one per line; "
+        "learn on their words only (default: every word is subscribed)",
+    )
+    p.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.2,
+        help="posts kept out of learning for `evaluate` (0 = learn on all)",
+    )
     p.add_argument("--split-seed", type=int, default=7, help="seed of the hold-out split")
     p.add_argument("--seed", type=int, default=0, help="seed of hot-word version dealing")
     p.add_argument("--out", required=True, help="output directory of the routing table")
@@ -77,9 +84,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("evaluate", help="spread, loads, imbalance, throughput vs hash")
     _add_corpus_options(p)
     p.add_argument("--mapping", required=True, help="directory written by `s3tm learn`")
-    p.add_argument("--posts", choices=["auto", "holdout", "all"], default="auto",
-                   help="auto: the held-out posts when CORPUS is the training corpus, "
-                   "else all posts")
+    p.add_argument(
+        "--posts",
+        choices=["auto", "holdout", "all"],
+        default="auto",
+        help="auto: the held-out posts when CORPUS is the training corpus, else all posts",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of split-word version choice")
     p.add_argument("--per-matcher", action="store_true", help="print every matcher's load")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -90,15 +100,15 @@ def run_demo_corpus(args: argparse.Namespace) -> int:
     spec = SyntheticCorpusSpec(n_posts=args.posts, n_words=args.words, seed=args.seed)
     started = time.perf_counter()
     corpus = write_demo_corpus(args.out, spec, days=args.days)
-    print(f"wrote {corpus.n_posts:,} posts ({corpus.n_words:,} distinct words, "
-          f"{corpus.n_edges / corpus.n_posts:.2f} words/post) to {args.out} "
-          f"in {time.perf_counter() - started:.1f}s")
+    print(
+        f"wrote {corpus.n_posts:,} posts ({corpus.n_words:,} distinct words, "
+        f"{corpus.n_edges / corpus.n_posts:.2f} words/post) to {args.out} "
+        f"in {time.perf_counter() - started:.1f}s"
+    )
     return 0
 
 
-def _holdout_split(
-    corpus: Corpus, fraction: float, seed: int
-) -> tuple[Corpus, np.ndarray | None]:
+def _holdout_split(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus, np.ndarray | None]:
     if fraction == 0:
         return corpus, None
     mask = holdout_mask(corpus.n_posts, fraction, seed)
@@ -113,10 +123,21 @@ def run_learn(args: argparse.Namespace) -> int:
     subscribed = read_word_list(args.subscribed_words) if args.subscribed_words else None
     loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
     training, _ = _holdout_split(loaded.corpus, args.holdout_fraction, args.split_seed)
-    log.info("learning %s%s with N=%d on %d posts ...", args.algorithm,
-             "+split" if args.split else "", args.nodes, training.n_posts)
-    learned = learn_mapping(training, args.nodes, args.algorithm, split=args.split,
-                            subscribed_words=subscribed, seed=args.seed)
+    log.info(
+        "learning %s%s with N=%d on %d posts ...",
+        args.algorithm,
+        "+split" if args.split else "",
+        args.nodes,
+        training.n_posts,
+    )
+    learned = learn_mapping(
+        training,
+        args.nodes,
+        args.algorithm,
+        split=args.split,
+        subscribed_words=subscribed,
+        seed=args.seed,
+    )
     training_metrics = routing_metrics(route_corpus(learned.table, training, seed=args.seed))
     manifest: dict[str, Any] = {
         **learned.table.manifest,
@@ -130,15 +151,24 @@ def run_learn(args: argparse.Namespace) -> int:
         },
         "training_metrics": training_metrics.as_dict(with_loads=False),
     }
-    table = RoutingTable(learned.table.n_matchers, learned.table.words,
-                         learned.table.part_indptr, learned.table.part_matchers,
-                         learned.table.subscribed_words, manifest)
+    table = RoutingTable(
+        learned.table.n_matchers,
+        learned.table.words,
+        learned.table.part_indptr,
+        learned.table.part_matchers,
+        learned.table.subscribed_words,
+        manifest,
+    )
     out = table.save(args.out)
-    print(f"{manifest['label']} N={args.nodes}: mapped {manifest['mapped_tokens']:,} tokens "
-          f"({manifest['hot_words']} hot words split) from {training.n_posts:,} training posts "
-          f"in {learned.learn_seconds:.2f}s -> {out}")
-    print(f"training posts: spread {training_metrics.spread:.3f}, imbalance "
-          f"{training_metrics.imbalance:.3f}, load CV {training_metrics.load_cv:.3f}")
+    print(
+        f"{manifest['label']} N={args.nodes}: mapped {manifest['mapped_tokens']:,} tokens "
+        f"({manifest['hot_words']} hot words split) from {training.n_posts:,} training posts "
+        f"in {learned.learn_seconds:.2f}s -> {out}"
+    )
+    print(
+        f"training posts: spread {training_metrics.spread:.3f}, imbalance "
+        f"{training_metrics.imbalance:.3f}, load CV {training_metrics.load_cv:.3f}"
+    )
     return 0
 
 
@@ -164,32 +194,44 @@ def select_evaluation_posts(
         log.warning("corpus differs from the training corpus; applying its hold-out split anyway")
     mask = holdout_mask(loaded.corpus.n_posts, fraction, int(source["split_seed"]))
     held_out = loaded.corpus.select(mask)
-    return held_out, (f"{held_out.n_posts:,} held-out posts ({fraction:.0%}, split seed "
-                      f"{source['split_seed']})")
+    return held_out, (
+        f"{held_out.n_posts:,} held-out posts ({fraction:.0%}, split seed {source['split_seed']})"
+    )
 
 
-def render_evaluation(table: RoutingTable, result: Evaluation, posts: str,
-                      per_matcher: bool) -> str:
+def render_evaluation(
+    table: RoutingTable, result: Evaluation, posts: str, per_matcher: bool
+) -> str:
     label = table.manifest.get("label", table.manifest.get("algorithm", "mapping"))
     rows: list[list[object]] = []
-    for name, attr in [("spread (mean |K| over posts)", "spread"),
-                       ("spread over routed posts", "spread_routed"),
-                       ("routed fraction", "routed_fraction"),
-                       ("imbalance (max/mean load)", "imbalance"),
-                       ("load coefficient of variation", "load_cv"),
-                       ("throughput |P|/max load", "throughput")]:
+    for name, attr in [
+        ("spread (mean |K| over posts)", "spread"),
+        ("spread over routed posts", "spread_routed"),
+        ("routed fraction", "routed_fraction"),
+        ("imbalance (max/mean load)", "imbalance"),
+        ("load coefficient of variation", "load_cv"),
+        ("throughput |P|/max load", "throughput"),
+    ]:
         rows.append([name, getattr(result.candidate, attr), getattr(result.hash_baseline, attr)])
     for name, fn in [("min load", min), ("max load", max)]:
         rows.append([name, fn(result.candidate.loads), fn(result.hash_baseline.loads)])
     rows.append(["relative throughput vs hash", result.relative_throughput, 1.0])
-    lines = [f"{label}, N={table.n_matchers}, on {posts}",
-             format_table(["metric", label, "hash"], rows)]
+    lines = [
+        f"{label}, N={table.n_matchers}, on {posts}",
+        format_table(["metric", label, "hash"], rows),
+    ]
     if per_matcher:
-        lines.append(format_table(
-            ["matcher", f"load ({label})", "load (hash)"],
-            [[i, a, b] for i, (a, b) in enumerate(zip(result.candidate.loads,
-                                                       result.hash_baseline.loads, strict=True))],
-        ))
+        lines.append(
+            format_table(
+                ["matcher", f"load ({label})", "load (hash)"],
+                [
+                    [i, a, b]
+                    for i, (a, b) in enumerate(
+                        zip(result.candidate.loads, result.hash_baseline.loads, strict=True)
+                    )
+                ],
+            )
+        )
     return "\n".join(lines)
 
 
@@ -199,8 +241,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     posts, description = select_evaluation_posts(table, loaded, args.posts)
     result = evaluate_table(table, posts, seed=args.seed)
     if args.json:
-        print(json.dumps({"mapping": str(args.mapping), "posts": description,
-                          **result.as_dict()}, indent=2))
+        print(
+            json.dumps(
+                {"mapping": str(args.mapping), "posts": description, **result.as_dict()}, indent=2
+            )
+        )
     else:
         print(render_evaluation(table, result, description, args.per_matcher))
     return 0

@@ -63,12 +63,39 @@ def run_demo(args: argparse.Namespace) -> int:
             learned.table.save(out / "mappings" / f"{label}-N{n}")
             result = evaluate_table(learned.table, held_out, seed=args.seed)
             m = result.candidate
-            rows.append([n, label, m.spread, m.imbalance, m.load_cv, result.relative_throughput,
-                         learned.table.n_split_words, learned.learn_seconds])
-    print(f"\nS3-TM demo: {training.n_posts:,} training posts, {held_out.n_posts:,} held-out "
-          f"posts, every word subscribed ({time.perf_counter() - started:.1f}s in all)")
-    print(format_table(["N", "algorithm", "spread", "imbalance", "load CV", "rel. throughput",
-                        "hot words", "learn s"], rows))
-    print(f"\ncorpus: {corpus_path}\nmappings: {out / 'mappings'}/<algorithm>-N<N> "
-          "(evaluate one with `s3tm evaluate --mapping DIR --corpus FILE`)")
+            rows.append(
+                [
+                    n,
+                    label,
+                    m.spread,
+                    m.imbalance,
+                    m.load_cv,
+                    result.relative_throughput,
+                    learned.table.n_split_words,
+                    learned.learn_seconds,
+                ]
+            )
+    print(
+        f"\nS3-TM demo: {training.n_posts:,} training posts, {held_out.n_posts:,} held-out "
+        f"posts, every word subscribed ({time.perf_counter() - started:.1f}s in all)"
+    )
+    print(
+        format_table(
+            [
+                "N",
+                "algorithm",
+                "spread",
+                "imbalance",
+                "load CV",
+                "rel. throughput",
+                "hot words",
+                "learn s",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"\ncorpus: {corpus_path}\nmappings: {out / 'mappings'}/<algorithm>-N<N> "
+        "(evaluate one with `s3tm evaluate --mapping DIR --corpus FILE`)"
+    )
     return 0

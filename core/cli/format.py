@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Left-aligned first column, right-aligned others; floats to 3 decimals."""
+
     def cell(value: object) -> str:
         if isinstance(value, float):
             return f"{value:,.3f}"
@@ -18,8 +19,9 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = []
     for n, row in enumerate(table):
-        parts = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(row[1:], widths[1:],
-                                                                        strict=True)]
+        parts = [row[0].ljust(widths[0])] + [
+            v.rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)
+        ]
         lines.append("  ".join(parts).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))

@@ -67,7 +67,9 @@ def select_rows(
 
 
 @njit(cache=True)
-def group_by_key(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+def group_by_key(
+    keys: np.ndarray, values: np.ndarray, n_keys: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Stable counting sort of ``values`` by ``keys`` into a key->values CSR."""
     counts = np.zeros(n_keys + 1, dtype=np.int64)
     for e in range(keys.shape[0]):

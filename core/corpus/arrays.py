@@ -50,7 +50,7 @@ class Corpus:
 
     @property
     def n_words(self) -> int:
-        return int(len(self.vocabulary))
+        return len(self.vocabulary)
 
     @property
     def n_edges(self) -> int:
@@ -136,8 +136,9 @@ def corpus_from_word_lists(
     Raises:
         InvalidArgumentError: on a non-string word or mismatched ``post_ids``.
     """
-    lengths = np.fromiter((len(words) for words in word_lists), dtype=np.int64,
-                          count=len(word_lists))
+    lengths = np.fromiter(
+        (len(words) for words in word_lists), dtype=np.int64, count=len(word_lists)
+    )
     flat = list(itertools.chain.from_iterable(word_lists))
     if any(not isinstance(word, str) for word in flat):
         raise InvalidArgumentError("every word must be a str")
@@ -151,7 +152,9 @@ def corpus_from_word_lists(
 
 
 def corpus_from_arrays(
-    vocabulary: Sequence[str], indptr: np.ndarray, indices: np.ndarray,
+    vocabulary: Sequence[str],
+    indptr: np.ndarray,
+    indices: np.ndarray,
     post_ids: Sequence[str] | None = None,
 ) -> Corpus:
     """Build a corpus from CSR arrays, converting dtypes and sorting/deduping rows.

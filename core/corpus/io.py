@@ -73,7 +73,7 @@ def _open_binary(path: Path) -> IO[bytes]:
     with path.open("rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     return path.open("rb")
 
 
@@ -85,7 +85,10 @@ def _detect_format(path: Path) -> Literal["jsonl", "csv"]:
 
 
 def iter_raw_posts(
-    path: str | Path, report: ReadReport, *, fmt: CorpusFormat = "auto",
+    path: str | Path,
+    report: ReadReport,
+    *,
+    fmt: CorpusFormat = "auto",
     text_column: str = "text",
 ) -> Iterator[RawPost]:
     """Yield the well-formed records of a JSONL or CSV file, counting bad ones in ``report``.
@@ -156,8 +159,9 @@ def _iter_jsonl(path: Path, report: ReadReport, text_field: str) -> Iterator[Raw
 def _iter_csv(path: Path, report: ReadReport, text_column: str) -> Iterator[RawPost]:
     with _open_binary(path) as binary:
         # surrogateescape keeps bad bytes visible so each row can be judged on its own.
-        text_handle = io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape",
-                                       newline="")
+        text_handle = io.TextIOWrapper(
+            binary, encoding="utf-8", errors="surrogateescape", newline=""
+        )
         reader = csv.DictReader(text_handle)
         if reader.fieldnames is None or text_column not in reader.fieldnames:
             raise InputDataError(
@@ -184,7 +188,10 @@ def _iter_csv(path: Path, report: ReadReport, text_column: str) -> Iterator[RawP
 
 
 def read_corpus(
-    path: str | Path, *, fmt: CorpusFormat = "auto", text_column: str = "text",
+    path: str | Path,
+    *,
+    fmt: CorpusFormat = "auto",
+    text_column: str = "text",
     limit: int | None = None,
 ) -> tuple[Corpus, ReadReport]:
     """Read and normalise a corpus file.

@@ -153,7 +153,10 @@ def render_post_text(words: list[str], rng: np.random.Generator) -> str:
 
 
 def write_demo_corpus(
-    path: str | Path, spec: SyntheticCorpusSpec, *, start: datetime | None = None,
+    path: str | Path,
+    spec: SyntheticCorpusSpec,
+    *,
+    start: datetime | None = None,
     days: int = 7,
 ) -> Corpus:
     """Write a synthetic corpus as JSON lines (gzipped when ``path`` ends in ``.gz``).

@@ -6,6 +6,14 @@ from core.learn.salb import SalbResult, learn_salb
 from core.learn.split import SplitPlan, plan_split
 
 __all__ = [
-    "ALGORITHMS", "LearnedMapping", "LearningProblem", "SalbResult", "SplitPlan",
-    "algorithm_label", "build_problem", "learn_mapping", "learn_salb", "plan_split",
+    "ALGORITHMS",
+    "LearnedMapping",
+    "LearningProblem",
+    "SalbResult",
+    "SplitPlan",
+    "algorithm_label",
+    "build_problem",
+    "learn_mapping",
+    "learn_salb",
+    "plan_split",
 ]

@@ -69,8 +69,9 @@ def learn_mapping(
     if subscribed_words is not None and len(subscribed_words) == 0:
         raise InvalidArgumentError("subscribed_words is empty; pass None for 'all words'")
     started = time.perf_counter()
-    problem = build_problem(corpus, int(n_matchers), subscribed_words=subscribed_words,
-                            split=split, seed=seed)
+    problem = build_problem(
+        corpus, int(n_matchers), subscribed_words=subscribed_words, split=split, seed=seed
+    )
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     else:
@@ -90,8 +91,14 @@ def learn_mapping(
         "hot_words": hot,
         "learn_seconds": round(seconds, 4),
     }
-    log.info("learned %s N=%d: %d tokens, %d hot words, %.2fs",
-             manifest["label"], n_matchers, learned.size, hot, seconds)
+    log.info(
+        "learned %s N=%d: %d tokens, %d hot words, %.2fs",
+        manifest["label"],
+        n_matchers,
+        learned.size,
+        hot,
+        seconds,
+    )
     table = RoutingTable.from_rows(
         problem.vocabulary[problem.token_word[learned]],
         problem.token_part[learned],

@@ -38,9 +38,7 @@ class SplitPlan:
         return np.flatnonzero(self.n_parts > 1)
 
 
-def plan_split(
-    frequencies: np.ndarray, considered: np.ndarray, n_matchers: int
-) -> SplitPlan:
+def plan_split(frequencies: np.ndarray, considered: np.ndarray, n_matchers: int) -> SplitPlan:
     """Decide the number of versions of every word.
 
     Args:
@@ -67,9 +65,7 @@ def plan_split(
     return SplitPlan(per_node_share=share, cap=cap, n_parts=n_parts)
 
 
-def deal_versions(
-    word_indptr: np.ndarray, n_parts: np.ndarray, seed: int
-) -> np.ndarray:
+def deal_versions(word_indptr: np.ndarray, n_parts: np.ndarray, seed: int) -> np.ndarray:
     """The version of every (word, post) edge of the word->posts CSR.
 
     Returns:

@@ -51,8 +51,9 @@ class AlignedTable:
 def align_table(table: RoutingTable, vocabulary: np.ndarray) -> AlignedTable:
     """Index ``table`` by the word ids of ``vocabulary``."""
     n_words = len(vocabulary)
-    mapped = np.fromiter((table.word_index.get(w, -1) for w in vocabulary), dtype=np.int64,
-                         count=n_words)
+    mapped = np.fromiter(
+        (table.word_index.get(w, -1) for w in vocabulary), dtype=np.int64, count=n_words
+    )
     unmapped = np.flatnonzero(mapped < 0)
     fallback = hash_matchers(vocabulary[unmapped].tolist(), table.n_matchers)
     part_start = np.empty(n_words, dtype=np.int64)
@@ -74,8 +75,14 @@ def route_corpus(table: RoutingTable, corpus: Corpus, *, seed: int = 0) -> Route
     """Route every post of ``corpus`` with ``table``."""
     aligned = align_table(table, corpus.vocabulary)
     indptr, matchers = _router_kernels.route_posts(
-        corpus.indptr, corpus.indices, aligned.part_start, aligned.part_count,
-        aligned.part_matchers, aligned.subscribed, table.n_matchers, int(seed),
+        corpus.indptr,
+        corpus.indices,
+        aligned.part_start,
+        aligned.part_count,
+        aligned.part_matchers,
+        aligned.subscribed,
+        table.n_matchers,
+        int(seed),
     )
     return RoutedPosts(table.n_matchers, indptr, matchers)
 

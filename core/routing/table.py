@@ -101,8 +101,13 @@ class RoutingTable:
 
     @classmethod
     def from_rows(
-        cls, words: Iterable[str], parts: Iterable[int], matchers: Iterable[int],
-        n_matchers: int, *, subscribed_words: Iterable[str] | None = None,
+        cls,
+        words: Iterable[str],
+        parts: Iterable[int],
+        matchers: Iterable[int],
+        n_matchers: int,
+        *,
+        subscribed_words: Iterable[str] | None = None,
         manifest: dict[str, Any] | None = None,
     ) -> RoutingTable:
         """Build from (word, part, matcher) rows; each word's parts must be 0..k-1.
@@ -133,17 +138,23 @@ class RoutingTable:
         """Write the table directory (overwriting its files); returns the directory."""
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pandas(self.to_frame(), schema=MAPPING_SCHEMA,
-                                            preserve_index=False), target / MAPPING_FILE)
+        pq.write_table(
+            pa.Table.from_pandas(self.to_frame(), schema=MAPPING_SCHEMA, preserve_index=False),
+            target / MAPPING_FILE,
+        )
         subscribed_path = target / SUBSCRIBED_FILE
         if self.subscribed_words is not None:
             words = pa.table({"word": pa.array(sorted(self.subscribed_words), pa.string())})
             pq.write_table(words, subscribed_path)
         elif subscribed_path.exists():
             subscribed_path.unlink()
-        manifest = {**self.manifest, "n_matchers": self.n_matchers,
-                    "subscribed_words": None if self.subscribed_words is None
-                    else len(self.subscribed_words)}
+        manifest = {
+            **self.manifest,
+            "n_matchers": self.n_matchers,
+            "subscribed_words": None
+            if self.subscribed_words is None
+            else len(self.subscribed_words),
+        }
         (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         return target
 
@@ -168,7 +179,13 @@ class RoutingTable:
         if (source / SUBSCRIBED_FILE).is_file():
             subscribed = pq.read_table(source / SUBSCRIBED_FILE).column("word").to_pylist()
         try:
-            return cls.from_rows(frame["word"], frame["part"], frame["matcher_id"], n_matchers,
-                                 subscribed_words=subscribed, manifest=manifest)
+            return cls.from_rows(
+                frame["word"],
+                frame["part"],
+                frame["matcher_id"],
+                n_matchers,
+                subscribed_words=subscribed,
+                manifest=manifest,
+            )
         except (InvalidArgumentError, KeyError) as err:
             raise MappingFormatError(f"{source}: {err}") from err

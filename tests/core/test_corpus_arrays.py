@@ -9,8 +9,9 @@ from core.corpus import corpus_from_arrays, corpus_from_word_lists, holdout_mask
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 
-word_lists = st.lists(st.lists(st.sampled_from([f"w{i}" for i in range(12)]), max_size=8),
-                      min_size=1, max_size=30)
+word_lists = st.lists(
+    st.lists(st.sampled_from([f"w{i}" for i in range(12)]), max_size=8), min_size=1, max_size=30
+)
 
 
 def test_build_from_word_lists_dedupes_and_sorts() -> None:
@@ -42,8 +43,7 @@ def test_arrays_match_python_sets(lists: list[list[str]]) -> None:
 @given(word_lists, st.data())
 def test_select_keeps_chosen_posts(lists: list[list[str]], data: st.DataObject) -> None:
     corpus = corpus_from_word_lists(lists, post_ids=[str(i) for i in range(len(lists))])
-    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(lists),
-                                       max_size=len(lists))))
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(lists), max_size=len(lists))))
     subset = corpus.select(mask)
     chosen = np.flatnonzero(mask)
     assert subset.n_posts == chosen.size
@@ -75,8 +75,11 @@ def test_invalid_csr_is_rejected(indptr: list[int], indices: list[int], message:
 
 def test_corpus_requires_exact_dtypes() -> None:
     with pytest.raises(InvalidArgumentError, match="int64"):
-        Corpus(np.array(["a"], dtype=object), np.array([0, 1], dtype=np.int32),
-               np.array([0], dtype=np.int32))
+        Corpus(
+            np.array(["a"], dtype=object),
+            np.array([0, 1], dtype=np.int32),
+            np.array([0], dtype=np.int32),
+        )
 
 
 def test_non_string_words_are_rejected() -> None:

@@ -16,21 +16,26 @@ def _write_lines(path: Path, lines: list[bytes]) -> Path:
 
 
 def test_jsonl_bad_lines_are_reported_with_line_numbers(tmp_path: Path) -> None:
-    path = _write_lines(tmp_path / "posts.jsonl", [
-        json.dumps({"id": "1", "text": "white house"}).encode(),
-        b"{not json",
-        json.dumps({"id": "2"}).encode(),
-        b"\xff\xfe broken bytes",
-        json.dumps(["a", "list"]).encode(),
-        json.dumps({"id": "3", "text": "   "}).encode(),
-        json.dumps({"id": "4", "text": "x" * (MAX_TEXT_CHARS + 1)}).encode(),
-        json.dumps({"id": "5", "text": 42}).encode(),
-        json.dumps({"id": "6", "text": "the and of"}).encode(),  # only stop words
-        json.dumps({"id": "1", "text": "green house"}).encode(),
-    ])
+    path = _write_lines(
+        tmp_path / "posts.jsonl",
+        [
+            json.dumps({"id": "1", "text": "white house"}).encode(),
+            b"{not json",
+            json.dumps({"id": "2"}).encode(),
+            b"\xff\xfe broken bytes",
+            json.dumps(["a", "list"]).encode(),
+            json.dumps({"id": "3", "text": "   "}).encode(),
+            json.dumps({"id": "4", "text": "x" * (MAX_TEXT_CHARS + 1)}).encode(),
+            json.dumps({"id": "5", "text": 42}).encode(),
+            json.dumps({"id": "6", "text": "the and of"}).encode(),  # only stop words
+            json.dumps({"id": "1", "text": "green house"}).encode(),
+        ],
+    )
     corpus, report = read_corpus(path)
     assert [sorted(corpus.post_words(p)) for p in range(corpus.n_posts)] == [
-        ["hous", "white"], ["green", "hous"]]
+        ["hous", "white"],
+        ["green", "hous"],
+    ]
     assert corpus.post_ids.tolist() == ["1", "1"]
     assert (report.records, report.posts, report.malformed) == (10, 2, 7)
     assert (report.empty_after_normalisation, report.duplicate_ids) == (1, 1)
@@ -59,17 +64,19 @@ def test_csv_with_named_column_and_bad_rows(tmp_path: Path) -> None:
     path = tmp_path / "posts.csv"
     path.write_bytes(
         b"id,tweet,created_at\n"
-        b"a,\"Hello, World\",2026-01-01\n"
+        b'a,"Hello, World",2026-01-01\n'
         b"b,too,many,fields\n"
         b"c,\xff\xfe,2026-01-02\n"
-        b"d,\"multi\nline post\",2026-01-03\n"
+        b'd,"multi\nline post",2026-01-03\n'
     )
     corpus, report = read_corpus(path, text_column="tweet")
     assert corpus.post_ids.tolist() == ["a", "d"]
     assert sorted(corpus.post_words(1)) == ["line", "multi", "post"]
     assert report.malformed == 2
     assert {reason for _, reason in report.malformed_examples} == {
-        "wrong number of fields", "not UTF-8"}
+        "wrong number of fields",
+        "not UTF-8",
+    }
 
 
 def test_csv_without_the_text_column_fails_clearly(tmp_path: Path) -> None:
@@ -92,8 +99,9 @@ def test_missing_and_useless_files(tmp_path: Path) -> None:
 
 
 def test_limit_stops_early(tmp_path: Path) -> None:
-    path = _write_lines(tmp_path / "p.jsonl",
-                        [json.dumps({"text": f"word{i}"}).encode() for i in range(10)])
+    path = _write_lines(
+        tmp_path / "p.jsonl", [json.dumps({"text": f"word{i}"}).encode() for i in range(10)]
+    )
     corpus, _ = read_corpus(path, limit=3)
     assert corpus.n_posts == 3
 

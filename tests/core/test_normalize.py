@@ -9,18 +9,17 @@ from core.text import ENGLISH_STOP_WORDS, normalize, tokenize
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Running to the White House!! http://t.co/x @user #news",
-         ["hous", "new", "run", "white"]),
+        ("Running to the White House!! http://t.co/x @user #news", ["hous", "new", "run", "white"]),
         ("white house", ["hous", "white"]),
         ("The WHITE   house,", ["hous", "white"]),
-        ("I don't like it", ["like"]),                       # contraction is a stop word
+        ("I don't like it", ["like"]),  # contraction is a stop word
         ("Obama's policies &amp; politics", ["obama", "polici", "polit"]),
-        ("won 3-1 in 2013", ["1", "2013", "3", "won"]),       # numbers kept
+        ("won 3-1 in 2013", ["1", "2013", "3", "won"]),  # numbers kept
         ("https://example.com/a?b=c www.example.com @someone", []),
-        ("🔥🔥 !!! ... ???", []),                             # symbols are not words
-        ("café CAFÉ", ["café"]),                              # Unicode letters kept
-        ("snake_case", ["case", "snake"]),                    # underscore separates
-        ("connected connecting connection", ["connect"]),     # Porter stemming
+        ("🔥🔥 !!! ... ???", []),  # symbols are not words
+        ("café CAFÉ", ["café"]),  # Unicode letters kept
+        ("snake_case", ["case", "snake"]),  # underscore separates
+        ("connected connecting connection", ["connect"]),  # Porter stemming
         ("", []),
     ],
 )

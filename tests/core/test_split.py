@@ -14,28 +14,34 @@ from core.routing import route_corpus, routing_metrics
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 500), min_size=1, max_size=40), st.integers(1, 300),
-       st.data())
+@given(st.lists(st.integers(0, 500), min_size=1, max_size=40), st.integers(1, 300), st.data())
 def test_split_rule(freqs: list[int], n: int, data: st.DataObject) -> None:
     frequencies = np.array(freqs, dtype=np.int64)
-    considered = np.array(data.draw(st.lists(st.booleans(), min_size=len(freqs),
-                                             max_size=len(freqs))))
+    considered = np.array(
+        data.draw(st.lists(st.booleans(), min_size=len(freqs), max_size=len(freqs)))
+    )
     plan = plan_split(frequencies, considered, n)
     share = frequencies[considered].sum() / n
     assert plan.per_node_share == pytest.approx(share)
     assert plan.cap == max(1, int(share // 2))
     for f, ok, k in zip(frequencies, considered, plan.n_parts, strict=True):
         if not ok or f <= share / 2:
-            assert k == 1                       # only considered hot words are split
+            assert k == 1  # only considered hot words are split
         else:
-            assert -(-f // k) <= plan.cap       # every version within the cap ...
+            assert -(-f // k) <= plan.cap  # every version within the cap ...
             assert -(-f // (k - 1)) > plan.cap if k > 1 else True  # ... with the fewest k
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(["hot", "a", "b", "c", "d", "e"]), min_size=1,
-                         max_size=4), min_size=1, max_size=60),
-       st.integers(1, 12), st.integers(0, 5))
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["hot", "a", "b", "c", "d", "e"]), min_size=1, max_size=4),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 12),
+    st.integers(0, 5),
+)
 def test_split_problem_preserves_the_posts(lists: list[list[str]], n: int, seed: int) -> None:
     corpus = corpus_from_word_lists(lists)
     problem = build_problem(corpus, n, split=True, seed=seed)
@@ -43,10 +49,11 @@ def test_split_problem_preserves_the_posts(lists: list[list[str]], n: int, seed:
     assert plan is not None
     # Each post keeps exactly its words, one version per split word.
     for p in range(corpus.n_posts):
-        tokens = problem.post_tokens[problem.post_indptr[p]:problem.post_indptr[p + 1]]
+        tokens = problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]]
         words = problem.token_word[tokens]
         assert sorted(words.tolist()) == sorted(
-            corpus.indices[corpus.indptr[p]:corpus.indptr[p + 1]].tolist())
+            corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]].tolist()
+        )
     # Versions: 0..k-1 for every word, each within the cap, balanced to within one post.
     freq = problem.token_frequencies
     for w in range(corpus.n_words):
@@ -57,8 +64,8 @@ def test_split_problem_preserves_the_posts(lists: list[list[str]], n: int, seed:
             assert freq[tokens].max() - freq[tokens].min() <= 1
     # The two CSRs are transposes of each other.
     for t in range(problem.n_tokens):
-        for p in problem.token_posts[problem.token_indptr[t]:problem.token_indptr[t + 1]]:
-            row = problem.post_tokens[problem.post_indptr[p]:problem.post_indptr[p + 1]]
+        for p in problem.token_posts[problem.token_indptr[t] : problem.token_indptr[t + 1]]:
+            row = problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]]
             assert t in row
 
 
@@ -86,8 +93,11 @@ def test_router_picks_versions_uniformly() -> None:
     assert len(versions) > 1
     loads = np.array(routing_metrics(route_corpus(table, corpus, seed=5)).loads)
     per_version = np.array([loads[m] for m in sorted(set(versions.tolist()))])
-    expected = 20_000 / len(versions) * np.array(
-        [np.count_nonzero(versions == m) for m in sorted(set(versions.tolist()))])
+    expected = (
+        20_000
+        / len(versions)
+        * np.array([np.count_nonzero(versions == m) for m in sorted(set(versions.tolist()))])
+    )
     assert np.all(np.abs(per_version - expected) < 5 * np.sqrt(expected))
 
 

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from core.corpus.io import read_corpus
-from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, pseudo_word, write_demo_corpus
+from core.corpus.synthetic import (
+    SyntheticCorpusSpec,
+    generate_corpus,
+    pseudo_word,
+    write_demo_corpus,
+)
 from core.errors import InvalidArgumentError
 from core.text import ENGLISH_STOP_WORDS, normalize
 

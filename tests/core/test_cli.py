@@ -1,0 +1,192 @@
+"""The s3tm command line, driven through main(argv) as a user would type it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.cli.main import main
+from core.corpus import holdout_mask
+from core.corpus.io import read_corpus
+from core.routing import RoutingTable
+from core.routing.evaluate import evaluate_table
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "corpus.jsonl.gz"
+    assert (
+        main(
+            ["demo-corpus", "--posts", "4000", "--words", "3000", "--seed", "3", "--out", str(path)]
+        )
+        == 0
+    )
+    return path
+
+
+def test_learn_then_evaluate_on_the_held_out_posts(
+    corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "salb"
+    assert (
+        main(
+            [
+                "learn",
+                "--corpus",
+                str(corpus_file),
+                "--nodes",
+                "16",
+                "--algorithm",
+                "salb",
+                "--split",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["label"] == "salb+split" and manifest["n_matchers"] == 16
+    assert manifest["source"]["holdout_fraction"] == 0.2
+    assert manifest["training_posts"] < manifest["source"]["posts"] == 4000
+    capsys.readouterr()
+
+    assert main(["evaluate", "--mapping", str(out), "--corpus", str(corpus_file), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    # Recompute independently: the held-out posts of the same seeded split.
+    corpus, _ = read_corpus(corpus_file)
+    held_out = corpus.select(holdout_mask(corpus.n_posts, 0.2, 7))
+    expected = evaluate_table(RoutingTable.load(out), held_out)
+    assert printed["candidate"]["n_posts"] == held_out.n_posts
+    assert printed["candidate"]["loads"] == list(expected.candidate.loads)
+    assert printed["relative_throughput"] == pytest.approx(expected.relative_throughput)
+
+    assert (
+        main(["evaluate", "--mapping", str(out), "--corpus", str(corpus_file), "--per-matcher"])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "relative throughput vs hash" in text and "held-out posts" in text
+    assert len([line for line in text.splitlines() if line.split()[:1] == ["15"]]) == 1
+
+
+def test_subscribed_words_file(corpus_file: Path, tmp_path: Path) -> None:
+    corpus, _ = read_corpus(corpus_file)
+    words = corpus.vocabulary[:20].tolist()
+    subs = tmp_path / "subs.txt"
+    subs.write_text("# topic words\n" + "\n".join(words) + "\n")
+    out = tmp_path / "hash"
+    assert (
+        main(
+            [
+                "learn",
+                "--corpus",
+                str(corpus_file),
+                "--nodes",
+                "4",
+                "--algorithm",
+                "hash",
+                "--subscribed-words",
+                str(subs),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    table = RoutingTable.load(out)
+    assert table.subscribed_words == frozenset(words)
+    assert set(table.words.tolist()) <= set(words)
+
+
+def test_evaluate_refuses_training_posts(
+    corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "all"
+    assert (
+        main(
+            [
+                "learn",
+                "--corpus",
+                str(corpus_file),
+                "--nodes",
+                "4",
+                "--algorithm",
+                "salb",
+                "--holdout-fraction",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["evaluate", "--mapping", str(out), "--corpus", str(corpus_file)]) == 2
+    assert "no hold-out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [
+                "learn",
+                "--corpus",
+                "/nonexistent.jsonl",
+                "--nodes",
+                "4",
+                "--algorithm",
+                "salb",
+                "--out",
+                "x",
+            ],
+            "corpus file not found",
+        ),
+        (["evaluate", "--mapping", "/nonexistent", "--corpus", "x"], "not a routing table"),
+        (["demo", "--nodes", "4,zero"], "comma-separated integers"),
+        (["demo-corpus", "--posts", "0", "--out", "x.jsonl"], "n_posts must be >= 1"),
+    ],
+)
+def test_errors_are_one_clear_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("s3tm ")
+
+
+def test_installed_entry_point_runs_the_demo(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("s3tm")
+    done = subprocess.run(
+        [
+            str(script),
+            "demo",
+            "--posts",
+            "3000",
+            "--nodes",
+            "4,32",
+            "--out",
+            str(tmp_path / "demo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = [line.split() for line in lines if line.split()[:1] in (["4"], ["32"])]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("4", "hash"),
+        ("4", "salb"),
+        ("4", "salb+split"),
+        ("32", "hash"),
+        ("32", "salb"),
+        ("32", "salb+split"),
+    ]
+    assert all(float(r[5]) == 1.0 for r in rows if r[1] == "hash")
+    assert (tmp_path / "demo" / "mappings" / "salb+split-N32" / "mapping.parquet").is_file()
