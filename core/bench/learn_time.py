@@ -3,24 +3,20 @@
 Corpora are synthetic (``SyntheticCorpusSpec``: ~8 words/post, ~100k words). Each learn
 runs on a fresh ``Corpus`` object, so the word->posts transpose (and splitting) is inside
 the timing; corpus generation is not. The process is pinned to one core. Peak memory is
-the rise of the peak RSS over the RSS before the learn (``/proc/self/clear_refs``).
+measured in a fresh child process per variant (see ``learn_memory``).
 """
 
 from __future__ import annotations
 
 import csv
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.bench.machine import (
-    machine_summary,
-    peak_rss_mib,
-    pin_to_one_core,
-    reset_peak_rss,
-    rss_mib,
-)
+from core.bench.learn_memory import measure_in_child, save_corpus
+from core.bench.machine import machine_summary, pin_to_one_core
 from core.cli.format import format_table
 from core.corpus import Corpus
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
@@ -51,18 +47,20 @@ def _fresh(corpus: Corpus) -> Corpus:
 
 
 def time_learning(
-    corpus: Corpus, n_matchers: int, algorithm: str, split: bool, repeats: int
+    corpus: Corpus,
+    n_matchers: int,
+    algorithm: str,
+    split: bool,
+    repeats: int,
+    corpus_file: Path,
 ) -> LearnTiming:
     seconds: list[float] = []
-    peak = 0.0
     for _ in range(repeats):
         fresh = _fresh(corpus)
-        before = rss_mib()
-        reset_peak_rss()
         started = time.perf_counter()
         learn_mapping(fresh, n_matchers, algorithm, split=split)
         seconds.append(time.perf_counter() - started)
-        peak = max(peak, peak_rss_mib() - before)
+    peak = measure_in_child(corpus_file, n_matchers, algorithm, split)
     kernel = None
     if algorithm == "salb":
         problem = build_problem(corpus, n_matchers, split=split)
@@ -88,21 +86,26 @@ def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -
     for algorithm, split in VARIANTS:  # JIT compile (or load the cache) outside the timings
         learn_mapping(warm, n_matchers, algorithm, split=split)
     results: list[LearnTiming] = []
+    scratch = Path(tempfile.mkdtemp(prefix="s3tm-bench-"))
     for size in sizes:
         corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
+        corpus_file = scratch / f"corpus-{size}.npz"
+        save_corpus(corpus, corpus_file)
         print(
             f"corpus: {corpus.n_posts:,} posts, {corpus.n_words:,} words, "
             f"{corpus.n_edges / corpus.n_posts:.2f} words/post",
             flush=True,
         )
         for algorithm, split in VARIANTS:
-            timing = time_learning(corpus, n_matchers, algorithm, split, repeats)
+            timing = time_learning(corpus, n_matchers, algorithm, split, repeats, corpus_file)
             results.append(timing)
             print(
                 f"  {timing.label:<11} median {timing.median:.3f}s of {repeats} "
                 f"{[round(s, 3) for s in timing.seconds]}, peak +{timing.peak_mib:.0f} MiB",
                 flush=True,
             )
+        corpus_file.unlink()
+    scratch.rmdir()
     rows = [
         [r.posts, r.words, r.label, r.median, r.kernel_seconds or float("nan"), r.peak_mib]
         for r in results
@@ -110,7 +113,15 @@ def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -
     print(f"\nlearning time, N={n_matchers}, median of {repeats} runs, one core")
     print(
         format_table(
-            ["posts", "words", "algorithm", "learn s (median)", "SALB kernel s", "peak MiB"], rows
+            [
+                "posts",
+                "words",
+                "algorithm",
+                "learn s (median)",
+                "SALB kernel s",
+                "peak MiB (own process)",
+            ],
+            rows,
         )
     )
     _write(results, out, n_matchers, repeats)
