@@ -80,8 +80,9 @@ def time_learning(
 
 
 def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -> list[LearnTiming]:
+    machine = machine_summary()
     core = pin_to_one_core()
-    print(f"machine: {machine_summary()}; pinned to core {core}")
+    print(f"machine: {machine}; this process pinned to core {core}")
     warm = generate_corpus(SyntheticCorpusSpec(n_posts=2_000, n_words=2_000, seed=seed))
     for algorithm, split in VARIANTS:  # JIT compile (or load the cache) outside the timings
         learn_mapping(warm, n_matchers, algorithm, split=split)

@@ -73,6 +73,8 @@ def deal_versions(word_indptr: np.ndarray, n_parts: np.ndarray, seed: int) -> np
         gets version ``rank % n_parts[w]`` where ``rank`` is the edge's position in a seeded
         random permutation of the word's posts.
     """
+    if n_parts.shape[0] != word_indptr.shape[0] - 1:
+        raise InvalidArgumentError("n_parts must have one entry per word of word_indptr")
     rng = np.random.default_rng(seed)
     versions = np.zeros(int(word_indptr[-1]), dtype=np.int32)
     for word in np.flatnonzero(n_parts > 1):

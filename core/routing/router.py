@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.corpus.arrays import Corpus
+from core.errors import InvalidArgumentError
 from core.routing import _router_kernels
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
@@ -72,7 +73,13 @@ def align_table(table: RoutingTable, vocabulary: np.ndarray) -> AlignedTable:
 
 
 def route_corpus(table: RoutingTable, corpus: Corpus, *, seed: int = 0) -> RoutedPosts:
-    """Route every post of ``corpus`` with ``table``."""
+    """Route every post of ``corpus`` with ``table``.
+
+    Raises:
+        InvalidArgumentError: if ``seed`` is negative.
+    """
+    if seed < 0:
+        raise InvalidArgumentError(f"seed must be >= 0, got {seed}")
     aligned = align_table(table, corpus.vocabulary)
     indptr, matchers = _router_kernels.route_posts(
         corpus.indptr,

@@ -182,3 +182,8 @@ def test_hash_matchers_range_and_validation() -> None:
     for bad in (0, -1, 1.5):
         with pytest.raises(InvalidArgumentError, match="n_matchers"):
             hash_matcher("a", bad)  # type: ignore[arg-type]
+
+
+def test_route_corpus_rejects_negative_seed() -> None:
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        route_corpus(_table({"a": [0]}, 2), corpus_from_word_lists([["a"]]), seed=-1)

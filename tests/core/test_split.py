@@ -108,3 +108,13 @@ def test_plan_split_rejects_bad_input() -> None:
         plan_split(np.array([-1]), np.array([True]), 2)
     with pytest.raises(InvalidArgumentError, match="n_matchers"):
         plan_split(np.array([1]), np.array([True]), 0)
+
+
+def test_problem_and_dealing_reject_bad_input() -> None:
+    corpus = corpus_from_word_lists([["a"]])
+    with pytest.raises(InvalidArgumentError, match="n_matchers"):
+        build_problem(corpus, 0)
+    from core.learn.split import deal_versions
+
+    with pytest.raises(InvalidArgumentError, match="one entry per word"):
+        deal_versions(np.array([0, 1], dtype=np.int64), np.array([1, 1], dtype=np.int32), 0)

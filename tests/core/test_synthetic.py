@@ -62,3 +62,8 @@ def test_rendered_text_normalises_back_to_the_word_sets(tmp_path: Path) -> None:
 def test_bad_spec_is_rejected(field: str) -> None:
     with pytest.raises(InvalidArgumentError, match=field):
         generate_corpus(SyntheticCorpusSpec(**{"n_posts": 10, field: 0}))
+
+
+def test_write_demo_corpus_rejects_bad_days(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="days"):
+        write_demo_corpus(tmp_path / "x.jsonl", SyntheticCorpusSpec(n_posts=10), days=0)
