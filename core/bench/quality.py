@@ -133,7 +133,11 @@ def _write(rows: list[list[object]], out: Path) -> None:
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)
     for ax, scenario in zip(axes[0], scenarios, strict=True):
         for label in dict.fromkeys(str(r[2]) for r in rows):
-            points = [(r[1], r[HEADER.index("rel. throughput")]) for r in rows if r[0] == scenario and r[2] == label]
+            points = [
+                (r[1], r[HEADER.index("rel. throughput")])
+                for r in rows
+                if r[0] == scenario and r[2] == label
+            ]
             ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("matchers N")

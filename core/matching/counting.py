@@ -1,0 +1,52 @@
+"""The counting-algorithm matcher: the classic baseline the trie is measured against."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.corpus import _kernels as corpus_kernels
+from core.errors import InvalidArgumentError
+from core.matching._counting_kernels import count_match
+from core.matching.matches import Matches
+from core.matching.trie import _validate_sets
+
+
+class CountingMatcher:
+    """Static inverted index built once from CSR subscriptions (sorted distinct word ids)."""
+
+    def __init__(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
+        ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
+        ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        words = np.ascontiguousarray(word_ids, dtype=np.int32)
+        if ids.shape[0] != ptr.shape[0] - 1:
+            raise InvalidArgumentError("one sub id per subscription is required")
+        _validate_sets(ptr, words, "CountingMatcher")
+        n_words = int(words.max()) + 1 if words.size else 0
+        owner = np.repeat(np.arange(ids.shape[0], dtype=np.int32), np.diff(ptr))
+        self._inv_indptr, self._inv_subs = corpus_kernels.group_by_key(words, owner, n_words)
+        self._sub_size = np.diff(ptr).astype(np.int32)
+        self._sub_ids = ids
+
+    @property
+    def n_subscriptions(self) -> int:
+        return int(self._sub_ids.shape[0])
+
+    def match(
+        self, post_indptr: np.ndarray, post_words: np.ndarray, word_map: np.ndarray | None = None
+    ) -> Matches:
+        """Same contract as :meth:`core.matching.trie.TrieMatcher.match`."""
+        ptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
+        words = np.ascontiguousarray(post_words, dtype=np.int32)
+        if ptr.ndim != 1 or ptr.shape[0] < 1 or ptr[0] != 0 or ptr[-1] != words.shape[0]:
+            raise InvalidArgumentError("post_indptr must run from 0 to len(post_words)")
+        if word_map is None:
+            top = int(words.max()) + 1 if words.size else 0
+            mapping = np.arange(top, dtype=np.int32)
+        else:
+            mapping = np.ascontiguousarray(word_map, dtype=np.int32)
+        if words.size and (words.min() < 0 or words.max() >= mapping.shape[0]):
+            raise InvalidArgumentError("post word ids must index word_map")
+        indptr, subs, ops = count_match(
+            ptr, words, mapping, self._inv_indptr, self._inv_subs, self._sub_size, self._sub_ids
+        )
+        return Matches(indptr, subs, int(ops))

@@ -1,0 +1,1 @@
+"""Subscription placement: LASP (paper 001, Alg. 2) and random anycast."""

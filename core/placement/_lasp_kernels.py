@@ -1,0 +1,136 @@
+"""numba kernel of LASP (paper 001, Alg. 2) and of random anycast.
+
+Eligibility (Sect. 5.1): the owners of the subscription's regular (unsplit) words; a
+subscription made only of split words is multicast to the owners of every version of its
+split word with the fewest versions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _eligible(
+    sub_words: np.ndarray,
+    part_start: np.ndarray,
+    part_count: np.ndarray,
+    part_matchers: np.ndarray,
+    out: np.ndarray,
+) -> tuple[int, bool]:
+    """Fill ``out`` with distinct eligible matchers; returns (count, multicast)."""
+    n = 0
+    for w in sub_words:
+        if part_count[w] == 1:
+            m = part_matchers[part_start[w]]
+            seen = False
+            for j in range(n):
+                if out[j] == m:
+                    seen = True
+                    break
+            if not seen:
+                out[n] = m
+                n += 1
+    if n > 0:
+        return n, False
+    best = sub_words[0]
+    for w in sub_words:
+        if part_count[w] < part_count[best]:
+            best = w
+    for k in range(part_count[best]):
+        m = part_matchers[part_start[best] + k]
+        seen = False
+        for j in range(n):
+            if out[j] == m:
+                seen = True
+                break
+        if not seen:
+            out[n] = m
+            n += 1
+    return n, True
+
+
+@njit(cache=True)
+def place(
+    sub_indptr: np.ndarray,
+    sub_words: np.ndarray,
+    part_start: np.ndarray,
+    part_count: np.ndarray,
+    part_matchers: np.ndarray,
+    n_matchers: int,
+    n_words: int,
+    slope: float,
+    intercept: float,
+    random_anycast: bool,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Place subscriptions one at a time.
+
+    Args:
+        sub_indptr, sub_words: subscriptions as CSR of word ids (distinct within each).
+        part_start, part_count, part_matchers: the routing table aligned to those ids.
+        n_words: size of the word-id space (for the H(i) bitmap).
+        slope, intercept: f(x) = slope * x + intercept, the fitted matching cost.
+        random_anycast: pick a uniformly random eligible matcher instead of LASP.
+
+    Returns:
+        ``(placement_indptr, placement_matchers, unique_words_per_matcher)``.
+    """
+    n_subs = sub_indptr.shape[0] - 1
+    has_word = np.zeros((n_matchers, n_words), dtype=np.bool_)
+    unique = np.zeros(n_matchers, dtype=np.int64)
+    cost_sum = n_matchers * intercept  # sum over matchers of f(|H(j)|)
+    cost_sq = n_matchers * intercept * intercept
+    out_indptr = np.zeros(n_subs + 1, dtype=np.int64)
+    out = np.empty(sub_words.shape[0] + n_subs * 4, dtype=np.int32)
+    n_out = 0
+    eligible = np.empty(n_matchers + sub_words.shape[0], dtype=np.int32)
+    np.random.seed(seed)
+    for s in range(n_subs):
+        words = sub_words[sub_indptr[s] : sub_indptr[s + 1]]
+        n_el, multicast = _eligible(words, part_start, part_count, part_matchers, eligible)
+        if multicast:
+            chosen_from, chosen_n = 0, n_el
+        elif random_anycast:
+            chosen_from, chosen_n = np.random.randint(0, n_el), 1
+        else:
+            best_u = -np.inf
+            best_j = 0
+            for j in range(n_el):
+                i = eligible[j]
+                new = 0
+                for w in words:
+                    if not has_word[i, w]:
+                        new += 1
+                delta = slope * new + intercept  # l = f(|S \\ H(i)|)
+                old_cost = slope * unique[i] + intercept
+                new_cost = slope * (unique[i] + new) + intercept
+                total = cost_sum - old_cost + new_cost
+                sq = cost_sq - old_cost * old_cost + new_cost * new_cost
+                mean = total / n_matchers
+                var = max(sq / n_matchers - mean * mean, 0.0)
+                cv = np.sqrt(var) / mean if mean > 0 else 0.0
+                u = -delta * cv
+                if u > best_u:
+                    best_u = u
+                    best_j = j
+            chosen_from, chosen_n = best_j, 1
+        for j in range(chosen_from, chosen_from + chosen_n):
+            i = eligible[j]
+            if n_out == out.shape[0]:
+                grown = np.empty(2 * out.shape[0], dtype=np.int32)
+                grown[:n_out] = out[:n_out]
+                out = grown
+            out[n_out] = i
+            n_out += 1
+            old_cost = slope * unique[i] + intercept
+            for w in words:
+                if not has_word[i, w]:
+                    has_word[i, w] = True
+                    unique[i] += 1
+            new_cost = slope * unique[i] + intercept
+            cost_sum += new_cost - old_cost
+            cost_sq += new_cost * new_cost - old_cost * old_cost
+        out_indptr[s + 1] = n_out
+    return out_indptr, out[:n_out].copy(), unique

@@ -1,0 +1,116 @@
+"""Subscription placement: LASP (paper 001, Alg. 2) and the random-anycast default.
+
+LASP's utility for eligible matcher i is -f(|S \\ H(i)|) x CV(f(|H(1)|), ..., f(|H(N)|)
+after the move), f linear (the fitted trie cost, see ``cost``). The paper prints
+sqrt(var / avg); we use the coefficient of variation std / avg, the same imbalance SALB
+uses (DESIGN.md section 6). Placement is incremental: one subscription at a time, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from core.corpus import _kernels as corpus_kernels
+from core.corpus.arrays import Corpus
+from core.errors import InvalidArgumentError
+from core.placement._lasp_kernels import place
+from core.routing.router import align_table
+from core.routing.table import RoutingTable
+
+Policy = Literal["lasp", "random"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """f(x) = slope * x + intercept: matching operations per post vs unique trie words."""
+
+    slope: float
+    intercept: float
+
+    def __call__(self, unique_words: float) -> float:
+        return self.slope * unique_words + self.intercept
+
+
+UNIT_COST = CostModel(slope=1.0, intercept=0.0)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Matchers of each subscription (CSR; one entry unless multicast).
+
+    Attributes:
+        n_matchers: N.
+        sub_ids: ``(n_subs,)`` ids of the placed subscriptions, in placement order.
+        indptr, matchers: subscription row -> matchers.
+        unique_words: ``(N,)`` |H(i)| after placement.
+    """
+
+    n_matchers: int
+    sub_ids: np.ndarray
+    indptr: np.ndarray
+    matchers: np.ndarray
+    unique_words: np.ndarray
+
+    @property
+    def n_subscriptions(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    def subscriptions_by_matcher(self) -> tuple[np.ndarray, np.ndarray]:
+        """matcher -> subscription rows, as CSR ``(indptr, rows)``."""
+        return corpus_kernels.transpose_csr(self.indptr, self.matchers, self.n_matchers)
+
+    def multicast_count(self) -> int:
+        """Subscriptions placed on more than one matcher (all-hot-word ones)."""
+        return int(np.count_nonzero(np.diff(self.indptr) > 1))
+
+
+def place_subscriptions(
+    table: RoutingTable,
+    subscriptions: Corpus,
+    *,
+    policy: Policy = "lasp",
+    cost: CostModel = UNIT_COST,
+    seed: int = 0,
+) -> Placement:
+    """Place every subscription (rows of ``subscriptions``) on matchers of ``table``.
+
+    Raises:
+        InvalidArgumentError: for an unknown policy, an empty subscription, or a
+            subscription word the table does not route (not in its subscribed words).
+    """
+    if policy not in ("lasp", "random"):
+        raise InvalidArgumentError(f"policy must be 'lasp' or 'random', got {policy!r}")
+    if np.any(np.diff(subscriptions.indptr) < 1):
+        raise InvalidArgumentError("every subscription needs at least one word")
+    used, compact = np.unique(subscriptions.indices, return_inverse=True)
+    words = subscriptions.vocabulary[used]
+    if table.subscribed_words is not None:
+        missing = [w for w in words.tolist() if w not in table.subscribed_words]
+        if missing:
+            raise InvalidArgumentError(
+                f"{len(missing)} subscription words are not routed by this table "
+                f"(e.g. {missing[:3]}); learn it with these subscriptions' words"
+            )
+    aligned = align_table(table, words)
+    indptr, matchers, unique = place(
+        subscriptions.indptr,
+        compact.astype(np.int32),
+        aligned.part_start,
+        aligned.part_count,
+        aligned.part_matchers,
+        table.n_matchers,
+        int(used.shape[0]),
+        float(cost.slope),
+        float(cost.intercept),
+        policy == "random",
+        int(seed),
+    )
+    sub_ids = (
+        np.arange(subscriptions.n_posts, dtype=np.int64)
+        if subscriptions.post_ids is None
+        else np.array([int(x) for x in subscriptions.post_ids], dtype=np.int64)
+    )
+    return Placement(table.n_matchers, sub_ids, indptr, matchers, unique)

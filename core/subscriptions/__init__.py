@@ -1,0 +1,1 @@
+"""Subscription workloads (paper 001, Sect. 6.1)."""
