@@ -13,6 +13,7 @@ from core.errors import S3TMError
 def build_parser() -> argparse.ArgumentParser:
     from core.bench import cli as bench_cli
     from core.cli import commands, demo
+    from core.experiments import cli as experiment_cli
 
     parser = argparse.ArgumentParser(prog="s3tm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     commands.register(sub)
     bench_cli.register(sub)
+    experiment_cli.register(sub)
     return parser
 
 

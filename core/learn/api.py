@@ -15,12 +15,13 @@ from core.errors import InvalidArgumentError
 from core.learn.hash import learn_hash
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
+from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
 from core.routing.table import RoutingTable
 
 log = logging.getLogger(__name__)
 
-Algorithm = Literal["hash", "salb"]
-ALGORITHMS: tuple[str, ...] = ("hash", "salb")
+Algorithm = Literal["hash", "salb", "gC", "gFC", "gFCL", "gNFCL"]
+ALGORITHMS: tuple[str, ...] = ("hash", "salb", *WORDNET_VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ def learn_mapping(
     Args:
         corpus: training posts.
         n_matchers: N >= 1.
-        algorithm: ``hash`` or ``salb``.
+        algorithm: ``hash``, ``salb`` or a word-network variant (``gC``, ``gFC``, ``gFCL``,
+            ``gNFCL``).
         split: split hot words first (Sect. 5.1).
         subscribed_words: learn on these words only (None: all words are subscribed).
         seed: seeds hot-word dealing.
@@ -74,8 +76,10 @@ def learn_mapping(
     )
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
-    else:
+    elif algorithm == "hash":
         token_matcher = learn_hash(problem, int(n_matchers))
+    else:
+        token_matcher = learn_wordnet(problem, int(n_matchers), algorithm, seed=seed)
     seconds = time.perf_counter() - started
     learned = np.flatnonzero(token_matcher >= 0)
     hot = 0 if problem.split_plan is None else int(problem.split_plan.hot_words.size)

@@ -1,0 +1,91 @@
+"""``s3tm experiment ...``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.errors import InputDataError, InvalidArgumentError
+from core.experiments.runner import VARIANTS
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    exp = sub.add_parser("experiment", help="the paper's experiments: table, CSV and PNG")
+    kinds = exp.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    specs = {
+        "scalability": ("Fig. 5: metrics vs N", "2,4,8,16,32,64,128,256"),
+        "subscriptions": ("Fig. 7: metrics vs number of subscriptions (N fixed)", "16"),
+        "corpus-size": ("Fig. 6: metrics vs learning-corpus size", "64"),
+        "learning-time": ("Fig. 9: learning time, SALB vs METIS baselines", "64"),
+    }
+    for name, (text, nodes) in specs.items():
+        p = kinds.add_parser(name, help=text)
+        p.add_argument("--corpus", help="corpus file (default: ../shared/data tweets)")
+        p.add_argument("--nodes", default=nodes, help="comma-separated N values")
+        p.add_argument(
+            "--algorithms",
+            default=",".join(VARIANTS),
+            help=f"comma-separated, from {','.join(VARIANTS)}",
+        )
+        p.add_argument(
+            "--subscriptions",
+            type=int,
+            default=100_000,
+            help="subscriptions per workload (capped by the corpus)",
+        )
+        p.add_argument(
+            "--counts",
+            default="100,1000,10000,100000",
+            help="subscription counts (subscriptions experiment)",
+        )
+        p.add_argument(
+            "--sizes",
+            default="10000,25000,50000,112000",
+            help="learning-corpus sizes (corpus-size, learning-time)",
+        )
+        p.add_argument("--repeats", type=int, default=3, help="replay timing: best of")
+        p.add_argument("--lda-iterations", type=int, default=5)
+        p.add_argument("--seed", type=int, default=7)
+        p.add_argument("--out", default="docs/experiments")
+        p.set_defaults(handler=_run, experiment_name=name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from core.bench.realdata import real_corpus_path
+    from core.cli.demo import parse_int_list
+    from core.experiments import paper
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if path is None:
+        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
+    variants = [v for v in args.algorithms.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
+    if "hash" not in variants and args.experiment_name != "learning-time":
+        variants = ["hash", *variants]
+    nodes = parse_int_list(args.nodes, "--nodes")
+    out = Path(args.out)
+    work = paper.prepare(path, args.seed, args.lda_iterations)
+    name = args.experiment_name
+    if name == "scalability":
+        paper.scalability(work, nodes, variants, args.subscriptions, args.repeats, out)
+    elif name == "subscriptions":
+        paper.subscriptions(
+            work, parse_int_list(args.counts, "--counts"), nodes[0], variants, args.repeats, out
+        )
+    elif name == "corpus-size":
+        paper.corpus_size(
+            work,
+            parse_int_list(args.sizes, "--sizes"),
+            nodes[0],
+            variants,
+            args.subscriptions,
+            args.repeats,
+            out,
+        )
+    else:
+        paper.learning_time(
+            work, parse_int_list(args.sizes, "--sizes"), nodes[0], variants, args.subscriptions, out
+        )
+    return 0

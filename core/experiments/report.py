@@ -1,0 +1,71 @@
+"""Writing experiment tables: CSV, a printed table and a multi-panel plot."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.cli.format import format_table
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in row.items()})
+
+
+def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    print(format_table(list(columns), [[row[c] for c in columns] for row in rows]))
+
+
+def plot_panels(
+    rows: Sequence[dict[str, Any]],
+    *,
+    x: str,
+    panels: Sequence[str],
+    group_by: str,
+    split_by: str,
+    path: Path,
+    title: str,
+    log_x: bool = True,
+    log_y: Sequence[str] = (),
+) -> None:
+    """One row of panels per value of ``split_by``, one line per ``group_by`` value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(dict.fromkeys(str(r[split_by]) for r in rows))
+    groups = list(dict.fromkeys(str(r[group_by]) for r in rows))
+    fig, axes = plt.subplots(
+        len(splits), len(panels), figsize=(4.2 * len(panels), 3.4 * len(splits)), squeeze=False
+    )
+    for r_i, split in enumerate(splits):
+        for c_i, panel in enumerate(panels):
+            ax = axes[r_i][c_i]
+            for group in groups:
+                pts = [
+                    (row[x], row[panel])
+                    for row in rows
+                    if str(row[split_by]) == split and str(row[group_by]) == group
+                ]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", markersize=3, label=group)
+            if log_x:
+                ax.set_xscale("log", base=2 if x == "N" else 10)
+            if panel in log_y:
+                ax.set_yscale("log")
+            ax.set_xlabel(x)
+            ax.set_title(f"{panel} ({split})", fontsize=9)
+            ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

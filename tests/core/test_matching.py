@@ -1,0 +1,141 @@
+"""Trie and counting matchers against brute-force set containment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.errors import InvalidArgumentError
+from core.matching.counting import CountingMatcher
+from core.matching.dictionary import WordDictionary
+from core.matching.trie import TrieMatcher
+
+word_sets = st.lists(st.sets(st.integers(0, 14), min_size=1, max_size=5), min_size=1, max_size=40)
+post_sets = st.lists(st.sets(st.integers(0, 20), max_size=9), min_size=1, max_size=30)
+
+
+def _csr(sets: list[set[int]], shuffle: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+    words: list[int] = []
+    for i, s in enumerate(sets):
+        row = sorted(s)
+        if shuffle:
+            row = rng.permutation(row).tolist() if row else []
+        words.extend(row)
+        indptr[i + 1] = len(words)
+    return indptr, np.array(words, dtype=np.int32)
+
+
+def brute_force(subs: dict[int, set[int]], posts: list[set[int]]) -> list[set[int]]:
+    return [{sid for sid, words in subs.items() if words <= post} for post in posts]
+
+
+@settings(max_examples=150, deadline=None)
+@given(word_sets, post_sets)
+def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[set[int]]) -> None:
+    ids = np.arange(100, 100 + len(subs), dtype=np.int64)
+    s_ptr, s_words = _csr(subs)
+    p_ptr, p_words = _csr(posts, shuffle=True)  # post order must not matter
+    word_map = np.arange(21, dtype=np.int32)
+    expected = brute_force({int(i): s for i, s in zip(ids, subs, strict=True)}, posts)
+    trie = TrieMatcher(capacity=4)  # tiny capacity: exercises growth
+    trie.insert_many(ids, s_ptr, s_words)
+    got = trie.match(p_ptr, p_words, word_map)
+    assert got.as_sets() == expected
+    assert got.n_matches == sum(len(e) for e in expected)  # no duplicates
+    counting = CountingMatcher(ids, s_ptr, s_words).match(p_ptr, p_words, word_map)
+    assert counting.as_sets() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(word_sets, post_sets, st.data())
+def test_trie_stays_exact_under_deletes_and_reinserts(
+    subs: list[set[int]], posts: list[set[int]], data: st.DataObject
+) -> None:
+    trie = TrieMatcher(capacity=2)
+    live: dict[int, set[int]] = {}
+    next_id = 0
+    for words in subs:
+        trie.insert(next_id, np.array(sorted(words)))
+        live[next_id] = words
+        next_id += 1
+        if data.draw(st.booleans()) and live:
+            victim = data.draw(st.sampled_from(sorted(live)))
+            trie.delete(victim)
+            del live[victim]
+    p_ptr, p_words = _csr(posts)
+    assert trie.match(p_ptr, p_words).as_sets() == brute_force(live, posts)
+    assert trie.n_subscriptions == len(live)
+    for sid in list(live):
+        trie.delete(sid)
+    assert trie.n_nodes == 0  # every branch pruned
+    assert trie.match(p_ptr, p_words).n_matches == 0
+
+
+def test_identical_word_sets_share_one_node() -> None:
+    trie = TrieMatcher()
+    trie.insert_many(np.array([1, 2, 3]), np.array([0, 2, 4, 6]), np.array([3, 7, 3, 7, 3, 7]))
+    assert trie.n_nodes == 2
+    assert trie.match(np.array([0, 3]), np.array([7, 9, 3])).of_post(0) == [1, 2, 3]
+
+
+def test_operation_counts_follow_the_scoped_traversal() -> None:
+    # Subscriptions {1}, {1,2}. Post (1,2,3): root probes 1,2,3 (3); node 1 probes 2,3 (2);
+    # node {1,2} is a leaf, so no further probes: 5 lookups.
+    trie = TrieMatcher()
+    trie.insert_many(np.array([10, 11]), np.array([0, 1, 3]), np.array([1, 1, 2]))
+    m = trie.match(np.array([0, 3]), np.array([3, 2, 1]))
+    assert m.of_post(0) == [10, 11] and m.operations == 5
+
+
+def test_words_outside_every_subscription_are_not_probed() -> None:
+    trie = TrieMatcher()
+    trie.insert(1, np.array([0]))
+    word_map = np.array([0, -1, -1], dtype=np.int32)
+    m = trie.match(np.array([0, 3]), np.array([0, 1, 2]), word_map)
+    assert m.of_post(0) == [1] and m.operations == 1
+
+
+@pytest.mark.parametrize(
+    ("indptr", "words", "message"),
+    [
+        ([0, 2], [3, 1], "sorted and distinct"),
+        ([0, 2], [1, 1], "sorted and distinct"),
+        ([0, 0], [], "at least one word"),
+        ([0, 1], [-1], ">= 0"),
+        ([1, 2], [1], "from 0"),
+    ],
+)
+def test_trie_rejects_malformed_subscriptions(
+    indptr: list[int], words: list[int], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        TrieMatcher().insert_many(np.array([1]), np.array(indptr), np.array(words))
+
+
+def test_trie_rejects_duplicate_ids_and_unknown_deletes() -> None:
+    trie = TrieMatcher()
+    trie.insert(1, np.array([1]))
+    with pytest.raises(InvalidArgumentError, match="new and distinct"):
+        trie.insert(1, np.array([2]))
+    with pytest.raises(InvalidArgumentError, match="new and distinct"):
+        trie.insert_many(np.array([5, 5]), np.array([0, 1, 2]), np.array([1, 2]))
+    with pytest.raises(InvalidArgumentError, match="not in this matcher"):
+        trie.delete(99)
+    with pytest.raises(InvalidArgumentError, match="word_map"):
+        trie.match(np.array([0, 1]), np.array([5]), np.array([0], dtype=np.int32))
+
+
+def test_dictionary_orders_by_rarity_and_encodes() -> None:
+    d = WordDictionary.by_rarity(["common", "rare", "mid"], [100, 1, 10])
+    assert [d.word(i) for i in range(3)] == ["rare", "mid", "common"]
+    assert d.encode(["common", "rare", "unknown"]).tolist() == [0, 2]
+    assert d.encode(["new"], add=True).tolist() == [3]
+    assert d.map_vocabulary(["mid", "zzz"]).tolist() == [1, -1]
+    with pytest.raises(InvalidArgumentError, match="non-empty"):
+        d.add("")
+    with pytest.raises(InvalidArgumentError, match="equal length"):
+        WordDictionary.by_rarity(["a"], [])

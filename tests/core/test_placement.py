@@ -1,0 +1,113 @@
+"""LASP and random anycast, the cost-model fit, workloads and the measured replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.corpus import corpus_from_word_lists, holdout_mask
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from core.errors import InvalidArgumentError
+from core.learn import learn_mapping
+from core.placement.cost import fit_cost_model
+from core.placement.lasp import CostModel, place_subscriptions
+from core.replay import replay
+from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
+
+
+@pytest.fixture(scope="module")
+def setup():
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=8000, n_words=3000, seed=11))
+    mask = holdout_mask(corpus.n_posts, 0.25, 3)
+    training, held_out = corpus.select(~mask), corpus.select(mask)
+    topics = fit_topics(training, n_topics=12, max_iter=2, seed=0)
+    workloads = {
+        "tweet": tweet_subscriptions(training, 800, seed=1),
+        "topic": topic_subscriptions(training, topics, 1500, seed=2),
+    }
+    return training, held_out, workloads
+
+
+def _words(subs) -> set[str]:
+    return set(subs.vocabulary[np.unique(subs.indices)].tolist())
+
+
+@pytest.mark.parametrize("workload", ["tweet", "topic"])
+@pytest.mark.parametrize(("algorithm", "split"), [("hash", False), ("salb", True)])
+def test_every_placement_is_eligible_and_replay_is_exact(setup, workload, algorithm, split):
+    training, held_out, workloads = setup
+    subs = workloads[workload]
+    table = learn_mapping(training, 8, algorithm, split=split, subscribed_words=_words(subs)).table
+    placement = place_subscriptions(table, subs, policy="lasp")
+    for row in range(subs.n_posts):
+        words = [
+            str(w) for w in subs.vocabulary[subs.indices[subs.indptr[row] : subs.indptr[row + 1]]]
+        ]
+        placed = placement.matchers[placement.indptr[row] : placement.indptr[row + 1]].tolist()
+        regular = [w for w in words if len(table.version_matchers(w)) == 1]
+        if regular:
+            assert len(placed) == 1
+            assert placed[0] in {int(table.version_matchers(w)[0]) for w in regular}
+        else:  # all split words: every version of the one with the fewest versions
+            fewest = min(words, key=lambda w: len(table.version_matchers(w)))
+            assert set(placed) == set(table.version_matchers(fewest).tolist())
+    # Replay = brute-force containment over the held-out posts.
+    result = replay(table, placement, subs, held_out, repeats=1)
+    sub_sets = [
+        set(subs.indices[subs.indptr[r] : subs.indptr[r + 1]].tolist()) for r in range(subs.n_posts)
+    ]
+    expected = {
+        (p, r)
+        for p in range(held_out.n_posts)
+        for r, s in enumerate(sub_sets)
+        if s <= set(held_out.indices[held_out.indptr[p] : held_out.indptr[p + 1]].tolist())
+    }
+    assert {tuple(x) for x in result.match_pairs.tolist()} == expected
+    assert result.throughput > 0 and result.matcher_seconds.shape == (8,)
+
+
+@pytest.mark.parametrize("workload", ["tweet", "topic"])
+def test_lasp_load_is_not_above_random_anycast(setup, workload):
+    training, held_out, workloads = setup
+    subs = workloads[workload]
+    table = learn_mapping(training, 8, "salb", subscribed_words=_words(subs)).table
+    fit = fit_cost_model(subs, held_out, steps=6, sample_posts=1000)
+    lasp = place_subscriptions(table, subs, policy="lasp", cost=fit.model)
+    anycast = place_subscriptions(table, subs, policy="random", cost=fit.model, seed=4)
+    # Total matcher load under the fitted cost f: sum_i f(|H(i)|).
+    assert sum(map(fit.model, lasp.unique_words)) <= sum(map(fit.model, anycast.unique_words))
+
+
+def test_cost_fit_is_a_line_through_measured_points(setup):
+    training, held_out, workloads = setup
+    fit = fit_cost_model(workloads["tweet"], held_out, steps=6, sample_posts=1000)
+    assert fit.unique_words.shape == fit.ops_per_post.shape and fit.unique_words.size >= 4
+    assert np.all(np.diff(fit.unique_words) > 0)
+    assert fit.model.slope > 0 and fit.r_squared > 0.8
+
+
+def test_topic_workload_shape(setup):
+    training, _, workloads = setup
+    subs = workloads["topic"]
+    lengths = np.diff(subs.indptr)
+    assert lengths.min() >= 1 and lengths.max() <= 5
+    counts = np.bincount(lengths, minlength=6)[1:]
+    assert counts[0] > counts[4]  # Zipf(0.5): short ones more common
+    again = topic_subscriptions(
+        training, fit_topics(training, n_topics=12, max_iter=2, seed=0), 1500, seed=2
+    )
+    assert np.array_equal(again.indices, subs.indices)  # seeded and reproducible
+
+
+def test_placement_rejects_unrouted_words_and_bad_policy():
+    corpus = corpus_from_word_lists([["a", "b"], ["c"]])
+    table = learn_mapping(corpus, 2, "salb", subscribed_words=["a"]).table
+    with pytest.raises(InvalidArgumentError, match="not routed"):
+        place_subscriptions(table, corpus)
+    with pytest.raises(InvalidArgumentError, match="policy"):
+        place_subscriptions(table, corpus, policy="best")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="n_subscriptions"):
+        tweet_subscriptions(corpus, 3, seed=0)
+    with pytest.raises(InvalidArgumentError, match="steps"):
+        fit_cost_model(corpus, corpus, steps=1)
+    assert CostModel(2.0, 1.0)(3) == 7.0
