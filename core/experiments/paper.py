@@ -99,7 +99,8 @@ def _sweep(
             )
             rows.append({"workload": kind, **row})
             print(
-                f"  {kind:<5} N={n:<4} {row['algorithm']:<10} model x{row['model_rel_throughput']:.2f}"
+                f"  {kind:<5} N={n:<4} {row['algorithm']:<10} "
+                f"model x{row['model_rel_throughput']:.2f}"
                 f"  replay x{row['replay_rel_throughput']:.2f}  spread {row['spread']:.2f}"
                 f"  imbalance {row['imbalance']:.2f}",
                 flush=True,

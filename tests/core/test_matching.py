@@ -57,11 +57,9 @@ def test_trie_stays_exact_under_deletes_and_reinserts(
 ) -> None:
     trie = TrieMatcher(capacity=2)
     live: dict[int, set[int]] = {}
-    next_id = 0
-    for words in subs:
+    for next_id, words in enumerate(subs):
         trie.insert(next_id, np.array(sorted(words)))
         live[next_id] = words
-        next_id += 1
         if data.draw(st.booleans()) and live:
             victim = data.draw(st.sampled_from(sorted(live)))
             trie.delete(victim)

@@ -79,7 +79,7 @@ def test_lasp_load_is_not_above_random_anycast(setup, workload):
 
 
 def test_cost_fit_is_a_line_through_measured_points(setup):
-    training, held_out, workloads = setup
+    _, held_out, workloads = setup
     fit = fit_cost_model(workloads["tweet"], held_out, steps=6, sample_posts=1000)
     assert fit.unique_words.shape == fit.ops_per_post.shape and fit.unique_words.size >= 4
     assert np.all(np.diff(fit.unique_words) > 0)
