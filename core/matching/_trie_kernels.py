@@ -24,7 +24,7 @@ def _slot_of(key: np.int64, mask: np.int64) -> np.int64:
 
 
 @njit(cache=True)
-def table_find(keys: np.ndarray, key: np.int64) -> int:
+def table_find(keys: np.ndarray, key: np.int64) -> int | np.int64:
     """Position of ``key`` in the table, or -1."""
     mask = np.int64(keys.shape[0] - 1)
     h = _slot_of(key, mask)
