@@ -24,6 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.set_defaults(handler=_run_learn)
 
+    p = kinds.add_parser("matcher", help="trie vs counting matcher kernel, posts/s per core")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--synthetic-subscriptions", type=int, default=1_000_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_matcher)
+
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
     p.add_argument("--nodes", default="4,16,64,256")
@@ -33,6 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--topic-pool", type=int, default=3000)
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.set_defaults(handler=_run_quality)
+
+
+def _run_matcher(args: argparse.Namespace) -> int:
+    from core.bench import matcher
+    from core.bench.realdata import real_corpus_path
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
+    return 0
 
 
 def _run_learn(args: argparse.Namespace) -> int:

@@ -30,21 +30,21 @@ class TrieMatcher:
 
     def __init__(self, capacity: int = 1024) -> None:
         cap = 1 << max(4, int(capacity - 1).bit_length())
-        self._keys = np.full(2 * cap, K.EMPTY, dtype=np.int64)
-        self._vals = np.zeros(2 * cap, dtype=np.int32)
+        self._table = np.full(4 * cap, K.EMPTY, dtype=np.int64)  # 2 * cap slots
         self._live_edges = 0
         self._deleted_edges = 0
-        self._node_parent = np.zeros(cap, dtype=np.int32)
-        self._node_word = np.full(cap, -1, dtype=np.int32)
-        self._node_children = np.zeros(cap, dtype=np.int32)
-        self._node_head = np.full(cap, -1, dtype=np.int32)
-        self._n_nodes = 1  # node 0 is the root
-        self._slot_node = np.full(cap, -1, dtype=np.int32)
-        self._slot_next = np.full(cap, -1, dtype=np.int32)
+        self._nodes = np.full(K.NODE * cap, -1, dtype=np.int64)
+        self._node_parent = np.zeros(cap, dtype=np.int64)
+        self._nodes[K.COUNT] = 0  # root: no subscription, no child
+        self._root_child = np.full(64, -1, dtype=np.int64)
+        self._n_nodes = 1
+        self._slot_node = np.full(cap, -1, dtype=np.int64)
+        self._slot_next = np.full(cap, -1, dtype=np.int64)
         self._slot_sub = np.zeros(cap, dtype=np.int64)
         self._n_slots = 0
         self._free_slots: list[int] = []
         self._slot_of: dict[int, int] = {}
+        self._since_compaction = 0
 
     @property
     def n_subscriptions(self) -> int:
@@ -58,41 +58,36 @@ class TrieMatcher:
     def __contains__(self, sub_id: object) -> bool:
         return sub_id in self._slot_of
 
+    @staticmethod
+    def _grown(old: np.ndarray, size: int, fill: int) -> np.ndarray:
+        grown = np.full(size, fill, dtype=old.dtype)
+        grown[: old.shape[0]] = old
+        return grown
+
     def _grow_nodes(self, needed: int) -> None:
         size = self._node_parent.shape[0]
         if needed <= size:
             return
         new = max(needed, 2 * size)
-        for name, fill in (
-            ("_node_parent", 0),
-            ("_node_word", -1),
-            ("_node_children", 0),
-            ("_node_head", -1),
-        ):
-            old = getattr(self, name)
-            grown = np.full(new, fill, dtype=old.dtype)
-            grown[: old.shape[0]] = old
-            setattr(self, name, grown)
+        self._nodes = self._grown(self._nodes, K.NODE * new, -1)
+        self._node_parent = self._grown(self._node_parent, new, 0)
 
     def _grow_slots(self, needed: int) -> None:
         size = self._slot_node.shape[0]
         if needed <= size:
             return
         new = max(needed, 2 * size)
-        for name, fill in (("_slot_node", -1), ("_slot_next", -1), ("_slot_sub", 0)):
-            old = getattr(self, name)
-            grown = np.full(new, fill, dtype=old.dtype)
-            grown[: old.shape[0]] = old
-            setattr(self, name, grown)
+        self._slot_node = self._grown(self._slot_node, new, -1)
+        self._slot_next = self._grown(self._slot_next, new, -1)
+        self._slot_sub = self._grown(self._slot_sub, new, 0)
 
     def _reserve_edges(self, extra: int) -> None:
         # Keep the table at most half full counting deleted markers, so probes stay short.
-        needed = 2 * (self._live_edges + self._deleted_edges + extra)
-        if needed <= self._keys.shape[0]:
+        slots = self._table.shape[0] // 2
+        if 2 * (self._live_edges + self._deleted_edges + extra) <= slots:
             return
         capacity = 1 << max(4, int(2 * (self._live_edges + extra) - 1).bit_length())
-        capacity = max(capacity, self._keys.shape[0])
-        self._keys, self._vals = K.rehash(self._keys, self._vals, capacity)
+        self._table = K.rehash(self._table, max(capacity, slots))
         self._deleted_edges = 0
 
     def insert_many(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
@@ -103,13 +98,13 @@ class TrieMatcher:
         """
         ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
         ptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        words = np.ascontiguousarray(word_ids, dtype=np.int32)
+        words = np.ascontiguousarray(word_ids, dtype=np.int64)
         if ids.shape[0] != ptr.shape[0] - 1:
             raise InvalidArgumentError("one sub id per subscription is required")
         _validate_sets(ptr, words, "insert")
         if len(set(ids.tolist())) != ids.shape[0] or any(int(s) in self._slot_of for s in ids):
             raise InvalidArgumentError("subscription ids must be new and distinct")
-        slots = np.empty(ids.shape[0], dtype=np.int32)
+        slots = np.empty(ids.shape[0], dtype=np.int64)
         for i, sub in enumerate(ids.tolist()):
             slot = self._free_slots.pop() if self._free_slots else self._n_slots
             if slot == self._n_slots:
@@ -120,13 +115,15 @@ class TrieMatcher:
         self._slot_sub[slots] = ids
         self._grow_nodes(self._n_nodes + words.shape[0])
         self._reserve_edges(words.shape[0])
+        if words.size and int(words.max()) >= self._root_child.shape[0]:
+            self._root_child = self._grown(
+                self._root_child, max(int(words.max()) + 1, 2 * self._root_child.shape[0]), -1
+            )
         self._n_nodes, added = K.insert_subscriptions(
-            self._keys,
-            self._vals,
+            self._table,
+            self._root_child,
+            self._nodes,
             self._node_parent,
-            self._node_word,
-            self._node_children,
-            self._node_head,
             self._n_nodes,
             self._slot_node,
             self._slot_next,
@@ -135,10 +132,31 @@ class TrieMatcher:
             slots,
         )
         self._live_edges += added
+        self._since_compaction += added
+        if self._since_compaction > max(1024, self._live_edges // 4):
+            self.compact()
+
+    def compact(self) -> None:
+        """Renumber nodes breadth-first (siblings adjacent) and drop deleted garbage.
+
+        Done automatically after large inserts; matching is fastest right after it.
+        """
+        capacity = 1 << max(4, int(2 * self._live_edges + 1).bit_length())
+        self._table, self._nodes, self._node_parent, self._n_nodes = K.compact(
+            capacity,
+            self._root_child,
+            self._nodes,
+            self._node_parent,
+            self._n_nodes,
+            self._slot_node,
+            self._n_slots,
+        )
+        self._deleted_edges = 0
+        self._since_compaction = 0
 
     def insert(self, sub_id: int, word_ids: np.ndarray) -> None:
         """Insert one subscription (sorted distinct word ids)."""
-        words = np.asarray(word_ids, dtype=np.int32)
+        words = np.asarray(word_ids, dtype=np.int64)
         self.insert_many(np.array([sub_id]), np.array([0, words.shape[0]]), words)
 
     def delete(self, sub_id: int) -> None:
@@ -151,12 +169,10 @@ class TrieMatcher:
         if slot is None:
             raise InvalidArgumentError(f"subscription {sub_id} is not in this matcher")
         removed = K.delete_subscription(
-            self._keys,
-            self._vals,
+            self._table,
+            self._root_child,
+            self._nodes,
             self._node_parent,
-            self._node_word,
-            self._node_children,
-            self._node_head,
             self._slot_node,
             self._slot_next,
             slot,
@@ -190,10 +206,9 @@ class TrieMatcher:
             ptr,
             words,
             mapping,
-            self._keys,
-            self._vals,
-            self._node_head,
-            self._node_children,
+            self._table,
+            self._root_child,
+            self._nodes,
             self._slot_next,
             self._slot_sub,
         )
@@ -201,12 +216,8 @@ class TrieMatcher:
 
     def unique_words(self) -> int:
         """|H|: distinct words over the subscriptions held (for LASP's cost model)."""
-        live = self._node_word[1 : self._n_nodes][self._node_live_mask()]
-        return int(np.unique(live).shape[0])
-
-    def _node_live_mask(self) -> np.ndarray:
-        live = np.zeros(self._n_nodes - 1, dtype=bool)
-        keys = self._keys[self._keys >= 0]
-        live[self._vals[self._keys >= 0] - 1] = True
-        del keys
-        return live
+        live = self._table[0::2] >= 0
+        children = np.concatenate(
+            [self._table[1::2][live], self._root_child[self._root_child >= 0]]
+        )
+        return int(np.unique(self._nodes[K.NODE * children + K.WORD]).shape[0])

@@ -64,6 +64,8 @@ def test_trie_stays_exact_under_deletes_and_reinserts(
             victim = data.draw(st.sampled_from(sorted(live)))
             trie.delete(victim)
             del live[victim]
+        if data.draw(st.booleans()):
+            trie.compact()  # renumbering must not change any answer
     p_ptr, p_words = _csr(posts)
     assert trie.match(p_ptr, p_words).as_sets() == brute_force(live, posts)
     assert trie.n_subscriptions == len(live)
@@ -81,12 +83,16 @@ def test_identical_word_sets_share_one_node() -> None:
 
 
 def test_operation_counts_follow_the_scoped_traversal() -> None:
-    # Subscriptions {1}, {1,2}. Post (1,2,3): root probes 1,2,3 (3); node 1 probes 2,3 (2);
-    # node {1,2} is a leaf, so no further probes: 5 lookups.
+    # Subscriptions {1}, {1,2}, {4}, {5}, {6}; post (1,2,3). The root has 4 children, more
+    # than the post's 3 words, so it probes the hash table with each post word (3 ops);
+    # node {1} has 1 child, fewer than its 2 remaining words, so its child list is walked
+    # (1 op); node {1,2} is a leaf (0 ops): 4 operations.
     trie = TrieMatcher()
-    trie.insert_many(np.array([10, 11]), np.array([0, 1, 3]), np.array([1, 1, 2]))
+    trie.insert_many(
+        np.array([10, 11, 12, 13, 14]), np.array([0, 1, 3, 4, 5, 6]), np.array([1, 1, 2, 4, 5, 6])
+    )
     m = trie.match(np.array([0, 3]), np.array([3, 2, 1]))
-    assert m.of_post(0) == [10, 11] and m.operations == 5
+    assert m.of_post(0) == [10, 11] and m.operations == 4
 
 
 def test_words_outside_every_subscription_are_not_probed() -> None:
@@ -137,3 +143,23 @@ def test_dictionary_orders_by_rarity_and_encodes() -> None:
         d.add("")
     with pytest.raises(InvalidArgumentError, match="equal length"):
         WordDictionary.by_rarity(["a"], [])
+
+
+def test_large_bulk_load_compacts_and_stays_exact() -> None:
+    rng = np.random.default_rng(5)
+    subs = [
+        set(rng.choice(300, size=rng.integers(1, 6), replace=False).tolist()) for _ in range(3000)
+    ]
+    posts = [
+        set(rng.choice(300, size=rng.integers(0, 12), replace=False).tolist()) for _ in range(400)
+    ]
+    trie = TrieMatcher(capacity=8)
+    s_ptr, s_words = _csr(subs)
+    trie.insert_many(np.arange(3000), s_ptr, s_words)  # triggers compaction
+    for sid in range(0, 3000, 3):
+        trie.delete(sid)
+    p_ptr, p_words = _csr(posts)
+    expected = brute_force({i: s for i, s in enumerate(subs) if i % 3}, posts)
+    assert trie.match(p_ptr, p_words).as_sets() == expected
+    trie.compact()
+    assert trie.match(p_ptr, p_words).as_sets() == expected
