@@ -1,0 +1,267 @@
+"""Every Delta table of the lakehouse (DESIGN.md section 5), defined once.
+
+A :class:`TableSpec` holds the pyarrow schema (the single source of truth); Spark's
+``StructType`` and delta-rs' schema are derived from it. Locations are relative to the
+lakehouse root: ``<root>/<layer>/<name>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+_UTC = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table: name (``layer.table``), key columns, partition columns, arrow schema."""
+
+    name: str
+    schema: pa.Schema
+    key: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def relative_path(self) -> Path:
+        return Path(*self.name.split(".", 1))
+
+    def location(self, lakehouse: str | Path) -> Path:
+        return Path(lakehouse) / self.relative_path
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def spark_schema(self) -> Any:
+        """The schema as a Spark ``StructType`` (imports pyspark lazily)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self.schema)
+
+    def delta_schema(self) -> Any:
+        """The schema as a delta-rs ``Schema``."""
+        import deltalake
+
+        return deltalake.Schema.from_arrow(self.schema)
+
+
+def _f(name: str, kind: pa.DataType, nullable: bool = True) -> pa.Field:
+    return pa.field(name, kind, nullable=nullable)
+
+
+BRONZE_POSTS = TableSpec(
+    "bronze.posts",
+    pa.schema(
+        [
+            _f("post_id", pa.string(), False),
+            _f("text", pa.string(), False),
+            _f("source", pa.string()),
+            _f("created_at", _UTC),
+            _f("event_day", pa.date32(), False),
+            _f("ingest_batch", pa.string(), False),
+            _f("source_file", pa.string(), False),
+            _f("line_number", pa.int64(), False),
+            _f("ingested_at", _UTC, False),
+        ]
+    ),
+    key=("post_id",),
+    partition_by=("event_day",),
+    description="raw posts as landed, one row per accepted record",
+)
+
+SILVER_POSTS = TableSpec(
+    "silver.posts",
+    pa.schema(
+        [
+            _f("post_id", pa.string(), False),
+            _f("words", pa.list_(pa.string()), False),
+            _f("n_words", pa.int32(), False),
+            _f("event_day", pa.date32(), False),
+            _f("created_at", _UTC),
+            _f("sample_rate", pa.float64(), False),
+        ]
+    ),
+    key=("post_id",),
+    partition_by=("event_day",),
+    description="normalised distinct words per post (core.text.normalize), sampled",
+)
+
+POSTS_QUARANTINE = TableSpec(
+    "silver.posts_quarantine",
+    pa.schema(
+        [
+            _f("stage", pa.string(), False),
+            _f("reason", pa.string(), False),
+            _f("post_id", pa.string()),
+            _f("source_file", pa.string()),
+            _f("line_number", pa.int64()),
+            _f("raw", pa.string()),
+            _f("ingest_batch", pa.string(), False),
+            _f("quarantined_at", _UTC, False),
+        ]
+    ),
+    key=(),
+    description="rejected records with the reason; nothing is dropped silently",
+)
+
+WORD_STATS = TableSpec(
+    "gold.word_stats",
+    pa.schema(
+        [
+            _f("day", pa.date32(), False),
+            _f("word", pa.string(), False),
+            _f("post_frequency", pa.int64(), False),
+            _f("cofrequency_sum", pa.int64(), False),
+        ]
+    ),
+    key=("day", "word"),
+    partition_by=("day",),
+    description="f(w) and f_n(w) per day (paper Sect. 3.2)",
+)
+
+POST_WORDS = TableSpec(
+    "gold.post_words",
+    pa.schema(
+        [
+            _f("day", pa.date32(), False),
+            _f("post_id", pa.string(), False),
+            _f("word", pa.string(), False),
+        ]
+    ),
+    key=("day", "post_id", "word"),
+    partition_by=("day",),
+    description="edges of the word-to-post bipartite graph",
+)
+
+COOCCURRENCE = TableSpec(
+    "gold.cooccurrence",
+    pa.schema(
+        [
+            _f("day", pa.date32(), False),
+            _f("word_a", pa.string(), False),
+            _f("word_b", pa.string(), False),
+            _f("count", pa.int64(), False),
+        ]
+    ),
+    key=("day", "word_a", "word_b"),
+    partition_by=("day",),
+    description="co-occurrence counts, word_a < word_b (word-network baselines)",
+)
+
+SUBSCRIPTIONS = TableSpec(
+    "subscriptions.registry",
+    pa.schema(
+        [
+            _f("sub_id", pa.int64(), False),
+            _f("subscriber", pa.string(), False),
+            _f("phrase", pa.string(), False),
+            _f("words", pa.list_(pa.string()), False),
+            _f("created_at", _UTC, False),
+            _f("cancelled_at", _UTC),
+        ]
+    ),
+    key=("sub_id",),
+    description="word-set subscriptions (normalised, sorted words); cancelled ones kept",
+)
+
+MAPPINGS = TableSpec(
+    "routing.mappings",
+    pa.schema(
+        [
+            _f("routing_version", pa.int64(), False),
+            _f("word", pa.string(), False),
+            _f("part", pa.int32(), False),
+            _f("matcher_id", pa.int32(), False),
+        ]
+    ),
+    key=("routing_version", "word", "part"),
+    partition_by=("routing_version",),
+    description="matcher of each word, or of each version `part` of a split hot word",
+)
+
+PLACEMENTS = TableSpec(
+    "routing.placements",
+    pa.schema(
+        [
+            _f("routing_version", pa.int64(), False),
+            _f("sub_id", pa.int64(), False),
+            _f("matcher_id", pa.int32(), False),
+            _f("placed_at", _UTC, False),
+        ]
+    ),
+    key=("routing_version", "sub_id", "matcher_id"),
+    partition_by=("routing_version",),
+    description="matcher(s) of each subscription under a routing version",
+)
+
+VERSIONS = TableSpec(
+    "routing.versions",
+    pa.schema(
+        [
+            _f("routing_version", pa.int64(), False),
+            _f("algorithm", pa.string(), False),
+            _f("n_matchers", pa.int32(), False),
+            _f("params", pa.string(), False),  # JSON
+            _f("inputs", pa.string(), False),  # JSON: input table versions, window
+            _f("subscribed_words", pa.list_(pa.string())),  # null: every word routes
+            _f("metrics", pa.string()),  # JSON
+            _f("validation", pa.string()),  # JSON
+            _f("status", pa.string(), False),  # candidate|validated|published|retired|rejected
+            _f("created_at", _UTC, False),
+            _f("published_at", _UTC),
+            _f("retired_at", _UTC),
+        ]
+    ),
+    key=("routing_version",),
+    description="routing versions and their lifecycle; one published at a time",
+)
+
+MATCHES = TableSpec(
+    "matches",
+    pa.schema(
+        [
+            _f("post_id", pa.string(), False),
+            _f("sub_id", pa.int64(), False),
+            _f("subscriber", pa.string(), False),
+            _f("routing_version", pa.int64(), False),
+            _f("matcher_id", pa.int32(), False),
+            _f("matched_at", _UTC, False),
+        ]
+    ),
+    key=("post_id", "sub_id"),
+    description="deliveries: each (post, subscription) once",
+)
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        BRONZE_POSTS,
+        SILVER_POSTS,
+        POSTS_QUARANTINE,
+        WORD_STATS,
+        POST_WORDS,
+        COOCCURRENCE,
+        SUBSCRIPTIONS,
+        MAPPINGS,
+        PLACEMENTS,
+        VERSIONS,
+        MATCHES,
+    )
+}
+
+
+def table(name: str) -> TableSpec:
+    """The spec of table ``name``.
+
+    Raises:
+        KeyError: naming the known tables.
+    """
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"unknown table {name!r}; known: {sorted(TABLES)}") from None

@@ -1,0 +1,1 @@
+"""PySpark jobs: thin ``main()`` functions around pure DataFrame -> DataFrame transforms."""

@@ -1,0 +1,367 @@
+"""All Delta reads and writes of the platform, with two engines (DESIGN.md section 4).
+
+- ``spark``: delta-spark, when the session has Delta's JVM classes (a cluster image with the
+  jars baked in): ``format("delta")`` reads and writes, ``txnAppId``/``txnVersion`` for
+  idempotent appends.
+- ``rs``: delta-rs. Reads ask delta-rs for the Parquet files of a table version and hand
+  them to Spark. Writes let the executors write Parquet files into the table folder and the
+  driver commit them in ONE Delta transaction (``create_table_with_add_actions`` for a new
+  table, ``create_write_transaction`` otherwise), with the application transaction
+  (app id, batch id) in the same commit.
+
+Same tables, same protocol: a table written by either engine is read by the other, and
+``deltalake.DeltaTable`` reads both. Small driver-side tables (routing versions, the
+subscription registry) can be written straight from Arrow with :meth:`Lakehouse.write_arrow`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.errors import InputDataError, InvalidArgumentError
+from schemas import TableSpec, table
+
+log = logging.getLogger(__name__)
+
+WriteMode = Literal["append", "overwrite"]
+Engine = Literal["spark", "rs"]
+DEFAULT_LAKEHOUSE = "lakehouse"
+WRITE_DIR_KEY = "s3tm_write"
+LAKEHOUSE_ENV = "S3TM_LAKEHOUSE"
+
+
+def default_lakehouse() -> Path:
+    """``$S3TM_LAKEHOUSE`` or ``./lakehouse``."""
+    return Path(os.environ.get(LAKEHOUSE_ENV, DEFAULT_LAKEHOUSE)).resolve()
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did: the table version it produced (or found), files and rows added."""
+
+    table: str
+    version: int | None
+    files: int
+    rows: int
+    skipped: bool = False
+
+
+def _session_has_delta(spark: Any) -> bool:
+    if os.environ.get("S3TM_DELTA_ENGINE") == "rs":
+        return False
+    try:
+        spark._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+    except Exception:  # py4j raises a generic Py4JJavaError for ClassNotFoundException
+        return False
+    return True
+
+
+def _partition_values(relative: str, columns: Sequence[str]) -> dict[str, str | None]:
+    """Partition values of a file from its Hive-style path (only the table's columns)."""
+    values: dict[str, str | None] = {}
+    for part in Path(relative).parts[:-1]:
+        if "=" in part:
+            key, value = part.split("=", 1)
+            if key in columns:
+                value = unquote(value)
+                values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    return values
+
+
+class Lakehouse:
+    """The Delta tables under one root, read and written through one engine."""
+
+    def __init__(
+        self, spark: Any, root: str | Path | None = None, engine: Engine | None = None
+    ) -> None:
+        self.spark = spark
+        self.root = Path(root).resolve() if root else default_lakehouse()
+        self.engine: Engine = engine or ("spark" if _session_has_delta(spark) else "rs")
+        if self.engine == "spark" and not _session_has_delta(spark):
+            raise InvalidArgumentError("engine 'spark' needs Delta's JVM classes in the session")
+
+    # -- locations and metadata ------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        return table(name).location(self.root)
+
+    def exists(self, name: str) -> bool:
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(str(self.path(name)))
+
+    def _delta(self, name: str, version: int | None = None) -> Any:
+        from deltalake import DeltaTable
+
+        if not self.exists(name):
+            raise InputDataError(
+                f"table {name} does not exist under {self.root} (run the job that writes it first)"
+            )
+        return DeltaTable(str(self.path(name)), version=version)
+
+    def version(self, name: str) -> int | None:
+        """The table's latest version, or None when it does not exist."""
+        return self._delta(name).version() if self.exists(name) else None
+
+    def history(self, name: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commit history, newest first (operation, version, timestamp, parameters...)."""
+        return list(self._delta(name).history(limit))
+
+    def last_batch(self, name: str, app_id: str) -> int | None:
+        """The latest batch id committed to ``name`` by ``app_id`` (Delta txn action)."""
+        return self._delta(name).transaction_version(app_id) if self.exists(name) else None
+
+    # -- reads -------------------------------------------------------------------------------
+    def read(self, name: str, version: int | None = None) -> Any:
+        """The table (at ``version``, default latest) as a Spark DataFrame in its schema."""
+        from pyspark.sql import functions as F
+
+        spec = table(name)
+        location = str(self.path(name))
+        if self.engine == "spark":
+            reader = self.spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", version)
+            frame = reader.load(location)
+        else:
+            files = self._delta(name, version).file_uris()
+            if not files:
+                return self.spark.createDataFrame([], spec.spark_schema())
+            frame = self.spark.read.option("basePath", location).parquet(*files)
+        schema = spec.spark_schema()
+        return frame.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+
+    def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
+        """The table as a pyarrow Table, read by delta-rs on the driver (small tables)."""
+        spec = table(name)
+        if not self.exists(name):
+            return spec.schema.empty_table()
+        data = self._delta(name, version).to_pyarrow_table()
+        return data.select(spec.columns).cast(spec.schema)
+
+    # -- writes ------------------------------------------------------------------------------
+    def write(
+        self,
+        frame: Any,
+        name: str,
+        *,
+        mode: WriteMode = "append",
+        replace_where: Mapping[str, Sequence[Any]] | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> WriteResult:
+        """Write a DataFrame to a table in one Delta commit.
+
+        Args:
+            frame: rows in (or castable to) the table's schema.
+            name: table name, e.g. ``silver.posts``.
+            mode: ``append``, or ``overwrite`` (the whole table, or only the partitions
+                ``replace_where`` names, e.g. ``{"day": [date(2026, 1, 1)]}``).
+            app_id, batch_id: make the write idempotent: when ``batch_id`` is not above the
+                last batch committed by ``app_id``, nothing is written.
+
+        Raises:
+            InvalidArgumentError: on a bad mode, a half-given (app_id, batch_id), or
+                ``replace_where`` on a column that does not partition the table.
+        """
+        spec = table(name)
+        self._check_write_args(spec, mode, replace_where, app_id, batch_id)
+        if app_id is not None and batch_id is not None:
+            last = self.last_batch(name, app_id)
+            if last is not None and batch_id <= last:
+                log.info(
+                    "%s: batch %d of %s already committed (last %d); skipped",
+                    name,
+                    batch_id,
+                    app_id,
+                    last,
+                )
+                return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        conformed = self._conform(frame, spec)
+        if self.engine == "spark":
+            return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
+        return self._write_rs(conformed, spec, mode, replace_where, app_id, batch_id)
+
+    def write_arrow(
+        self,
+        data: pa.Table,
+        name: str,
+        *,
+        mode: WriteMode = "append",
+        replace_where: Mapping[str, Sequence[Any]] | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> WriteResult:
+        """Write a pyarrow Table from the driver (small tables) in one Delta commit."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        spec = table(name)
+        self._check_write_args(spec, mode, replace_where, app_id, batch_id)
+        if app_id is not None and batch_id is not None:
+            last = self.last_batch(name, app_id)
+            if last is not None and batch_id <= last:
+                return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        conformed = data.select(spec.columns).cast(spec.schema)
+        commit = CommitProperties(
+            app_transactions=[Transaction(app_id, batch_id)]
+            if app_id is not None and batch_id is not None
+            else None
+        )
+        predicate = _predicate(replace_where) if replace_where else None
+        write_deltalake(
+            str(self.path(name)),
+            conformed,
+            mode=mode,
+            partition_by=list(spec.partition_by) or None,
+            predicate=predicate,
+            commit_properties=commit,
+        )
+        return WriteResult(name, self.version(name), -1, conformed.num_rows)
+
+    @staticmethod
+    def _check_write_args(
+        spec: TableSpec, mode: str, replace_where: Any, app_id: Any, batch_id: Any
+    ) -> None:
+        if mode not in ("append", "overwrite"):
+            raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+        if (app_id is None) != (batch_id is None):
+            raise InvalidArgumentError("app_id and batch_id go together")
+        if batch_id is not None and batch_id < 0:
+            raise InvalidArgumentError(f"batch_id must be >= 0, got {batch_id}")
+        if replace_where:
+            if mode != "overwrite":
+                raise InvalidArgumentError("replace_where needs mode='overwrite'")
+            bad = set(replace_where) - set(spec.partition_by)
+            if bad:
+                raise InvalidArgumentError(
+                    f"replace_where columns {sorted(bad)} do not partition {spec.name} "
+                    f"(partitioned by {list(spec.partition_by)})"
+                )
+
+    @staticmethod
+    def _conform(frame: Any, spec: TableSpec) -> Any:
+        from pyspark.sql import functions as F
+
+        missing = [c for c in spec.columns if c not in frame.columns]
+        if missing:
+            raise InvalidArgumentError(f"{spec.name}: DataFrame lacks columns {missing}")
+        return frame.select(
+            [F.col(f.name).cast(f.dataType).alias(f.name) for f in spec.spark_schema()]
+        )
+
+    def _write_spark(
+        self,
+        frame: Any,
+        spec: TableSpec,
+        mode: str,
+        replace_where: Mapping[str, Sequence[Any]] | None,
+        app_id: str | None,
+        batch_id: int | None,
+    ) -> WriteResult:
+        writer = frame.write.format("delta").mode(mode)
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        if replace_where:
+            writer = writer.option("replaceWhere", _predicate(replace_where))
+        if app_id is not None:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+        writer.save(str(self.path(spec.name)))
+        return WriteResult(spec.name, self.version(spec.name), -1, -1)
+
+    def _write_rs(
+        self,
+        frame: Any,
+        spec: TableSpec,
+        mode: str,
+        replace_where: Mapping[str, Sequence[Any]] | None,
+        app_id: str | None,
+        batch_id: int | None,
+    ) -> WriteResult:
+        from deltalake import CommitProperties, DeltaTable, Transaction
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        root = self.path(spec.name)
+        # Each write gets its own folder, named key=value so that every file of the table
+        # sits at the same depth (s3tm_write=.../<partitions>/part-*.parquet) and Spark's
+        # partition discovery accepts the file list on read (the extra column is dropped).
+        staging = f"{WRITE_DIR_KEY}={time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+        target = root / staging
+        writer = frame.write.mode("error")
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        try:
+            writer.parquet(str(target))
+            actions, rows = [], 0
+            for file in sorted(target.rglob("*.parquet")):
+                relative = file.relative_to(root).as_posix()
+                n_rows = pq.read_metadata(file).num_rows
+                rows += n_rows
+                stat = file.stat()
+                actions.append(
+                    AddAction(
+                        path=relative,
+                        size=stat.st_size,
+                        partition_values=_partition_values(relative, spec.partition_by),
+                        modification_time=int(stat.st_mtime * 1000),
+                        data_change=True,
+                        stats=json.dumps({"numRecords": n_rows}),
+                    )
+                )
+            commit = CommitProperties(
+                app_transactions=[Transaction(app_id, batch_id)]
+                if app_id is not None and batch_id is not None
+                else None
+            )
+            partition_by = list(spec.partition_by) or None
+            if not self.exists(spec.name):
+                create_table_with_add_actions(
+                    str(root),
+                    spec.delta_schema(),
+                    actions,
+                    mode="append",
+                    partition_by=partition_by,
+                    name=spec.name,
+                    description=spec.description or None,
+                    commit_properties=commit,
+                )
+            else:
+                filters = (
+                    [(col, "in", [str(v) for v in values]) for col, values in replace_where.items()]
+                    if replace_where
+                    else None
+                )
+                DeltaTable(str(root)).create_write_transaction(
+                    actions,
+                    mode,
+                    spec.schema,
+                    partition_by=partition_by,
+                    partition_filters=filters,
+                    commit_properties=commit,
+                )
+        except Exception:
+            shutil.rmtree(target, ignore_errors=True)  # nothing committed: drop the files
+            raise
+        return WriteResult(spec.name, self.version(spec.name), len(actions), rows)
+
+
+def _predicate(replace_where: Mapping[str, Sequence[Any]]) -> str:
+    """A SQL predicate such as ``day IN ('2026-01-01')``, for replaceWhere / delta-rs."""
+    clauses = []
+    for column, values in replace_where.items():
+        if not values:
+            raise InvalidArgumentError(f"replace_where[{column!r}] is empty")
+        quoted = ", ".join(f"'{v}'" if not isinstance(v, int | float) else str(v) for v in values)
+        clauses.append(f"{column} IN ({quoted})")
+    return " AND ".join(clauses)

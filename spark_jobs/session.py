@@ -1,0 +1,73 @@
+"""The one SparkSession builder every job uses.
+
+Embedded default: ``local[*]`` with settings for a small machine; any master by argument or
+``S3TM_SPARK_MASTER``. Delta's JVM classes are configured only when their jars are present
+(a cluster image); otherwise Delta I/O goes through delta-rs (see ``delta_io``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.default.parallelism": "4",
+    "spark.driver.memory": os.environ.get("S3TM_DRIVER_MEMORY", "4g"),
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.ui.enabled": os.environ.get("S3TM_SPARK_UI", "false"),
+    "spark.ui.showConsoleProgress": "false",
+    # Delta-rs commits the files Spark writes: no _SUCCESS markers or summary files.
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "spark.hadoop.parquet.enable.summary-metadata": "false",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
+}
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def delta_jars_present() -> bool:
+    """Whether Delta's JVM jars are on the local Spark classpath (never downloaded)."""
+    import pyspark
+
+    folders = [Path(pyspark.__file__).parent / "jars"]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(Path(os.environ["SPARK_HOME"]) / "jars")
+    return any(glob.glob(str(f / "delta-spark_*.jar")) for f in folders)
+
+
+def build_session(
+    app_name: str, *, master: str | None = None, conf: Mapping[str, str] | None = None
+) -> Any:
+    """Create (or return the active) SparkSession for a job.
+
+    Args:
+        app_name: shown in the Spark UI and logs.
+        master: ``local[*]`` by default (or ``S3TM_SPARK_MASTER``); any Spark master URL.
+        conf: extra settings, applied last.
+    """
+    from pyspark.sql import SparkSession
+
+    # Executors must run the same interpreter (the one with ``core`` installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    chosen = master or os.environ.get("S3TM_SPARK_MASTER") or "local[*]"
+    builder = SparkSession.builder.appName(app_name).master(chosen)
+    settings = dict(LOCAL_DEFAULTS)
+    if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
+        settings.update(DELTA_CONF)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(os.environ.get("S3TM_SPARK_LOG_LEVEL", "WARN"))
+    return session
