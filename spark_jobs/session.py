@@ -26,7 +26,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     # Delta-rs commits the files Spark writes: no _SUCCESS markers or summary files.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "spark.hadoop.parquet.enable.summary-metadata": "false",
+    "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
 }
 DELTA_CONF = {

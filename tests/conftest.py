@@ -12,21 +12,30 @@ from core.bench.realdata import real_corpus_path
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A local[2] SparkSession for tests: UI off, few shuffle partitions, tmp warehouse."""
-    from pyspark.sql import SparkSession
+    """A local[2] SparkSession from the jobs' builder: UI off, few shuffle partitions."""
+    from spark_jobs.session import build_session
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("s3tm-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    session = build_session(
+        "s3tm-tests",
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.driver.memory": "1g",
+        },
     )
     yield session
     session.stop()
+
+
+@pytest.fixture()
+def lakehouse(spark: object, tmp_path: Path):
+    """An empty lakehouse under a tmp dir, with the engine the session supports."""
+    from spark_jobs.delta_io import Lakehouse
+
+    return Lakehouse(spark, tmp_path / "lakehouse")
 
 
 @pytest.fixture(scope="session")
