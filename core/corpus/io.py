@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 from core.corpus.arrays import Corpus, corpus_from_word_lists
 from core.errors import InputDataError, InvalidArgumentError
@@ -120,30 +120,37 @@ def _check_text(text: object) -> str | None:
     return None
 
 
+def parse_json_record(raw: bytes, text_field: str = "text") -> tuple[dict[str, Any] | None, str]:
+    """Validate one JSON-lines record: ``(record, "")`` when usable, else ``(None, reason)``.
+
+    The one definition of a bad record, shared by the file reader and the Spark ingest job.
+    """
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8 ({err.reason} at byte {err.start})"
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        return None, f"invalid JSON ({err.msg})"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    if text_field not in record:
+        return None, f"no {text_field!r} field"
+    reason = _check_text(record[text_field])
+    if reason:
+        return None, reason
+    return record, ""
+
+
 def _iter_jsonl(path: Path, report: ReadReport, text_field: str) -> Iterator[RawPost]:
     with _open_binary(path) as handle:
         for line_number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             report.records += 1
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                report.add_malformed(line_number, f"not UTF-8 ({err.reason} at byte {err.start})")
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                report.add_malformed(line_number, f"invalid JSON ({err.msg})")
-                continue
-            if not isinstance(record, dict):
-                report.add_malformed(line_number, "not a JSON object")
-                continue
-            if text_field not in record:
-                report.add_malformed(line_number, f"no {text_field!r} field")
-                continue
-            reason = _check_text(record[text_field])
-            if reason:
+            record, reason = parse_json_record(raw, text_field)
+            if record is None:
                 report.add_malformed(line_number, reason)
                 continue
             post_id = record.get("id")

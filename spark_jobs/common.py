@@ -1,0 +1,61 @@
+"""What every job's ``main()`` shares: common arguments, the session, error handling."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.errors import S3TMError
+
+log = logging.getLogger("s3tm.jobs")
+
+JobBody = Callable[[argparse.Namespace, Any], int]
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lakehouse", help="lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)"
+    )
+    parser.add_argument("--master", help="Spark master (default: local[*] or $S3TM_SPARK_MASTER)")
+
+
+def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
+    """Build the session and lakehouse, run ``body``, report time; 2 on a user error."""
+    from spark_jobs.delta_io import Lakehouse
+    from spark_jobs.session import build_session
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(message)s",
+            datefmt="%H:%M:%S",
+        )
+    started = time.perf_counter()
+    try:
+        spark = build_session(f"s3tm-{name}", master=getattr(args, "master", None))
+        lakehouse = Lakehouse(spark, getattr(args, "lakehouse", None))
+        code = body(args, lakehouse)
+    except S3TMError as err:
+        print(f"s3tm {name}: error: {err}", file=sys.stderr)
+        return 2
+    log.info("%s finished in %.1fs", name, time.perf_counter() - started)
+    return code
+
+
+def job_main(
+    name: str,
+    description: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    body: JobBody,
+    argv: Sequence[str] | None,
+) -> int:
+    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/<job>.py``."""
+    parser = argparse.ArgumentParser(prog=f"spark_jobs/{name}.py", description=description)
+    add_common_arguments(parser)
+    add_arguments(parser)
+    return run_job(name, parser.parse_args(argv), body)

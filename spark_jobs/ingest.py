@@ -1,0 +1,254 @@
+"""ingest: landing JSON-lines files -> ``bronze.posts``; bad records -> quarantine.
+
+Every line is judged by ``core.corpus.io.parse_json_record`` (the same rules as the file
+reader): malformed JSON, non-UTF-8, missing/empty/oversized text are quarantined with the
+reason, as are unparseable ``created_at`` values and duplicate ids (within the batch or
+already in bronze). Files already ingested are skipped, so a re-run adds nothing; the
+commits carry the batch id (Delta transaction), so a retried batch is not written twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
+from core.errors import InputDataError
+from spark_jobs.common import job_main, log
+
+APP_ID = "s3tm.ingest"
+_PARSED_SCHEMA = (
+    "ok boolean, post_id string, text string, source string, created_at string, "
+    "source_file string, line_number long, reason string, raw string"
+)
+
+
+def _gunzip_if_needed(content: bytes) -> bytes:
+    import gzip
+
+    return gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
+
+
+_PARSED_ARROW = pa.schema(
+    [
+        ("ok", pa.bool_()),
+        ("post_id", pa.string()),
+        ("text", pa.string()),
+        ("source", pa.string()),
+        ("created_at", pa.string()),
+        ("source_file", pa.string()),
+        ("line_number", pa.int64()),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+
+
+def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: (path, content) of landing files -> one row per non-blank line."""
+    for batch in batches:
+        out: list[dict[str, Any]] = []
+        columns = batch.to_pydict()
+        for path, content in zip(columns["path"], columns["content"], strict=True):
+            for number, raw in enumerate(_gunzip_if_needed(bytes(content)).split(b"\n"), start=1):
+                if not raw.strip():
+                    continue
+                record, reason = parse_json_record(raw)
+                preview = raw[: 2 * MAX_TEXT_CHARS].decode("utf-8", errors="replace")
+                if record is None:
+                    out.append(
+                        {
+                            "ok": False,
+                            "source_file": path,
+                            "line_number": number,
+                            "reason": reason,
+                            "raw": preview,
+                        }
+                    )
+                    continue
+                post_id = record.get("id")
+                out.append(
+                    {
+                        "ok": True,
+                        "source_file": path,
+                        "line_number": number,
+                        "raw": preview,
+                        "post_id": str(post_id) if post_id is not None else f"{path}:{number}",
+                        "text": record["text"],
+                        "source": str(record["source"])
+                        if record.get("source") is not None
+                        else None,
+                        "created_at": (
+                            str(record["created_at"])
+                            if record.get("created_at") is not None
+                            else None
+                        ),
+                    }
+                )
+        yield pa.RecordBatch.from_pylist(out, schema=_PARSED_ARROW)
+
+
+def split_records(
+    files: Any, known_ids: Any, *, batch: str, default_day: dt.date, now: dt.datetime
+) -> tuple[Any, Any]:
+    """Pure transform: landing files (path, content) -> (bronze rows, quarantine rows).
+
+    Args:
+        files: DataFrame with ``path`` and binary ``content`` (Spark's binaryFile source).
+        known_ids: DataFrame of ``post_id`` already in bronze.
+        batch: the ingest batch label written on every row.
+        default_day: event day of posts without ``created_at``.
+        now: ingestion timestamp (UTC).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    parsed = files.select("path", "content").mapInArrow(parse_files, _PARSED_SCHEMA)
+    # ISO 8601, or Twitter's "Wed Oct 10 20:19:24 +0000 2018" (Spark cannot parse weekday
+    # names, so the first four characters are cut off).
+    created = F.coalesce(
+        F.try_to_timestamp(F.col("created_at")),
+        F.try_to_timestamp(F.substring("created_at", 5, 64), F.lit("MMM dd HH:mm:ss Z yyyy")),
+    )
+    good = parsed.where("ok").withColumn("created_ts", created)
+    bad_time = F.col("created_at").isNotNull() & F.col("created_ts").isNull()
+    first = Window.partitionBy("post_id").orderBy("source_file", "line_number")
+    ranked = good.withColumn("rank", F.row_number().over(first))
+    known = known_ids.select("post_id").distinct().withColumn("known", F.lit(True))
+    judged = ranked.join(known, "post_id", "left").withColumn(
+        "reason",
+        F.when(bad_time, F.lit("unparseable created_at"))
+        .when(F.col("known"), F.lit("duplicate id (already ingested)"))
+        .when(F.col("rank") > 1, F.lit("duplicate id (within batch)")),
+    )
+    stamp = F.lit(now).cast("timestamp")
+    bronze = judged.where(F.col("reason").isNull()).select(
+        "post_id",
+        "text",
+        "source",
+        F.col("created_ts").alias("created_at"),
+        F.coalesce(F.to_date("created_ts"), F.lit(default_day)).alias("event_day"),
+        F.lit(batch).alias("ingest_batch"),
+        "source_file",
+        "line_number",
+        stamp.alias("ingested_at"),
+    )
+    rejected = (
+        parsed.where(~F.col("ok"))
+        .select("reason", "post_id", "source_file", "line_number", "raw")
+        .unionByName(
+            judged.where(F.col("reason").isNotNull()).select(
+                "reason", "post_id", "source_file", "line_number", "raw"
+            )
+        )
+    )
+    quarantine = rejected.select(
+        F.lit("ingest").alias("stage"),
+        "reason",
+        "post_id",
+        "source_file",
+        "line_number",
+        "raw",
+        F.lit(batch).alias("ingest_batch"),
+        stamp.alias("quarantined_at"),
+    )
+    return bronze, quarantine
+
+
+def canonical_path(uri: str) -> str:
+    """``file:/x``, ``file:///x`` and ``/x`` name one file: compare files by this form."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
+
+
+def landing_files(landing: Path, pattern: str) -> list[str]:
+    """The landing files to consider, as absolute ``file:`` paths sorted by name."""
+    if not landing.is_dir():
+        raise InputDataError(f"landing directory not found: {landing}")
+    return sorted(p.resolve().as_uri() for p in landing.glob(pattern) if p.is_file())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landing", required=True, help="directory of JSON-lines files")
+    parser.add_argument("--pattern", default="*.jsonl*", help="file glob in the landing dir")
+    parser.add_argument(
+        "--batch-id",
+        type=int,
+        default=None,
+        help="monotonic batch number (default: current epoch seconds)",
+    )
+    parser.add_argument(
+        "--default-day",
+        type=dt.date.fromisoformat,
+        default=None,
+        help="event day of posts without created_at (default: today UTC)",
+    )
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    from pyspark.sql import functions as F
+
+    batch_id = args.batch_id if args.batch_id is not None else int(time.time())
+    batch = str(batch_id)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    spark = lakehouse.spark
+    files = landing_files(Path(args.landing), args.pattern)
+    seen: set[str] = set()
+    for name in ("bronze.posts", "silver.posts_quarantine"):
+        if lakehouse.exists(name):
+            rows = (
+                lakehouse.read(name)
+                .where(F.col("ingest_batch") != batch)
+                .select("source_file")
+                .distinct()
+                .collect()
+            )
+            seen.update(canonical_path(r.source_file) for r in rows if r.source_file)
+    new_files = [f for f in files if canonical_path(f) not in seen]
+    log.info("ingest batch %s: %d landing files, %d new", batch, len(files), len(new_files))
+    if not new_files:
+        print(json.dumps({"batch": batch, "files": 0, "bronze_rows": 0, "quarantined": 0}))
+        return 0
+    known = (
+        lakehouse.read("bronze.posts").select("post_id")
+        if lakehouse.exists("bronze.posts")
+        else spark.createDataFrame([], "post_id string")
+    )
+    raw = spark.read.format("binaryFile").load(new_files)
+    bronze, quarantine = split_records(
+        raw, known, batch=batch, default_day=args.default_day or now.date(), now=now
+    )
+    bronze = bronze.cache()
+    quarantine = quarantine.cache()
+    q = lakehouse.write(quarantine, "silver.posts_quarantine", app_id=APP_ID, batch_id=batch_id)
+    b = lakehouse.write(bronze, "bronze.posts", app_id=APP_ID, batch_id=batch_id)
+    summary = {
+        "batch": batch,
+        "files": len(new_files),
+        "bronze_rows": b.rows,
+        "quarantined": q.rows,
+        "bronze_version": b.version,
+        "skipped": b.skipped and q.skipped,
+    }
+    if q.rows:
+        reasons = quarantine.groupBy("reason").count().collect()
+        summary["quarantine_reasons"] = {r.reason: r["count"] for r in reasons}
+    print(json.dumps(summary))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("ingest", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
