@@ -151,6 +151,32 @@ def corpus_from_word_lists(
     return Corpus(vocabulary, indptr, indices, ids)
 
 
+def corpus_from_pairs(
+    post_ids: Sequence[str] | np.ndarray, words: Sequence[str] | np.ndarray
+) -> Corpus:
+    """Build a corpus from (post id, word) edge pairs, e.g. a bipartite-graph table.
+
+    Posts are ordered by first appearance; repeated pairs collapse.
+
+    Raises:
+        InvalidArgumentError: if the two sequences differ in length.
+    """
+    if len(post_ids) != len(words):
+        raise InvalidArgumentError("post_ids and words must have equal length")
+    post_codes, post_uniques = pd.factorize(pd.Series(post_ids, dtype=object), sort=False)
+    word_codes, word_uniques = pd.factorize(pd.Series(words, dtype=object), sort=False)
+    indptr, indices = _kernels.group_by_key(
+        post_codes.astype(np.int64), word_codes.astype(np.int32), len(post_uniques)
+    )
+    indptr, indices = _kernels.dedupe_sort_rows(indptr, indices)
+    return Corpus(
+        np.asarray(word_uniques, dtype=object),
+        indptr,
+        indices,
+        np.asarray(post_uniques, dtype=object),
+    )
+
+
 def corpus_from_arrays(
     vocabulary: Sequence[str],
     indptr: np.ndarray,

@@ -110,6 +110,38 @@ def fit_topics(
     return TopicModel(kept[best].astype(np.int32), seconds)
 
 
+def sample_topic_word_sets(
+    topics: np.ndarray,
+    n_subscriptions: int,
+    seed: int,
+    *,
+    zipf_exponent: float = 0.5,
+    max_length: int = 5,
+) -> list[np.ndarray]:
+    """Topic-based subscriptions as arrays of topic entries (word ids or words).
+
+    Each picks a topic uniformly, a length k in 1..min(max_length, words per topic) with
+    P(k) ~ k^-s, and k distinct words of that topic.
+
+    Raises:
+        InvalidArgumentError: for n_subscriptions < 1 or an empty topic table.
+    """
+    if n_subscriptions < 1:
+        raise InvalidArgumentError(f"n_subscriptions must be >= 1, got {n_subscriptions}")
+    table = np.asarray(topics)
+    if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+        raise InvalidArgumentError("topics must be a non-empty 2-D array (topic x word)")
+    n_topics, per_topic = table.shape
+    longest = min(max_length, per_topic)
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.power(np.arange(1, longest + 1, dtype=np.float64), zipf_exponent)
+    lengths = rng.choice(np.arange(1, longest + 1), size=n_subscriptions, p=weights / weights.sum())
+    chosen = rng.integers(n_topics, size=n_subscriptions)
+    # k distinct words of the topic: the first k of a random permutation of its slots.
+    order = np.argsort(rng.random((n_subscriptions, per_topic)), axis=1)
+    return [table[t, order[i, : lengths[i]]] for i, t in enumerate(chosen)]
+
+
 def topic_subscriptions(
     corpus: Corpus,
     model: TopicModel,
@@ -120,25 +152,12 @@ def topic_subscriptions(
     max_length: int = 5,
 ) -> Corpus:
     """Topic-based subscriptions drawn from ``model`` (see the module docstring)."""
-    if n_subscriptions < 1:
-        raise InvalidArgumentError(f"n_subscriptions must be >= 1, got {n_subscriptions}")
-    n_topics, per_topic = model.topics.shape
-    longest = min(max_length, per_topic)
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.power(np.arange(1, longest + 1, dtype=np.float64), zipf_exponent)
-    lengths = rng.choice(np.arange(1, longest + 1), size=n_subscriptions, p=weights / weights.sum())
-    topics = rng.integers(n_topics, size=n_subscriptions)
-    # k distinct words of the topic: the first k of a random permutation of its slots.
-    order = np.argsort(rng.random((n_subscriptions, per_topic)), axis=1)
-    words = model.topics[topics[:, None], order]
+    sets = sample_topic_word_sets(
+        model.topics, n_subscriptions, seed, zipf_exponent=zipf_exponent, max_length=max_length
+    )
     indptr = np.zeros(n_subscriptions + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    take = np.arange(per_topic)[None, :] < lengths[:, None]
-    # Chosen words first (sorted), sentinels after: the first k columns are the subscription.
-    indices = np.sort(np.where(take, words, np.iinfo(np.int32).max), axis=1)[take]
+    np.cumsum([len(s) for s in sets], out=indptr[1:])
+    indices = np.concatenate([np.sort(s) for s in sets]).astype(np.int32)
     return Corpus(
-        corpus.vocabulary,
-        indptr,
-        indices.astype(np.int32),
-        np.arange(n_subscriptions).astype(str).astype(object),
+        corpus.vocabulary, indptr, indices, np.arange(n_subscriptions).astype(str).astype(object)
     )

@@ -1,0 +1,189 @@
+"""learn: ``gold.post_words`` of a window -> a candidate routing version.
+
+Reads the bipartite edges of the learning window (held-out posts excluded: the same
+deterministic hold-out ``evaluate`` uses), builds the CSR arrays on the driver, runs the
+chosen learner (hash | SALB | gC | gFC | gFCL | gNFCL, optionally with hot-word splitting),
+and writes ``routing.mappings`` rows and a ``routing.versions`` row with status
+``candidate``. Learning is on the subscribed words of the active subscriptions when there
+are any (``--subscribed registry``), else on all words.
+
+Driver memory: the edges arrive as Arrow (post id + word strings, ~60 bytes an edge) and
+the arrays take ~12 bytes an edge plus the learner's working set; ``s3tm bench learn``
+measures the latter (~133 MiB per million posts for SALB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from core.corpus.arrays import corpus_from_pairs
+from core.errors import InputDataError, InvalidArgumentError
+from core.learn import ALGORITHMS, algorithm_label, learn_mapping
+from core.routing.metrics import routing_metrics
+from core.routing.router import route_corpus
+from spark_jobs.common import job_main, log
+from spark_jobs.routing_store import add_version, next_version, now_utc, write_mapping
+from spark_jobs.sampling import holdout_filter
+from spark_jobs.subscriptions import active_subscriptions
+
+
+def window_edges(
+    post_words: Any, start: dt.date | None, end: dt.date | None, holdout_fraction: float
+) -> Any:
+    """Pure transform: the training edges (post_id, word) of a day window."""
+    from pyspark.sql import functions as F
+
+    edges = post_words
+    if start:
+        edges = edges.where(F.col("day") >= F.lit(start))
+    if end:
+        edges = edges.where(F.col("day") <= F.lit(end))
+    return edges.where(~holdout_filter(holdout_fraction)).select("post_id", "word")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="salb")
+    parser.add_argument(
+        "--split",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="split hot words (default on)",
+    )
+    parser.add_argument("--start", type=dt.date.fromisoformat, help="first day of the window")
+    parser.add_argument("--end", type=dt.date.fromisoformat, help="last day of the window")
+    parser.add_argument("--holdout-fraction", type=float, default=0.2)
+    parser.add_argument(
+        "--subscribed",
+        choices=["auto", "registry", "all"],
+        default="auto",
+        help="learn on the registry's words (auto: when it has any)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def learn_version(
+    lakehouse: Any,
+    *,
+    nodes: int,
+    algorithm: str,
+    split: bool,
+    start: dt.date | None,
+    end: dt.date | None,
+    holdout_fraction: float,
+    subscribed: str,
+    seed: int,
+) -> dict[str, Any]:
+    """Learn and write one candidate version; returns its summary."""
+    if nodes < 1:
+        raise InvalidArgumentError(f"--nodes must be >= 1, got {nodes}")
+    started = time.perf_counter()
+    edges_version = lakehouse.version("gold.post_words")
+    if edges_version is None:
+        raise InputDataError("gold.post_words does not exist: run the graph job first")
+    edges = window_edges(
+        lakehouse.read("gold.post_words", edges_version), start, end, holdout_fraction
+    ).toArrow()
+    if edges.num_rows == 0:
+        raise InputDataError("no training edges in the learning window")
+    corpus = corpus_from_pairs(
+        edges["post_id"].to_numpy(zero_copy_only=False),
+        edges["word"].to_numpy(zero_copy_only=False),
+    )
+    read_s = time.perf_counter() - started
+    words = None
+    subs = active_subscriptions(lakehouse) if subscribed != "all" else []
+    if subscribed == "registry" and not subs:
+        raise InputDataError("--subscribed registry, but the registry has no active subscription")
+    if subs:
+        words = sorted({w for row in subs for w in row["words"]})
+    learned = learn_mapping(
+        corpus, nodes, algorithm, split=split, subscribed_words=words, seed=seed
+    )
+    training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
+    version = next_version(lakehouse)
+    rows = write_mapping(lakehouse, version, learned.table)
+    params = {
+        "split": split,
+        "seed": seed,
+        "holdout_fraction": holdout_fraction,
+        "label": algorithm_label(algorithm, split),
+        "hot_words": learned.table.n_split_words,
+    }
+    inputs = {
+        "gold.post_words": edges_version,
+        "start": start.isoformat() if start else None,
+        "end": end.isoformat() if end else None,
+        "training_posts": corpus.n_posts,
+        "training_edges": corpus.n_edges,
+        "subscriptions": len(subs),
+    }
+    add_version(
+        lakehouse,
+        {
+            "routing_version": version,
+            "algorithm": algorithm,
+            "n_matchers": nodes,
+            "params": json.dumps(params),
+            "inputs": json.dumps(inputs),
+            "subscribed_words": words,
+            "metrics": json.dumps(
+                {
+                    "training": training.as_dict(with_loads=False),
+                    "learn_seconds": learned.learn_seconds,
+                    "read_seconds": read_s,
+                }
+            ),
+            "validation": None,
+            "status": "candidate",
+            "created_at": now_utc(),
+            "published_at": None,
+            "retired_at": None,
+        },
+    )
+    summary = {
+        "routing_version": version,
+        "label": params["label"],
+        "n_matchers": nodes,
+        "mapping_rows": rows,
+        **inputs,
+        "learn_seconds": round(learned.learn_seconds, 3),
+        "read_seconds": round(read_s, 3),
+    }
+    log.info(
+        "learned candidate version %d (%s, N=%d) on %d posts",
+        version,
+        params["label"],
+        nodes,
+        corpus.n_posts,
+    )
+    return summary
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    summary = learn_version(
+        lakehouse,
+        nodes=args.nodes,
+        algorithm=args.algorithm,
+        split=args.split,
+        start=args.start,
+        end=args.end,
+        holdout_fraction=args.holdout_fraction,
+        subscribed=args.subscribed,
+        seed=args.seed,
+    )
+    print(json.dumps(summary))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("learn", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""Routing versions, mappings and placements on the driver (small tables, Arrow I/O).
+
+A version is immutable once written; only its lifecycle fields change. Every change to
+``routing.versions`` rewrites that small table in ONE Delta commit, so publishing (one
+version published, the previous retired) is atomic.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from core.errors import InputDataError, InvalidArgumentError
+from core.routing.table import RoutingTable
+from schemas import table
+
+STATUSES = ("candidate", "validated", "published", "retired", "rejected")
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def versions(lakehouse: Any) -> list[dict[str, Any]]:
+    """All versions as dicts, oldest first."""
+    rows = lakehouse.read_arrow("routing.versions").to_pylist()
+    return sorted(rows, key=lambda r: r["routing_version"])
+
+
+def get_version(lakehouse: Any, version: int) -> dict[str, Any]:
+    for row in versions(lakehouse):
+        if row["routing_version"] == version:
+            return row
+    raise InputDataError(f"routing version {version} does not exist")
+
+
+def next_version(lakehouse: Any) -> int:
+    rows = versions(lakehouse)
+    return max((r["routing_version"] for r in rows), default=0) + 1
+
+
+def published_version(lakehouse: Any) -> int | None:
+    live = [r["routing_version"] for r in versions(lakehouse) if r["status"] == "published"]
+    return live[-1] if live else None
+
+
+def latest_with_status(lakehouse: Any, status: str) -> int | None:
+    rows = [r["routing_version"] for r in versions(lakehouse) if r["status"] == status]
+    return rows[-1] if rows else None
+
+
+def add_version(lakehouse: Any, row: dict[str, Any]) -> None:
+    lakehouse.write_arrow(
+        pa.Table.from_pylist([row], schema=table("routing.versions").schema), "routing.versions"
+    )
+
+
+def update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None:
+    """Apply field changes to several versions in one commit (rewrites the small table)."""
+    rows = versions(lakehouse)
+    known = {r["routing_version"] for r in rows}
+    missing = set(changes) - known
+    if missing:
+        raise InputDataError(f"routing versions {sorted(missing)} do not exist")
+    for row in rows:
+        row.update(changes.get(row["routing_version"], {}))
+        if row["status"] not in STATUSES:
+            raise InvalidArgumentError(f"unknown status {row['status']!r}")
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("routing.versions").schema),
+        "routing.versions",
+        mode="overwrite",
+    )
+
+
+def write_mapping(lakehouse: Any, version: int, routing: RoutingTable) -> int:
+    frame = routing.to_frame()
+    data = pa.table(
+        {
+            "routing_version": pa.array(np.full(len(frame), version, dtype=np.int64)),
+            "word": pa.array(frame["word"].tolist(), pa.string()),
+            "part": pa.array(frame["part"].to_numpy(np.int32)),
+            "matcher_id": pa.array(frame["matcher_id"].to_numpy(np.int32)),
+        }
+    )
+    lakehouse.write_arrow(
+        data, "routing.mappings", mode="overwrite", replace_where={"routing_version": [version]}
+    )
+    return data.num_rows
+
+
+def load_routing_table(lakehouse: Any, version: int) -> RoutingTable:
+    """The routing table of a version (mapping rows + its subscribed words)."""
+    import pyarrow.compute as pc
+
+    meta = get_version(lakehouse, version)
+    rows = lakehouse.read_arrow("routing.mappings")
+    rows = rows.filter(pc.equal(rows["routing_version"], version))
+    return RoutingTable.from_rows(
+        rows["word"].to_pylist(),
+        rows["part"].to_pylist(),
+        rows["matcher_id"].to_pylist(),
+        int(meta["n_matchers"]),
+        subscribed_words=meta["subscribed_words"],
+        manifest={
+            "algorithm": meta["algorithm"],
+            "label": meta["algorithm"],
+            **json.loads(meta["params"]),
+        },
+    )
+
+
+def write_placements(
+    lakehouse: Any, version: int, sub_ids: np.ndarray, indptr: np.ndarray, matchers: np.ndarray
+) -> int:
+    counts = np.diff(indptr)
+    data = pa.table(
+        {
+            "routing_version": pa.array(np.full(int(counts.sum()), version, dtype=np.int64)),
+            "sub_id": pa.array(np.repeat(sub_ids, counts).astype(np.int64)),
+            "matcher_id": pa.array(matchers.astype(np.int32)),
+            "placed_at": pa.array([now_utc()] * int(counts.sum()), pa.timestamp("us", tz="UTC")),
+        }
+    )
+    lakehouse.write_arrow(
+        data, "routing.placements", mode="overwrite", replace_where={"routing_version": [version]}
+    )
+    return data.num_rows
+
+
+def load_placements(lakehouse: Any, version: int) -> pa.Table:
+    import pyarrow.compute as pc
+
+    rows = lakehouse.read_arrow("routing.placements")
+    return rows.filter(pc.equal(rows["routing_version"], version))

@@ -1,0 +1,27 @@
+"""Deterministic per-post selections (sampling, hold-out) from a hash of the post id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import InvalidArgumentError
+
+_BUCKETS = 1 << 30
+
+
+def hash_fraction_filter(fraction: float, seed: int, column: str = "post_id") -> Any:
+    """Column predicate true for a deterministic ``fraction`` of ids (xxhash64 with seed)."""
+    from pyspark.sql import functions as F
+
+    if not 0.0 <= fraction <= 1.0:
+        raise InvalidArgumentError(f"fraction must be in [0, 1], got {fraction}")
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(_BUCKETS))
+    return bucket < F.lit(int(fraction * _BUCKETS))
+
+
+HOLDOUT_SEED = 7  # the hold-out split of learn and evaluate: the same posts on both sides
+
+
+def holdout_filter(fraction: float) -> Any:
+    """True for held-out posts (kept out of learning, used by evaluate)."""
+    return hash_fraction_filter(fraction, HOLDOUT_SEED)

@@ -1,0 +1,210 @@
+"""subscriptions: the ``subscriptions.registry`` table and its commands.
+
+``add`` / ``cancel`` / ``load`` change the small registry on the driver (one Delta commit
+each; a cancelled subscription keeps its row with ``cancelled_at``). ``generate-topics``
+fits Spark ML's LDA on ``silver.posts`` and registers topic-based subscriptions
+(paper 001, Sect. 6.1: 100 topics, 5 words each, length ~ Zipf(0.5) in 1..5).
+Words are normalised by ``core.text.normalize`` and stored sorted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from core.errors import InputDataError, InvalidArgumentError
+from core.subscriptions.workloads import sample_topic_word_sets
+from core.text import normalize
+from schemas import table
+from spark_jobs.common import job_main, log
+from spark_jobs.routing_store import now_utc
+
+
+def registry(lakehouse: Any) -> list[dict[str, Any]]:
+    return sorted(
+        lakehouse.read_arrow("subscriptions.registry").to_pylist(), key=lambda r: r["sub_id"]
+    )
+
+
+def active_subscriptions(lakehouse: Any) -> list[dict[str, Any]]:
+    """Subscriptions not cancelled, by sub id."""
+    return [r for r in registry(lakehouse) if r["cancelled_at"] is None]
+
+
+def add_subscriptions(lakehouse: Any, phrases: Sequence[str], subscriber: str) -> list[int]:
+    """Register phrases (each normalised to a word set); returns their new sub ids.
+
+    Raises:
+        InvalidArgumentError: if a phrase has no word left after normalisation.
+    """
+    word_sets = [normalize(p) for p in phrases]
+    empty = [p for p, w in zip(phrases, word_sets, strict=True) if not w]
+    if empty:
+        raise InvalidArgumentError(f"no word left after normalisation in {empty[:3]}")
+    return register_word_sets(lakehouse, phrases, word_sets, subscriber)
+
+
+def register_word_sets(
+    lakehouse: Any, phrases: Sequence[str], word_sets: Sequence[Sequence[str]], subscriber: str
+) -> list[int]:
+    """Register already-normalised word sets (stored sorted and distinct)."""
+    if not subscriber:
+        raise InvalidArgumentError("a subscriber name is required")
+    word_sets = [sorted(set(w)) for w in word_sets]
+    if any(not w for w in word_sets):
+        raise InvalidArgumentError("every subscription needs at least one word")
+    start = max((r["sub_id"] for r in registry(lakehouse)), default=0) + 1
+    ids = list(range(start, start + len(phrases)))
+    now = now_utc()
+    data = pa.Table.from_pylist(
+        [
+            {
+                "sub_id": i,
+                "subscriber": subscriber,
+                "phrase": p,
+                "words": w,
+                "created_at": now,
+                "cancelled_at": None,
+            }
+            for i, p, w in zip(ids, phrases, word_sets, strict=True)
+        ],
+        schema=table("subscriptions.registry").schema,
+    )
+    lakehouse.write_arrow(data, "subscriptions.registry")
+    return ids
+
+
+def cancel_subscriptions(lakehouse: Any, sub_ids: Sequence[int]) -> int:
+    """Mark subscriptions cancelled (one commit); returns how many were active."""
+    rows = registry(lakehouse)
+    known = {r["sub_id"] for r in rows}
+    unknown = sorted(set(sub_ids) - known)
+    if unknown:
+        raise InputDataError(f"unknown subscription ids {unknown[:5]}")
+    now, changed = now_utc(), 0
+    for row in rows:
+        if row["sub_id"] in sub_ids and row["cancelled_at"] is None:
+            row["cancelled_at"] = now
+            changed += 1
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("subscriptions.registry").schema),
+        "subscriptions.registry",
+        mode="overwrite",
+    )
+    return changed
+
+
+def lda_topics(
+    silver: Any,
+    *,
+    n_topics: int,
+    words_per_topic: int,
+    max_iter: int,
+    seed: int,
+    vocab_size: int = 20_000,
+) -> list[list[str]]:
+    """Top words of Spark ML LDA topics over the posts' word lists."""
+    from pyspark.ml.clustering import LDA
+    from pyspark.ml.feature import CountVectorizer
+
+    vectorizer = CountVectorizer(
+        inputCol="words", outputCol="features", binary=True, vocabSize=vocab_size, minDF=3.0
+    ).fit(silver)
+    vectors = vectorizer.transform(silver).select("features").cache()
+    model = LDA(
+        k=n_topics,
+        maxIter=max_iter,
+        seed=seed,
+        optimizer="online",
+        docConcentration=[0.1],
+        topicConcentration=0.1,
+    ).fit(vectors)
+    vocabulary = vectorizer.vocabulary
+    return [
+        [vocabulary[i] for i in row.termIndices]
+        for row in model.describeTopics(words_per_topic).orderBy("topic").collect()
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sub.add_parser("add", help="register one subscription")
+    p.add_argument("phrase", help='e.g. "white house"')
+    p.add_argument("--subscriber", required=True)
+    p = sub.add_parser("cancel", help="cancel subscriptions by id")
+    p.add_argument("sub_ids", type=int, nargs="+")
+    p = sub.add_parser("load", help="register one subscription per line of a file")
+    p.add_argument("file")
+    p.add_argument("--subscriber", required=True)
+    p = sub.add_parser("generate-topics", help="topic-based subscriptions from silver (LDA)")
+    p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--topics", type=int, default=100)
+    p.add_argument("--words-per-topic", type=int, default=5)
+    p.add_argument("--max-iter", type=int, default=10)
+    p.add_argument(
+        "--subscribers",
+        type=int,
+        default=100,
+        help="spread the subscriptions over this many subscribers",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    sub.add_parser("list", help="print the active subscriptions")
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    if args.action == "add":
+        print(json.dumps({"added": add_subscriptions(lakehouse, [args.phrase], args.subscriber)}))
+    elif args.action == "cancel":
+        print(json.dumps({"cancelled": cancel_subscriptions(lakehouse, args.sub_ids)}))
+    elif args.action == "load":
+        path = Path(args.file)
+        if not path.is_file():
+            raise InputDataError(f"subscription file not found: {path}")
+        phrases = [
+            line.strip()
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("# ")
+        ]
+        ids = add_subscriptions(lakehouse, phrases, args.subscriber)
+        print(json.dumps({"added": len(ids), "first": ids[0] if ids else None}))
+    elif args.action == "generate-topics":
+        topics = lda_topics(
+            lakehouse.read("silver.posts"),
+            n_topics=args.topics,
+            words_per_topic=args.words_per_topic,
+            max_iter=args.max_iter,
+            seed=args.seed,
+        )
+        width = min(len(t) for t in topics)
+        sets = sample_topic_word_sets(
+            np.array([t[:width] for t in topics], dtype=object), args.count, args.seed
+        )
+        word_sets = [sorted(s.tolist()) for s in sets]
+        rng = np.random.default_rng(args.seed)
+        owners = rng.integers(args.subscribers, size=len(word_sets))
+        ids: list[int] = []
+        for owner in np.unique(owners):
+            chosen = [w for w, o in zip(word_sets, owners, strict=True) if o == owner]
+            ids += register_word_sets(
+                lakehouse, [" ".join(w) for w in chosen], chosen, f"subscriber-{owner:04d}"
+            )
+        log.info("registered %d topic-based subscriptions from %d topics", len(ids), len(topics))
+        print(json.dumps({"added": len(ids), "topics": topics[:3]}))
+    else:
+        for row in active_subscriptions(lakehouse):
+            print(f"{row['sub_id']}\t{row['subscriber']}\t{' '.join(row['words'])}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("subscriptions", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
