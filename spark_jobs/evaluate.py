@@ -1,0 +1,187 @@
+"""evaluate: a candidate routing version against the published one and hash routing, on
+held-out posts: spread, imbalance, model throughput and measured replay throughput
+(real tries per matcher over the active subscriptions). Results go into the candidate's
+``routing.versions`` row.
+
+Held-out posts: ``--day`` (a whole day kept out of the learning window), else the
+deterministic hold-out fraction of the learning window that ``learn`` left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from core.corpus.arrays import Corpus, corpus_from_word_lists
+from core.errors import InputDataError
+from core.placement.lasp import Placement, place_subscriptions
+from core.replay import replay
+from core.routing.evaluate import hash_table
+from core.routing.metrics import RoutingMetrics, routing_metrics
+from core.routing.router import route_corpus
+from core.routing.table import RoutingTable
+from spark_jobs.common import job_main, log
+from spark_jobs.place import subscriptions_corpus
+from spark_jobs.routing_store import (
+    get_version,
+    latest_with_status,
+    load_placements,
+    load_routing_table,
+    published_version,
+    update_versions,
+)
+from spark_jobs.sampling import holdout_filter
+from spark_jobs.subscriptions import active_subscriptions
+
+
+def held_out_posts(
+    silver: Any,
+    *,
+    day: dt.date | None,
+    start: dt.date | None,
+    end: dt.date | None,
+    holdout_fraction: float,
+) -> Any:
+    """Pure transform: the evaluation posts' word lists."""
+    from pyspark.sql import functions as F
+
+    if day is not None:
+        return silver.where(F.col("event_day") == F.lit(day)).select("words")
+    posts = silver
+    if start:
+        posts = posts.where(F.col("event_day") >= F.lit(start))
+    if end:
+        posts = posts.where(F.col("event_day") <= F.lit(end))
+    return posts.where(holdout_filter(holdout_fraction)).select("words")
+
+
+def _placement_of(lakehouse: Any, version: int, routing: RoutingTable, subs: Corpus) -> Placement:
+    import numpy as np
+
+    rows = load_placements(lakehouse, version)
+    by_sub: dict[int, list[int]] = {}
+    for sub_id, matcher in zip(
+        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+    ):
+        by_sub.setdefault(sub_id, []).append(matcher)
+    sub_ids = np.array([int(x) for x in subs.post_ids], dtype=np.int64)
+    missing = [int(s) for s in sub_ids if int(s) not in by_sub]
+    if missing:
+        # Subscriptions registered after placement: place them now, as the stream would.
+        log.info(
+            "version %d: %d subscriptions not placed yet; placing with LASP", version, len(missing)
+        )
+        return place_subscriptions(routing, subs, policy="lasp")
+    indptr = np.zeros(len(sub_ids) + 1, dtype=np.int64)
+    np.cumsum([len(by_sub[int(s)]) for s in sub_ids], out=indptr[1:])
+    matchers = np.array([m for s in sub_ids for m in by_sub[int(s)]], dtype=np.int32)
+    return Placement(
+        routing.n_matchers, sub_ids, indptr, matchers, np.zeros(routing.n_matchers, dtype=np.int64)
+    )
+
+
+def _measure(
+    routing: RoutingTable,
+    posts: Corpus,
+    subs: Corpus | None,
+    placement: Placement | None,
+    seed: int,
+) -> dict[str, Any]:
+    model: RoutingMetrics = routing_metrics(route_corpus(routing, posts, seed=seed))
+    result: dict[str, Any] = {"model": model.as_dict(with_loads=False)}
+    if subs is not None and placement is not None:
+        measured = replay(routing, placement, subs, posts, seed=seed)
+        result["replay_posts_per_s"] = measured.throughput
+        result["matches"] = int(measured.match_pairs.shape[0])
+    return result
+
+
+def evaluate_version(
+    lakehouse: Any, version: int | None, *, day: dt.date | None = None, seed: int = 0
+) -> dict[str, Any]:
+    chosen = version if version is not None else latest_with_status(lakehouse, "candidate")
+    if chosen is None:
+        raise InputDataError("no candidate routing version to evaluate")
+    meta = get_version(lakehouse, chosen)
+    params, inputs = json.loads(meta["params"]), json.loads(meta["inputs"])
+    start = dt.date.fromisoformat(inputs["start"]) if inputs.get("start") else None
+    end = dt.date.fromisoformat(inputs["end"]) if inputs.get("end") else None
+    words = held_out_posts(
+        lakehouse.read("silver.posts"),
+        day=day,
+        start=start,
+        end=end,
+        holdout_fraction=float(params.get("holdout_fraction", 0.2)),
+    )
+    posts = corpus_from_word_lists(words.toArrow()["words"].to_pylist())
+    if posts.n_posts == 0:
+        raise InputDataError("no held-out posts to evaluate on")
+    candidate = load_routing_table(lakehouse, chosen)
+    active = active_subscriptions(lakehouse)
+    subs = subscriptions_corpus(active) if active else None
+    report: dict[str, Any] = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
+    cand_place = _placement_of(lakehouse, chosen, candidate, subs) if subs else None
+    report["candidate"] = _measure(candidate, posts, subs, cand_place, seed)
+    baseline = hash_table(candidate.n_matchers, candidate.subscribed_words)
+    base_place = place_subscriptions(baseline, subs, policy="lasp") if subs else None
+    report["hash"] = _measure(baseline, posts, subs, base_place, seed)
+    live = published_version(lakehouse)
+    if live is not None and live != chosen:
+        current = load_routing_table(lakehouse, live)
+        live_subs_ok = subs is not None and (
+            current.subscribed_words is None
+            or all(w in current.subscribed_words for row in active for w in row["words"])
+        )
+        live_place = (
+            _placement_of(lakehouse, live, current, subs)
+            if subs is not None and live_subs_ok
+            else None
+        )
+        report["published"] = {
+            "routing_version": live,
+            **_measure(current, posts, subs if live_place else None, live_place, seed),
+        }
+
+    def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
+        if key == "model":
+            return a["model"]["throughput"] / b["model"]["throughput"]
+        if "replay_posts_per_s" in a and "replay_posts_per_s" in b:
+            return a["replay_posts_per_s"] / b["replay_posts_per_s"]
+        return None
+
+    report["relative_model_throughput_vs_hash"] = ratio(
+        report["candidate"], report["hash"], "model"
+    )
+    report["relative_replay_throughput_vs_hash"] = ratio(
+        report["candidate"], report["hash"], "replay"
+    )
+    if "published" in report:
+        report["relative_model_throughput_vs_published"] = ratio(
+            report["candidate"], report["published"], "model"
+        )
+    metrics = json.loads(meta["metrics"] or "{}")
+    metrics["evaluation"] = report
+    update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
+    return {"routing_version": chosen, **report}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
+    parser.add_argument("--day", type=dt.date.fromisoformat, help="held-out day")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    print(json.dumps(evaluate_version(lakehouse, args.version, day=args.day, seed=args.seed)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("evaluate", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""place: LASP placement of all active subscriptions for a routing version ->
+``routing.placements``. The cost function f is fitted to the trie's measured operations on
+a sample of silver posts (paper Fig. 3) unless ``--unit-cost`` is given."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core.corpus.arrays import Corpus, corpus_from_word_lists
+from core.errors import InputDataError
+from core.placement.cost import fit_cost_model
+from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
+from spark_jobs.common import job_main, log
+from spark_jobs.routing_store import latest_with_status, load_routing_table, write_placements
+from spark_jobs.subscriptions import active_subscriptions
+
+
+def subscriptions_corpus(rows: Sequence[dict[str, Any]]) -> Corpus:
+    """Active subscriptions as a corpus whose post ids are the sub ids."""
+    return corpus_from_word_lists(
+        [r["words"] for r in rows], post_ids=[str(r["sub_id"]) for r in rows]
+    )
+
+
+def sample_posts(lakehouse: Any, n: int, seed: int) -> Corpus | None:
+    """Up to ``n`` silver posts (for fitting the cost model), or None when silver is empty."""
+    if not lakehouse.exists("silver.posts"):
+        return None
+    frame = lakehouse.read("silver.posts").select("words")
+    total = frame.count()
+    if total == 0:
+        return None
+    rows = frame.sample(fraction=min(1.0, 1.2 * n / total), seed=seed).limit(n).toArrow()
+    return corpus_from_word_lists(rows["words"].to_pylist())
+
+
+def place_version(
+    lakehouse: Any, version: int | None, *, unit_cost: bool = False, seed: int = 0
+) -> tuple[int, Placement | None, dict[str, Any]]:
+    """Place the active subscriptions for ``version`` (default: the latest candidate)."""
+    chosen = version if version is not None else latest_with_status(lakehouse, "candidate")
+    if chosen is None:
+        raise InputDataError("no candidate routing version to place subscriptions for")
+    started = time.perf_counter()
+    subs = active_subscriptions(lakehouse)
+    if not subs:
+        log.info("version %d: no active subscription to place", chosen)
+        write_placements(
+            lakehouse,
+            chosen,
+            np.array([], dtype=np.int64),
+            np.zeros(1, dtype=np.int64),
+            np.array([], dtype=np.int32),
+        )
+        return chosen, None, {"routing_version": chosen, "subscriptions": 0}
+    routing = load_routing_table(lakehouse, chosen)
+    corpus = subscriptions_corpus(subs)
+    cost: CostModel = UNIT_COST
+    posts = None if unit_cost else sample_posts(lakehouse, 20_000, seed)
+    if posts is not None and corpus.n_posts >= 8:
+        cost = fit_cost_model(corpus, posts, seed=seed).model
+    placement = place_subscriptions(routing, corpus, policy="lasp", cost=cost, seed=seed)
+    rows = write_placements(
+        lakehouse, chosen, placement.sub_ids, placement.indptr, placement.matchers
+    )
+    summary = {
+        "routing_version": chosen,
+        "subscriptions": corpus.n_posts,
+        "placement_rows": rows,
+        "multicast": placement.multicast_count(),
+        "cost_model": {"slope": cost.slope, "intercept": cost.intercept},
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return chosen, placement, summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
+    parser.add_argument("--unit-cost", action="store_true", help="f(x) = x, no fitting")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    _, _, summary = place_version(lakehouse, args.version, unit_cost=args.unit_cost, seed=args.seed)
+    print(json.dumps(summary))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("place", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""routing: validate, publish, roll back and list routing versions.
+
+``publish`` makes a validated (or, with ``--skip-validation``, candidate) version the one
+published version and retires the previous one, in ONE Delta commit on
+``routing.versions``. With ``--margin m`` it publishes only if the candidate's model
+throughput is at least (1 + m) x the published version's on the same held-out posts (as
+``evaluate`` recorded), and otherwise keeps the current version and says why.
+``rollback VERSION`` publishes an older version again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs.common import job_main
+from spark_jobs.routing_store import (
+    get_version,
+    latest_with_status,
+    load_placements,
+    load_routing_table,
+    now_utc,
+    published_version,
+    update_versions,
+    versions,
+)
+from spark_jobs.subscriptions import active_subscriptions
+
+
+def validate_version(lakehouse: Any, version: int) -> dict[str, Any]:
+    """Structural checks of a version (the expectation suites add data-quality checks):
+    matcher ids in range, every active subscription placed on an eligible matcher."""
+    routing = load_routing_table(lakehouse, version)
+    failures: list[str] = []
+    frame = routing.to_frame()
+    if len(frame) and not frame["matcher_id"].between(0, routing.n_matchers - 1).all():
+        failures.append("matcher ids outside [0, N)")
+    subs = active_subscriptions(lakehouse)
+    placed: dict[int, set[int]] = {}
+    rows = load_placements(lakehouse, version)
+    for sub_id, matcher in zip(
+        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+    ):
+        placed.setdefault(sub_id, set()).add(matcher)
+    unplaced = [s["sub_id"] for s in subs if s["sub_id"] not in placed]
+    if unplaced:
+        failures.append(f"{len(unplaced)} active subscriptions not placed (e.g. {unplaced[:3]})")
+    ineligible = []
+    for s in subs:
+        owners = {int(m) for w in s["words"] for m in routing.version_matchers(w)}
+        if s["sub_id"] in placed and not placed[s["sub_id"]] <= owners:
+            ineligible.append(s["sub_id"])
+    if ineligible:
+        failures.append(
+            f"{len(ineligible)} placements on matchers owning none of the "
+            f"subscription's words (e.g. {ineligible[:3]})"
+        )
+    result = {"success": not failures, "failures": failures, "checked_at": now_utc().isoformat()}
+    meta = get_version(lakehouse, version)
+    status = meta["status"]
+    if status == "candidate":
+        status = "validated" if not failures else "rejected"
+    update_versions(lakehouse, {version: {"validation": json.dumps(result), "status": status}})
+    return result
+
+
+def publish(
+    lakehouse: Any,
+    version: int | None,
+    *,
+    margin: float | None = None,
+    skip_validation: bool = False,
+) -> dict[str, Any]:
+    """Publish a version atomically; returns what happened (published or kept, and why)."""
+    chosen = version
+    if chosen is None:
+        chosen = latest_with_status(lakehouse, "validated")
+        if chosen is None and skip_validation:
+            chosen = latest_with_status(lakehouse, "candidate")
+    if chosen is None:
+        raise InputDataError("no validated routing version to publish")
+    meta = get_version(lakehouse, chosen)
+    allowed = {"validated", "retired", "published"} | ({"candidate"} if skip_validation else set())
+    if meta["status"] not in allowed:
+        raise InvalidArgumentError(
+            f"version {chosen} is {meta['status']}; only {sorted(allowed)} can be published"
+        )
+    current = published_version(lakehouse)
+    if current == chosen:
+        return {"published": chosen, "changed": False, "reason": "already published"}
+    if margin is not None and current is not None:
+        evaluation = json.loads(meta["metrics"] or "{}").get("evaluation", {})
+        gain = evaluation.get("relative_model_throughput_vs_published")
+        if gain is None:
+            raise InputDataError(
+                f"version {chosen} was not evaluated against the published "
+                f"version {current}: run evaluate first"
+            )
+        if gain < 1.0 + margin:
+            return {
+                "published": current,
+                "changed": False,
+                "candidate": chosen,
+                "reason": f"candidate throughput x{gain:.3f} of the published version "
+                f"is below the required x{1 + margin:.3f}",
+            }
+    now = now_utc()
+    changes: dict[int, dict[str, Any]] = {
+        chosen: {"status": "published", "published_at": now, "retired_at": None}
+    }
+    if current is not None:
+        changes[current] = {"status": "retired", "retired_at": now}
+    update_versions(lakehouse, changes)
+    return {"published": chosen, "changed": True, "retired": current}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub.add_parser("list", help="versions, status and headline metrics")
+    p = sub.add_parser("validate", help="structural validation of a version")
+    p.add_argument("--version", type=int)
+    p = sub.add_parser("publish", help="publish a validated version")
+    p.add_argument("--version", type=int)
+    p.add_argument("--margin", type=float, help="required gain over the published version")
+    p.add_argument("--skip-validation", action="store_true")
+    p = sub.add_parser("rollback", help="publish an older version again")
+    p.add_argument("version", type=int)
+
+
+def render_versions(lakehouse: Any) -> str:
+    from core.cli.format import format_table
+
+    rows = []
+    for v in versions(lakehouse):
+        evaluation = json.loads(v["metrics"] or "{}").get("evaluation", {})
+        model = evaluation.get("candidate", {}).get("model", {})
+        rows.append(
+            [
+                v["routing_version"],
+                json.loads(v["params"]).get("label", v["algorithm"]),
+                v["n_matchers"],
+                v["status"],
+                model.get("spread", float("nan")),
+                model.get("imbalance", float("nan")),
+                evaluation.get("relative_model_throughput_vs_hash") or float("nan"),
+                evaluation.get("relative_replay_throughput_vs_hash") or float("nan"),
+                v["created_at"].strftime("%Y-%m-%d %H:%M"),
+            ]
+        )
+    return format_table(
+        [
+            "version",
+            "algorithm",
+            "N",
+            "status",
+            "spread",
+            "imbalance",
+            "model x hash",
+            "replay x hash",
+            "created",
+        ],
+        rows,
+    )
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    if args.action == "list":
+        print(render_versions(lakehouse))
+    elif args.action == "validate":
+        chosen = args.version or latest_with_status(lakehouse, "candidate")
+        if chosen is None:
+            raise InputDataError("no candidate version to validate")
+        result = validate_version(lakehouse, chosen)
+        print(json.dumps({"routing_version": chosen, **result}))
+        return 0 if result["success"] else 1
+    elif args.action == "publish":
+        print(
+            json.dumps(
+                publish(
+                    lakehouse,
+                    args.version,
+                    margin=args.margin,
+                    skip_validation=args.skip_validation,
+                )
+            )
+        )
+    else:
+        print(json.dumps(publish(lakehouse, args.version)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("routing", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
