@@ -23,6 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands.register(sub)
     bench_cli.register(sub)
     experiment_cli.register(sub)
+    # The CLI is the one place the layers meet: the Spark jobs add their commands here.
+    from spark_jobs import cli as spark_cli
+
+    spark_cli.register(sub)
     return parser
 
 

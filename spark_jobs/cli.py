@@ -1,0 +1,42 @@
+"""The Spark jobs as ``s3tm`` commands (same arguments as ``spark-submit spark_jobs/<job>.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from spark_jobs.common import add_common_arguments, run_job
+
+JOBS = {
+    "ingest": ("ingest", "landing JSON-lines files -> bronze.posts (+ quarantine)"),
+    "normalise": ("normalise", "bronze.posts -> silver.posts (normalised, sampled)"),
+    "graph": ("graph", "silver.posts -> gold.post_words, word_stats, cooccurrence"),
+    "learn-version": ("learn", "gold.post_words -> candidate routing version"),
+    "subscribe": ("subscriptions", "subscriptions.registry: add, cancel, load, topics"),
+    "place": ("place", "LASP placement of active subscriptions for a version"),
+    "evaluate-version": ("evaluate", "candidate vs published vs hash on held-out posts"),
+    "routing": ("publish", "routing versions: list, validate, publish, rollback"),
+    "pipeline": ("pipeline", "the whole chain in one Spark session"),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    for command, (module_name, text) in JOBS.items():
+        module = importlib.import_module(f"spark_jobs.{module_name}")
+        parser = sub.add_parser(
+            command,
+            help=f"[spark] {text}",
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_common_arguments(parser)
+        module.add_arguments(parser)
+        parser.set_defaults(handler=_handler(module_name))
+
+
+def _handler(module_name: str):  # type: ignore[no-untyped-def]
+    def handle(args: argparse.Namespace) -> int:
+        module = importlib.import_module(f"spark_jobs.{module_name}")
+        return run_job(module_name, args, module.run)
+
+    return handle
