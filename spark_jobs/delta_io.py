@@ -219,15 +219,24 @@ class Lakehouse:
             if app_id is not None and batch_id is not None
             else None
         )
-        predicate = _predicate(replace_where) if replace_where else None
-        write_deltalake(
-            str(self.path(name)),
-            conformed,
-            mode=mode,
-            partition_by=list(spec.partition_by) or None,
-            predicate=predicate,
-            commit_properties=commit,
-        )
+        partition_by = list(spec.partition_by) or None
+        if replace_where:
+            write_deltalake(
+                str(self.path(name)),
+                conformed,
+                mode="overwrite",
+                partition_by=partition_by,
+                predicate=_predicate(replace_where),
+                commit_properties=commit,
+            )
+        else:
+            write_deltalake(
+                str(self.path(name)),
+                conformed,
+                mode=mode,
+                partition_by=partition_by,
+                commit_properties=commit,
+            )
         return WriteResult(name, self.version(name), -1, conformed.num_rows)
 
     @staticmethod
@@ -290,7 +299,10 @@ class Lakehouse:
         batch_id: int | None,
     ) -> WriteResult:
         from deltalake import CommitProperties, DeltaTable, Transaction
-        from deltalake.transaction import AddAction, create_table_with_add_actions
+        from deltalake.transaction import (
+            AddAction,
+            create_table_with_add_actions,
+        )
 
         root = self.path(spec.name)
         # Each write gets its own folder, named key=value so that every file of the table
@@ -303,7 +315,8 @@ class Lakehouse:
             writer = writer.partitionBy(*spec.partition_by)
         try:
             writer.parquet(str(target))
-            actions, rows = [], 0
+            actions: list[AddAction] = []
+            rows = 0
             for file in sorted(target.rglob("*.parquet")):
                 relative = file.relative_to(root).as_posix()
                 n_rows = pq.read_metadata(file).num_rows
@@ -343,7 +356,7 @@ class Lakehouse:
                     else None
                 )
                 DeltaTable(str(root)).create_write_transaction(
-                    actions,
+                    list[Any](actions),
                     mode,
                     spec.schema,
                     partition_by=partition_by,

@@ -62,6 +62,7 @@ def _placement_of(lakehouse: Any, version: int, routing: RoutingTable, subs: Cor
     import numpy as np
 
     rows = load_placements(lakehouse, version)
+    assert subs.post_ids is not None  # subscriptions_corpus always sets the sub ids
     by_sub: dict[int, list[int]] = {}
     for sub_id, matcher in zip(
         rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
             "routing.versions",
         )
     ]
-    print(format_table(["step", "wall s"], timings + [["total", total]]))
+    print(format_table(["step", "wall s"], [*timings, ["total", total]]))
     print(format_table(["table", "rows"], counts))
     print(publish.render_versions(lakehouse))
     if args.report:

@@ -171,8 +171,8 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
             for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and not line.startswith("# ")
         ]
-        ids = add_subscriptions(lakehouse, phrases, args.subscriber)
-        print(json.dumps({"added": len(ids), "first": ids[0] if ids else None}))
+        loaded = add_subscriptions(lakehouse, phrases, args.subscriber)
+        print(json.dumps({"added": len(loaded), "first": loaded[0] if loaded else None}))
     elif args.action == "generate-topics":
         topics = lda_topics(
             lakehouse.read("silver.posts"),

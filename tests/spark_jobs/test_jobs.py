@@ -1,0 +1,257 @@
+"""The Spark jobs on small generated data: each transform against a direct computation,
+the quarantine, idempotent re-runs, and the chain up to publish, margin and rollback."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Row
+
+from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.errors import InputDataError, InvalidArgumentError
+from core.text import normalize
+from schemas import table
+from spark_jobs import evaluate, graph, ingest, learn, normalise, pipeline, place, publish
+from spark_jobs.routing_store import published_version, versions
+from spark_jobs.subscriptions import (
+    active_subscriptions,
+    add_subscriptions,
+    cancel_subscriptions,
+)
+
+pytestmark = pytest.mark.spark
+
+TEXTS = [
+    "Running to the White House!! http://t.co/x @user #news",
+    "I don't like Obama's 2013 policies &amp; it's café time",
+    "connected connecting connection",
+    "the and of",  # only stop words: quarantined by normalise
+    "Ünïcode wörds and numbers 42",
+]
+
+
+def test_normalise_agrees_with_core_word_for_word(spark):
+    now = dt.datetime(2026, 1, 1)
+    bronze = spark.createDataFrame(
+        [
+            {
+                "post_id": f"p{i}",
+                "text": t,
+                "source": None,
+                "created_at": None,
+                "event_day": dt.date(2026, 1, 1),
+                "ingest_batch": "1",
+                "source_file": "f",
+                "line_number": i,
+                "ingested_at": now,
+            }
+            for i, t in enumerate(TEXTS)
+        ],
+        table("bronze.posts").spark_schema(),
+    )
+    silver, empty = normalise.normalise(
+        bronze, spark.createDataFrame([], "post_id string"), rate=1.0, seed=0, batch="b", now=now
+    )
+    got = {r.post_id: r.words for r in silver.collect()}
+    expected = {f"p{i}": normalize(t) for i, t in enumerate(TEXTS) if normalize(t)}
+    assert got == expected
+    assert [(r.post_id, r.reason) for r in empty.collect()] == [
+        ("p3", "no words after normalisation")
+    ]
+    assert all(r.n_words == len(r.words) for r in silver.collect())
+
+
+def test_sampling_is_deterministic_and_close_to_the_rate(spark):
+    ids = spark.createDataFrame([Row(post_id=f"post-{i}") for i in range(4000)])
+    a = {r.post_id for r in ids.where(normalise.sample_filter(0.25, 3)).collect()}
+    b = {r.post_id for r in ids.where(normalise.sample_filter(0.25, 3)).collect()}
+    assert a == b and 800 < len(a) < 1200
+    with pytest.raises(InvalidArgumentError, match="sample rate"):
+        normalise.sample_filter(0.0, 1)
+
+
+def _landing(tmp_path: Path, posts: int = 1500) -> Path:
+    landing = tmp_path / "landing"
+    write_demo_corpus(
+        landing / "demo.jsonl.gz", SyntheticCorpusSpec(n_posts=posts, n_words=2000, seed=4), days=3
+    )
+    (landing / "bad.jsonl").write_bytes(
+        b'{"id":"b1","text":"hello world"}\n{broken\n{"id":"b1","text":"again"}\n'
+        b'{"id":"b2","text":"  "}\n\xff\xfe\n{"id":"b3","text":"x","created_at":"soon"}\n'
+        b'{"id":"b4","text":"white house","created_at":"Wed Oct 10 20:19:24 +0000 2018"}\n'
+    )
+    return landing
+
+
+def _ingest(lakehouse, landing, batch):
+    return ingest.run(
+        argparse.Namespace(
+            landing=str(landing),
+            pattern="*.jsonl*",
+            batch_id=batch,
+            default_day=dt.date(2026, 2, 1),
+        ),
+        lakehouse,
+    )
+
+
+def test_ingest_quarantines_with_reasons_and_reruns_add_nothing(lakehouse, tmp_path, capsys):
+    landing = _landing(tmp_path, posts=300)
+    assert _ingest(lakehouse, landing, 1) == 0
+    bronze = lakehouse.read("bronze.posts")
+    assert bronze.count() == 302
+    quarantine = {
+        (r.reason.split(" (")[0], r.line_number)
+        for r in lakehouse.read("silver.posts_quarantine").collect()
+    }
+    assert quarantine == {
+        ("invalid JSON", 2),
+        ("duplicate id", 3),
+        ("empty text", 4),
+        ("not UTF-8", 5),
+        ("unparseable created_at", 6),
+    }
+    twitter = bronze.where("post_id = 'b4'").collect()[0]
+    assert twitter.created_at == dt.datetime(2018, 10, 10, 20, 19, 24)
+    assert twitter.event_day == dt.date(2018, 10, 10)
+    no_time = bronze.where("post_id = 'b1'").collect()[0]
+    assert no_time.event_day == dt.date(2026, 2, 1) and no_time.line_number == 1
+    capsys.readouterr()
+    assert _ingest(lakehouse, landing, 2) == 0  # same files, new batch: skipped
+    assert _ingest(lakehouse, landing, 1) == 0  # same batch again: skipped
+    assert lakehouse.read("bronze.posts").count() == 302
+    assert lakehouse.read("silver.posts_quarantine").count() == 5
+    assert lakehouse.version("bronze.posts") == 0
+
+
+def test_graph_tables_equal_a_direct_count(spark, lakehouse):
+    day = dt.date(2026, 1, 5)
+    posts = [["a", "b", "c"], ["a", "c"], ["b"], ["a", "b", "c", "d"]]
+    silver = spark.createDataFrame(
+        [
+            {
+                "post_id": f"p{i}",
+                "words": w,
+                "n_words": len(w),
+                "event_day": day,
+                "created_at": None,
+                "sample_rate": 1.0,
+            }
+            for i, w in enumerate(posts)
+        ],
+        table("silver.posts").spark_schema(),
+    )
+    edges = sorted((r.post_id, r.word) for r in graph.post_words(silver).collect())
+    assert edges == sorted((f"p{i}", w) for i, ws in enumerate(posts) for w in ws)
+    stats = {
+        r.word: (r.post_frequency, r.cofrequency_sum) for r in graph.word_stats(silver).collect()
+    }
+    freq = Counter(w for ws in posts for w in ws)
+    cofreq = Counter()
+    for ws in posts:
+        for x, _y in itertools.permutations(ws, 2):
+            cofreq[x] += 1
+    assert stats == {w: (freq[w], cofreq[w]) for w in freq}
+    pairs = {(r.word_a, r.word_b): r["count"] for r in graph.cooccurrence(silver).collect()}
+    expected = Counter(p for ws in posts for p in itertools.combinations(sorted(ws), 2))
+    assert pairs == dict(expected)
+
+
+def _chain(lakehouse, landing, *, nodes=8, algorithm="salb", margin=None, batch=1):
+    return pipeline.run(
+        argparse.Namespace(
+            landing=str(landing),
+            pattern="*.jsonl*",
+            default_day=dt.date(2026, 2, 1),
+            batch_id=batch,
+            sample_rate=1.0,
+            nodes=nodes,
+            algorithm=algorithm,
+            split=True,
+            holdout_fraction=0.2,
+            margin=margin,
+            no_cooccurrence=True,
+            seed=0,
+            report=None,
+        ),
+        lakehouse,
+    )
+
+
+def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
+    landing = _landing(tmp_path)
+    # Subscriptions first, so learning uses their words and placement has work to do.
+    assert _ingest(lakehouse, landing, 1) == 0
+    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    words = lakehouse.read("silver.posts").limit(40).collect()
+    ids = add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
+    assert len(active_subscriptions(lakehouse)) == 40
+    assert _chain(lakehouse, landing, batch=2) == 0
+    first = published_version(lakehouse)
+    assert first == 1
+    meta = versions(lakehouse)[0]
+    evaluation = json.loads(meta["metrics"])["evaluation"]
+    assert evaluation["posts"] > 0 and evaluation["candidate"]["matches"] > 0
+    assert json.loads(meta["validation"])["success"]
+    assert meta["subscribed_words"] == sorted({w for r in words for w in r.words[:2]})
+    placements = lakehouse.read("routing.placements").where("routing_version = 1")
+    assert {r.sub_id for r in placements.collect()} == set(ids)
+    # A hash candidate must beat SALB by 5%: it does not, so version 1 stays published.
+    assert (
+        learn.run(
+            argparse.Namespace(
+                nodes=8,
+                algorithm="hash",
+                split=False,
+                start=None,
+                end=None,
+                holdout_fraction=0.2,
+                subscribed="auto",
+                seed=0,
+            ),
+            lakehouse,
+        )
+        == 0
+    )
+    assert place.run(argparse.Namespace(version=None, unit_cost=True, seed=0), lakehouse) == 0
+    assert evaluate.run(argparse.Namespace(version=None, day=None, seed=0), lakehouse) == 0
+    assert publish.validate_version(lakehouse, 2)["success"]
+    outcome = publish.publish(lakehouse, 2, margin=0.05)
+    assert outcome["changed"] is False and "below the required" in outcome["reason"]
+    assert published_version(lakehouse) == 1
+    # Without a margin it can be published, and rolled back atomically.
+    assert publish.publish(lakehouse, 2)["changed"]
+    assert [v["status"] for v in versions(lakehouse)] == ["retired", "published"]
+    assert publish.publish(lakehouse, 1)["changed"]
+    assert [v["status"] for v in versions(lakehouse)] == ["published", "retired"]
+    assert cancel_subscriptions(lakehouse, ids[:10]) == 10
+    assert len(active_subscriptions(lakehouse)) == 30
+    with pytest.raises(InputDataError, match="unknown subscription"):
+        cancel_subscriptions(lakehouse, [9999])
+
+
+def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
+    with pytest.raises(InputDataError, match="landing directory not found"):
+        _ingest(lakehouse, tmp_path / "nope", 1)
+    with pytest.raises(InvalidArgumentError, match="run ingest first"):
+        normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse)
+    with pytest.raises(InputDataError, match="run the graph job first"):
+        learn.learn_version(
+            lakehouse,
+            nodes=4,
+            algorithm="salb",
+            split=True,
+            start=None,
+            end=None,
+            holdout_fraction=0.2,
+            subscribed="all",
+            seed=0,
+        )
+    with pytest.raises(InputDataError, match="no validated"):
+        publish.publish(lakehouse, None)
