@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_matcher)
 
+    p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
+    p.add_argument("--posts", type=int, default=1_000_000)
+    p.add_argument("--nodes", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=_run_learn_job)
+
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
     p.add_argument("--nodes", default="4,16,64,256")
@@ -48,6 +54,13 @@ def _run_matcher(args: argparse.Namespace) -> int:
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
+    return 0
+
+
+def _run_learn_job(args: argparse.Namespace) -> int:
+    from spark_jobs import bench_learn_job
+
+    bench_learn_job.run(args.posts, args.nodes, args.seed)
     return 0
 
 

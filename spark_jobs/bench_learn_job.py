@@ -1,0 +1,106 @@
+"""``s3tm bench learn-job``: wall time and peak memory of the learn job on N synthetic posts.
+
+The posts' bipartite edges are written straight into ``gold.post_words`` of a scratch
+lakehouse (one day); then a fresh process runs the learn job and reports the peak resident
+memory of the Python driver (VmHWM) and of the JVM it started (local mode).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from core.bench.machine import machine_summary
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from schemas import table
+
+
+def write_edges(lakehouse_root: Path, n_posts: int, seed: int) -> int:
+    from deltalake import write_deltalake
+
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=n_posts, seed=seed))
+    counts = np.diff(corpus.indptr)
+    data = pa.table(
+        {
+            "day": pa.array([dt.date(2026, 1, 1)] * corpus.n_edges, pa.date32()),
+            "post_id": pa.array(np.repeat(corpus.post_ids, counts).tolist(), pa.string()),
+            "word": pa.array(corpus.vocabulary[corpus.indices].tolist(), pa.string()),
+        },
+        schema=table("gold.post_words").schema,
+    )
+    write_deltalake(
+        str(table("gold.post_words").location(lakehouse_root)), data, partition_by=["day"]
+    )
+    return corpus.n_edges
+
+
+def _child(lakehouse_root: str, nodes: int) -> None:
+    from spark_jobs.delta_io import Lakehouse
+    from spark_jobs.learn import learn_version
+    from spark_jobs.session import build_session
+
+    spark = build_session("s3tm-bench-learn-job")
+    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    started = time.perf_counter()
+    summary = learn_version(
+        Lakehouse(spark, lakehouse_root),
+        nodes=nodes,
+        algorithm="salb",
+        split=True,
+        start=None,
+        end=None,
+        holdout_fraction=0.2,
+        subscribed="all",
+        seed=0,
+    )
+    wall = time.perf_counter() - started
+
+    def hwm(pid: int | str) -> float:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "python_peak_mib": hwm("self"),
+                "jvm_peak_mib": hwm(jvm_pid),
+                **summary,
+            }
+        )
+    )
+
+
+def run(n_posts: int, nodes: int, seed: int) -> dict[str, object]:
+    print(f"machine: {machine_summary()}")
+    root = Path(tempfile.mkdtemp(prefix="s3tm-learn-job-"))
+    edges = write_edges(root, n_posts, seed)
+    print(f"wrote {edges:,} edges of {n_posts:,} synthetic posts to {root}", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_jobs.bench_learn_job", str(root), str(nodes)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"learn job (SALB+split, N={nodes}) on {result['training_posts']:,} training posts: "
+        f"{result['wall_s']:.1f}s (read {result['read_seconds']:.1f}s, learn "
+        f"{result['learn_seconds']:.1f}s); peak RSS: Python driver "
+        f"{result['python_peak_mib']:.0f} MiB, JVM {result['jvm_peak_mib']:.0f} MiB"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], int(sys.argv[2]))
