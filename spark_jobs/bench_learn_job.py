@@ -28,6 +28,7 @@ def write_edges(lakehouse_root: Path, n_posts: int, seed: int) -> int:
 
     corpus = generate_corpus(SyntheticCorpusSpec(n_posts=n_posts, seed=seed))
     counts = np.diff(corpus.indptr)
+    assert corpus.post_ids is not None  # synthetic corpora carry post ids
     data = pa.table(
         {
             "day": pa.array([dt.date(2026, 1, 1)] * corpus.n_edges, pa.date32()),
