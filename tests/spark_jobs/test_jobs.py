@@ -255,3 +255,44 @@ def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
         )
     with pytest.raises(InputDataError, match="no validated"):
         publish.publish(lakehouse, None)
+
+
+def test_generate_topic_subscriptions_with_spark_lda(spark, lakehouse):
+    from spark_jobs import subscriptions
+
+    rows = []
+    topics = [["alpha", "beta", "gamma", "delta"], ["red", "green", "blue", "black"]]
+    for i in range(300):
+        words = sorted(set(topics[i % 2][: 2 + i % 3]))
+        rows.append(
+            {
+                "post_id": f"p{i}",
+                "words": words,
+                "n_words": len(words),
+                "event_day": dt.date(2026, 1, 1),
+                "created_at": None,
+                "sample_rate": 1.0,
+            }
+        )
+    lakehouse.write(
+        spark.createDataFrame(rows, table("silver.posts").spark_schema()), "silver.posts"
+    )
+    code = subscriptions.run(
+        argparse.Namespace(
+            action="generate-topics",
+            count=50,
+            topics=2,
+            words_per_topic=3,
+            max_iter=5,
+            subscribers=5,
+            seed=1,
+        ),
+        lakehouse,
+    )
+    assert code == 0
+    active = active_subscriptions(lakehouse)
+    assert len(active) == 50
+    vocabulary = {w for t in topics for w in t}
+    assert all(1 <= len(r["words"]) <= 3 and set(r["words"]) <= vocabulary for r in active)
+    assert all(r["words"] == sorted(r["words"]) for r in active)
+    assert len({r["subscriber"] for r in active}) <= 5
