@@ -114,6 +114,8 @@ def run_configuration(
         "replay_posts_per_s": measured.throughput,
         "replay_rel_throughput": (measured.throughput / hash_replay if hash_replay else 1.0),
         "matches": int(measured.match_pairs.shape[0]),
+        "cost_slope": cost.model.slope,  # LASP's fitted f (paper Fig. 3)
+        "cost_intercept": cost.model.intercept,
         "multicast_subs": placement.multicast_count(),
         "learn_s": learned.learn_seconds,
         "total_s": time.perf_counter() - started,

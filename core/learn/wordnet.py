@@ -92,8 +92,7 @@ def learn_wordnet(
     options = pymetis.Options(seed=seed)
     _, parts = pymetis.part_graph(
         int(n_matchers),
-        xadj=co.indptr.astype(np.int64),
-        adjncy=co.indices.astype(np.int64),
+        pymetis.CSRAdjacency(co.indptr.astype(np.int64), co.indices.astype(np.int64)),
         vweights=None if vweights is None else vweights.tolist(),
         eweights=None if eweights is None else eweights.tolist(),
         options=options,
