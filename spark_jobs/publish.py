@@ -20,51 +20,18 @@ from spark_jobs.common import job_main
 from spark_jobs.routing_store import (
     get_version,
     latest_with_status,
-    load_placements,
-    load_routing_table,
     now_utc,
     published_version,
     update_versions,
     versions,
 )
-from spark_jobs.subscriptions import active_subscriptions
 
 
 def validate_version(lakehouse: Any, version: int) -> dict[str, Any]:
-    """Structural checks of a version (the expectation suites add data-quality checks):
-    matcher ids in range, every active subscription placed on an eligible matcher."""
-    routing = load_routing_table(lakehouse, version)
-    failures: list[str] = []
-    frame = routing.to_frame()
-    if len(frame) and not frame["matcher_id"].between(0, routing.n_matchers - 1).all():
-        failures.append("matcher ids outside [0, N)")
-    subs = active_subscriptions(lakehouse)
-    placed: dict[int, set[int]] = {}
-    rows = load_placements(lakehouse, version)
-    for sub_id, matcher in zip(
-        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
-    ):
-        placed.setdefault(sub_id, set()).add(matcher)
-    unplaced = [s["sub_id"] for s in subs if s["sub_id"] not in placed]
-    if unplaced:
-        failures.append(f"{len(unplaced)} active subscriptions not placed (e.g. {unplaced[:3]})")
-    ineligible = []
-    for s in subs:
-        owners = {int(m) for w in s["words"] for m in routing.version_matchers(w)}
-        if s["sub_id"] in placed and not placed[s["sub_id"]] <= owners:
-            ineligible.append(s["sub_id"])
-    if ineligible:
-        failures.append(
-            f"{len(ineligible)} placements on matchers owning none of the "
-            f"subscription's words (e.g. {ineligible[:3]})"
-        )
-    result = {"success": not failures, "failures": failures, "checked_at": now_utc().isoformat()}
-    meta = get_version(lakehouse, version)
-    status = meta["status"]
-    if status == "candidate":
-        status = "validated" if not failures else "rejected"
-    update_versions(lakehouse, {version: {"validation": json.dumps(result), "status": status}})
-    return result
+    """Validate a version with the expectation suites (``spark_jobs.validation``)."""
+    from spark_jobs.validation import validate_with_expectations
+
+    return validate_with_expectations(lakehouse, version)
 
 
 def publish(

@@ -1,0 +1,145 @@
+"""Validation of a candidate routing version with Great Expectations 1.x.
+
+The suites live in ``schemas/expectations.py``; this module builds the pandas frames they
+run on (straight from the Delta tables with delta-rs, no Spark needed), runs one
+checkpoint per table, keeps the results in a file Data Context under
+``<lakehouse>/_quality`` and renders Data Docs there. A failed suite marks the version
+``rejected``; ``publish`` only takes validated versions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.compute as pc
+
+from schemas import expectations
+from spark_jobs.routing_store import get_version, load_routing_table, now_utc, update_versions
+from spark_jobs.subscriptions import active_subscriptions
+
+log = logging.getLogger(__name__)
+
+QUALITY_DIR = "_quality"
+
+
+def data_docs_index(lakehouse: Any) -> Path:
+    return (
+        Path(lakehouse.root)
+        / QUALITY_DIR
+        / "gx"
+        / "uncommitted"
+        / "data_docs"
+        / "local_site"
+        / "index.html"
+    )
+
+
+def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -> dict[str, Any]:
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    source = context.data_sources.add_or_update_pandas("s3tm")
+    try:
+        data_asset = source.get_asset(name)
+    except (LookupError, ValueError):
+        data_asset = source.add_dataframe_asset(name)
+    try:
+        batch = data_asset.get_batch_definition("whole")
+    except (LookupError, ValueError, KeyError):
+        batch = data_asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=rules))
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=name, data=batch, suite=suite)
+    )
+    checkpoint = context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=name,
+            validation_definitions=[definition],
+            actions=[UpdateDataDocsAction(name="update_data_docs")],
+        )
+    )
+    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    failed = [
+        {
+            "expectation": r.expectation_config.type,
+            "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "value_set"},
+            "unexpected_count": r.result.get("unexpected_count"),
+        }
+        for run in result.run_results.values()
+        for r in run.results
+        if not r.success
+    ]
+    return {"suite": name, "success": bool(result.success), "rows": len(frame), "failed": failed}
+
+
+def validation_frames(lakehouse: Any, version: int) -> dict[str, pd.DataFrame]:
+    """The frames the suites check for one version (with the derived columns)."""
+    routing = load_routing_table(lakehouse, version)
+    mappings = lakehouse.read_arrow("routing.mappings")
+    mappings = mappings.filter(pc.equal(mappings["routing_version"], version)).to_pandas()
+    mappings["n_parts"] = mappings.groupby("word")["part"].transform("count")
+    placements = lakehouse.read_arrow("routing.placements")
+    placements = placements.filter(pc.equal(placements["routing_version"], version)).to_pandas()
+    words_of = {s["sub_id"]: s["words"] for s in active_subscriptions(lakehouse)}
+    placements["eligible"] = [
+        sub in words_of
+        and any(int(m) in routing.version_matchers(w).tolist() for w in words_of[sub])
+        for sub, m in zip(placements["sub_id"], placements["matcher_id"], strict=True)
+    ]
+    return {"routing_mappings": mappings, "routing_placements": placements}
+
+
+def validate_with_expectations(lakehouse: Any, version: int) -> dict[str, Any]:
+    """Run the suites for ``version``; record the result and the new status."""
+    import great_expectations as gx
+
+    meta = get_version(lakehouse, version)
+    frames = validation_frames(lakehouse, version)
+    active = [s["sub_id"] for s in active_subscriptions(lakehouse)]
+    context = gx.get_context(mode="file", project_root_dir=str(Path(lakehouse.root) / QUALITY_DIR))
+    results = [
+        _run_suite(
+            context,
+            "routing_mappings",
+            expectations.mappings_suite(int(meta["n_matchers"]), meta["subscribed_words"]),
+            frames["routing_mappings"],
+        ),
+        _run_suite(
+            context,
+            "routing_placements",
+            expectations.placements_suite(active),
+            frames["routing_placements"],
+        ),
+    ]
+    if lakehouse.exists("silver.posts"):
+        silver = (
+            lakehouse.read_arrow("silver.posts")
+            .select(["post_id", "words", "n_words", "event_day", "created_at", "sample_rate"])
+            .to_pandas()
+        )
+        results.append(
+            _run_suite(context, "silver_posts", expectations.silver_posts_suite(), silver)
+        )
+    success = all(r["success"] for r in results)
+    summary = {
+        "success": success,
+        "suites": results,
+        "engine": "great_expectations",
+        "data_docs": str(data_docs_index(lakehouse)),
+        "checked_at": now_utc().isoformat(),
+    }
+    status = meta["status"]
+    if status in ("candidate", "validated", "rejected"):
+        status = "validated" if success else "rejected"
+    update_versions(lakehouse, {version: {"validation": json.dumps(summary), "status": status}})
+    log.info(
+        "version %d: validation %s (%s)",
+        version,
+        "passed" if success else "FAILED",
+        ", ".join(f"{r['suite']}={'ok' if r['success'] else 'failed'}" for r in results),
+    )
+    return summary

@@ -1,0 +1,129 @@
+"""Great Expectations gates: a good candidate validates, corrupted ones are rejected and
+never published; results are kept and rendered as Data Docs under the lakehouse."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+
+from core.corpus import corpus_from_word_lists
+from core.learn import learn_mapping
+from schemas import table
+from spark_jobs import publish
+from spark_jobs.routing_store import add_version, now_utc, write_mapping, write_placements
+from spark_jobs.subscriptions import add_subscriptions
+from spark_jobs.validation import data_docs_index
+
+pytestmark = pytest.mark.spark
+
+POSTS = [["white", "hous"], ["elect", "white"], ["hous", "vote"], ["vote"], ["elect"]] * 20
+
+
+def _candidate(lakehouse, version: int, *, corrupt: str | None = None) -> None:
+    add_subscriptions(lakehouse, ["white house", "vote"], "alice") if version == 1 else None
+    words = ["hous", "vote", "white"]
+    learned = learn_mapping(corpus_from_word_lists(POSTS), 4, "salb", subscribed_words=words)
+    routing = learned.table
+    if corrupt == "unmapped":  # a subscribed word missing from the mapping
+        frame = routing.to_frame()
+        frame = frame[frame["word"] != "vote"]
+        routing = type(routing).from_rows(
+            frame["word"], frame["part"], frame["matcher_id"], 4, subscribed_words=words
+        )
+    write_mapping(lakehouse, version, routing)
+    add_version(
+        lakehouse,
+        {
+            "routing_version": version,
+            "algorithm": "salb",
+            "n_matchers": 4,
+            "params": json.dumps({"label": "salb"}),
+            "inputs": "{}",
+            "subscribed_words": words,
+            "metrics": None,
+            "validation": None,
+            "status": "candidate",
+            "created_at": now_utc(),
+            "published_at": None,
+            "retired_at": None,
+        },
+    )
+    from core.placement.lasp import place_subscriptions
+    from spark_jobs.place import subscriptions_corpus
+    from spark_jobs.subscriptions import active_subscriptions
+
+    placement = place_subscriptions(routing, subscriptions_corpus(active_subscriptions(lakehouse)))
+    matchers = placement.matchers.copy()
+    if corrupt == "ineligible":  # a subscription placed where none of its words live
+        owners = {int(m) for w in ["vote"] for m in routing.version_matchers(w)}
+        matchers[-1] = next(m for m in range(4) if m not in owners)
+    write_placements(lakehouse, version, placement.sub_ids, placement.indptr, matchers)
+
+
+def _silver(lakehouse, duplicate=False):
+    rows = [
+        {
+            "post_id": f"p{i}",
+            "words": w,
+            "n_words": len(w),
+            "event_day": dt.date(2026, 1, 1),
+            "created_at": None,
+            "sample_rate": 1.0,
+        }
+        for i, w in enumerate(POSTS)
+    ]
+    if duplicate:
+        rows.append(dict(rows[0]))
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("silver.posts").schema),
+        "silver.posts",
+        mode="overwrite",
+    )
+
+
+def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
+    _silver(lakehouse)
+    _candidate(lakehouse, 1)
+    result = publish.validate_version(lakehouse, 1)
+    assert result["success"], result
+    assert {s["suite"] for s in result["suites"]} == {
+        "routing_mappings",
+        "routing_placements",
+        "silver_posts",
+    }
+    assert data_docs_index(lakehouse).is_file()
+    assert publish.publish(lakehouse, None)["published"] == 1
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "suite", "expectation"),
+    [
+        ("unmapped", "routing_mappings", "expect_column_distinct_values_to_contain_set"),
+        ("ineligible", "routing_placements", "expect_column_values_to_be_in_set"),
+    ],
+)
+def test_corrupted_candidate_is_rejected_and_not_published(lakehouse, corrupt, suite, expectation):
+    _silver(lakehouse)
+    _candidate(lakehouse, 1)
+    assert publish.validate_version(lakehouse, 1)["success"]
+    publish.publish(lakehouse, 1)
+    _candidate(lakehouse, 2, corrupt=corrupt)
+    result = publish.validate_version(lakehouse, 2)
+    assert not result["success"]
+    failed = {(s["suite"], f["expectation"]) for s in result["suites"] for f in s["failed"]}
+    assert (suite, expectation) in failed
+    with pytest.raises(Exception, match="rejected"):
+        publish.publish(lakehouse, 2)
+    assert publish.published_version(lakehouse) == 1
+
+
+def test_duplicate_silver_ids_fail_the_silver_suite(lakehouse):
+    _silver(lakehouse, duplicate=True)
+    _candidate(lakehouse, 1)
+    result = publish.validate_version(lakehouse, 1)
+    silver = next(s for s in result["suites"] if s["suite"] == "silver_posts")
+    assert not silver["success"]
+    assert any(f["expectation"] == "expect_column_values_to_be_unique" for f in silver["failed"])
