@@ -1,0 +1,48 @@
+"""
+## s3tm_ingest
+
+Every hour: land new JSON-lines files into `bronze.posts` (bad records go to
+`silver.posts_quarantine` with a reason), then normalise and sample them into
+`silver.posts`. Updating `silver.posts` makes `s3tm_remap` eligible (Asset schedule).
+
+Params: `landing` (directory of JSON-lines files), `lakehouse` (root), `sample_rate`.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag
+
+from schemas.assets import asset
+from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, DEFAULT_LANDING, spark_job
+
+
+@dag(
+    dag_id="s3tm_ingest",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    tags=["s3tm", "ingest", "spark"],
+    doc_md=__doc__,
+    params={
+        "landing": Param(DEFAULT_LANDING, type="string", description="landing directory"),
+        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string", description="lakehouse root"),
+        "sample_rate": Param(1.0, type="number", minimum=0.0001, maximum=1.0),
+    },
+)
+def s3tm_ingest() -> None:
+    ingest = spark_job(
+        "ingest", "ingest",
+        ["--landing", "{{ params.landing }}",
+         "--batch-id", "{{ logical_date.strftime('%Y%m%d%H%M') if logical_date else "
+                       "run_after.strftime('%Y%m%d%H%M') }}"],
+        outlets=[asset("bronze.posts"), asset("silver.posts_quarantine")])
+    normalise = spark_job("normalise", "normalise",
+                          ["--sample-rate", "{{ params.sample_rate }}"],
+                          outlets=[asset("silver.posts")])
+    ingest >> normalise
+
+
+s3tm_ingest()

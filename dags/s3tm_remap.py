@@ -1,0 +1,88 @@
+"""
+## s3tm_remap
+
+Nightly (and whenever `silver.posts` is updated): re-learn the word -> matcher routing.
+
+graph (learning window) -> learn (SALB + hot-word split by default) -> place (LASP) ->
+validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
+the held-out posts against the published version and hash -> publish only if validation
+passed AND the candidate beats the published version by `margin` (else the current
+version stays, and the report says why) -> run report.
+
+Params: `nodes` (N), `algorithm`, `split`, `window_days`, `margin`, `lakehouse`.
+Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted/data_docs/`.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag, task
+from airflow.timetables.assets import AssetOrTimeSchedule
+from airflow.timetables.trigger import CronTriggerTimetable
+
+from schemas.assets import asset
+from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
+
+WINDOW_START = "{{ macros.ds_add(ds, -params.window_days) if ds else '' }}"
+
+
+@dag(
+    dag_id="s3tm_remap",
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC"),
+        assets=[asset("silver.posts")],
+    ),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    tags=["s3tm", "remap", "spark", "routing"],
+    doc_md=__doc__,
+    params={
+        "nodes": Param(16, type="integer", minimum=1, description="matchers N"),
+        "algorithm": Param("salb", enum=["salb", "hash", "gC", "gFC", "gFCL", "gNFCL"]),
+        "split": Param(True, type="boolean", description="split hot words"),
+        "window_days": Param(7, type="integer", minimum=1),
+        "margin": Param(0.02, type="number", minimum=0,
+                        description="required gain over the published version"),
+        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
+    },
+)
+def s3tm_remap() -> None:
+    graph = spark_job("graph", "graph", [],
+                      outlets=[asset("gold.post_words"), asset("gold.word_stats"),
+                               asset("gold.cooccurrence")])
+    learn = spark_job(
+        "learn", "learn",
+        ["--nodes", "{{ params.nodes }}", "--algorithm", "{{ params.algorithm }}",
+         "{{ '--split' if params.split else '--no-split' }}"],
+        outlets=[asset("routing.mappings"), asset("routing.versions")])
+    place = spark_job("place", "place", [], outlets=[asset("routing.placements")])
+    evaluate = spark_job("evaluate", "evaluate", [], outlets=[asset("routing.versions")])
+
+    @task
+    def validate(params: dict | None = None) -> dict:
+        from spark_jobs.remap_tasks import validate_candidate
+
+        return validate_candidate(params["lakehouse"])
+
+    @task(outlets=[asset("routing.versions")])
+    def publish(params: dict | None = None) -> dict:
+        from spark_jobs.remap_tasks import publish_if_better
+
+        return publish_if_better(params["lakehouse"], float(params["margin"]))
+
+    @task(trigger_rule="all_done")
+    def report(outcome: dict | None, params: dict | None = None, run_id: str | None = None) -> str:
+        from spark_jobs.remap_tasks import write_report
+
+        return write_report(params["lakehouse"], run_id or "manual", outcome or {"published": None,
+                                                                    "reason": "run failed"})
+
+    checked = validate()
+    decision = publish()
+    graph >> learn >> place >> checked >> evaluate >> decision
+    report(decision)
+
+
+s3tm_remap()

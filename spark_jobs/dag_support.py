@@ -1,0 +1,48 @@
+"""What the DAG files share: paths, default args and the SparkSubmitOperator factory.
+
+Cheap to import (no Spark, no core): DAG parsing must not load heavy modules or touch a
+database or connection.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = REPO / "spark_jobs"
+DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
+DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
+SPARK_CONN_ID = "spark_default"
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "s3tm-platform",
+    "retries": 2,
+    "retry_delay": timedelta(minutes=2),
+}
+
+
+def spark_job(task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (),
+              **kwargs: Any) -> Any:
+    """A SparkSubmitOperator running ``spark_jobs/<job>.py`` against ``spark_default``.
+
+    The lakehouse root comes from the DAG run's ``lakehouse`` param; executors use this
+    interpreter (the one with the project installed).
+    """
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(JOBS / f"{job}.py"),
+        application_args=["--lakehouse", "{{ params.lakehouse }}", *args],
+        conn_id=SPARK_CONN_ID,
+        name=f"s3tm-{job}",
+        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                  "S3TM_LAKEHOUSE": "{{ params.lakehouse }}"},
+        outlets=list(outlets),
+        **kwargs,
+    )

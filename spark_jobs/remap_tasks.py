@@ -1,0 +1,66 @@
+"""The Python steps of the remap DAG (no Spark session needed: small Delta tables are read
+and written with delta-rs on the worker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from core.errors import S3TMError
+from spark_jobs.delta_io import Lakehouse
+
+
+class ValidationFailed(S3TMError):
+    """The candidate failed its expectation suites: the run stops before publish."""
+
+
+def _lakehouse(root: str) -> Lakehouse:
+    return Lakehouse(None, root, engine="rs")
+
+
+def validate_candidate(root: str) -> dict[str, Any]:
+    """Validate the latest candidate; raise (failing the task) when a suite fails."""
+    from spark_jobs.routing_store import latest_with_status
+    from spark_jobs.validation import validate_with_expectations
+
+    lakehouse = _lakehouse(root)
+    version = latest_with_status(lakehouse, "candidate")
+    if version is None:
+        raise ValidationFailed("no candidate routing version to validate")
+    result = validate_with_expectations(lakehouse, version)
+    if not result["success"]:
+        failed = [s["suite"] for s in result["suites"] if not s["success"]]
+        raise ValidationFailed(f"version {version} failed suites {failed}; see "
+                               f"{result['data_docs']}")
+    return {"routing_version": version, "data_docs": result["data_docs"]}
+
+
+def publish_if_better(root: str, margin: float) -> dict[str, Any]:
+    """Publish the validated candidate when it beats the published version by ``margin``."""
+    from spark_jobs.publish import publish
+
+    return publish(_lakehouse(root), None, margin=margin)
+
+
+def write_report(root: str, run_id: str, outcome: dict[str, Any]) -> str:
+    """Write the run report (versions, metrics, decision) as Markdown under the lakehouse."""
+    from spark_jobs.publish import render_versions
+    from spark_jobs.routing_store import versions
+    from spark_jobs.validation import data_docs_index
+
+    lakehouse = _lakehouse(root)
+    rows = versions(lakehouse)
+    latest = rows[-1] if rows else None
+    evaluation = json.loads(latest["metrics"] or "{}").get("evaluation", {}) if latest else {}
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    path = Path(root) / "reports" / f"remap-{safe_id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([
+        f"# s3tm_remap run {run_id}", "",
+        f"Decision: `{json.dumps(outcome)}`", "",
+        "## Routing versions", "", "```", render_versions(lakehouse), "```", "",
+        "## Evaluation of the latest candidate", "", "```json",
+        json.dumps(evaluation, indent=2), "```", "",
+        f"Data Docs: {data_docs_index(lakehouse)}", ""]))
+    return str(path)
