@@ -34,14 +34,23 @@ from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, DEFAULT_LAND
 )
 def s3tm_ingest() -> None:
     ingest = spark_job(
-        "ingest", "ingest",
-        ["--landing", "{{ params.landing }}",
-         "--batch-id", "{{ logical_date.strftime('%Y%m%d%H%M') if logical_date else "
-                       "run_after.strftime('%Y%m%d%H%M') }}"],
-        outlets=[asset("bronze.posts"), asset("silver.posts_quarantine")])
-    normalise = spark_job("normalise", "normalise",
-                          ["--sample-rate", "{{ params.sample_rate }}"],
-                          outlets=[asset("silver.posts")])
+        "ingest",
+        "ingest",
+        [
+            "--landing",
+            "{{ params.landing }}",
+            "--batch-id",
+            "{{ logical_date.strftime('%Y%m%d%H%M') if logical_date else "
+            "run_after.strftime('%Y%m%d%H%M') }}",
+        ],
+        outlets=[asset("bronze.posts"), asset("silver.posts_quarantine")],
+    )
+    normalise = spark_job(
+        "normalise",
+        "normalise",
+        ["--sample-rate", "{{ params.sample_rate }}"],
+        outlets=[asset("silver.posts")],
+    )
     ingest >> normalise
 
 

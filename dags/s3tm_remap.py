@@ -43,20 +43,31 @@ WINDOW_START = "{{ macros.ds_add(ds, -params.window_days) if ds else '' }}"
         "algorithm": Param("salb", enum=["salb", "hash", "gC", "gFC", "gFCL", "gNFCL"]),
         "split": Param(True, type="boolean", description="split hot words"),
         "window_days": Param(7, type="integer", minimum=1),
-        "margin": Param(0.02, type="number", minimum=0,
-                        description="required gain over the published version"),
+        "margin": Param(
+            0.02, type="number", minimum=0, description="required gain over the published version"
+        ),
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
     },
 )
 def s3tm_remap() -> None:
-    graph = spark_job("graph", "graph", [],
-                      outlets=[asset("gold.post_words"), asset("gold.word_stats"),
-                               asset("gold.cooccurrence")])
+    graph = spark_job(
+        "graph",
+        "graph",
+        [],
+        outlets=[asset("gold.post_words"), asset("gold.word_stats"), asset("gold.cooccurrence")],
+    )
     learn = spark_job(
-        "learn", "learn",
-        ["--nodes", "{{ params.nodes }}", "--algorithm", "{{ params.algorithm }}",
-         "{{ '--split' if params.split else '--no-split' }}"],
-        outlets=[asset("routing.mappings"), asset("routing.versions")])
+        "learn",
+        "learn",
+        [
+            "--nodes",
+            "{{ params.nodes }}",
+            "--algorithm",
+            "{{ params.algorithm }}",
+            "{{ '--split' if params.split else '--no-split' }}",
+        ],
+        outlets=[asset("routing.mappings"), asset("routing.versions")],
+    )
     place = spark_job("place", "place", [], outlets=[asset("routing.placements")])
     evaluate = spark_job("evaluate", "evaluate", [], outlets=[asset("routing.versions")])
 
@@ -76,13 +87,23 @@ def s3tm_remap() -> None:
     def report(outcome: dict | None, params: dict | None = None, run_id: str | None = None) -> str:
         from spark_jobs.remap_tasks import write_report
 
-        return write_report(params["lakehouse"], run_id or "manual", outcome or {"published": None,
-                                                                    "reason": "run failed"})
+        return write_report(
+            params["lakehouse"],
+            run_id or "manual",
+            outcome or {"published": None, "reason": "run failed"},
+        )
+
+    @task
+    def done() -> None:
+        """Fails (upstream_failed) when any step failed, so the run is marked failed even
+        though the report, which always runs, succeeded."""
 
     checked = validate()
     decision = publish()
     graph >> learn >> place >> checked >> evaluate >> decision
-    report(decision)
+    finished = done()
+    report(decision) >> finished
+    decision >> finished
 
 
 s3tm_remap()

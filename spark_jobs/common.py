@@ -16,11 +16,18 @@ log = logging.getLogger("s3tm.jobs")
 JobBody = Callable[[argparse.Namespace, Any], int]
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    """``--lakehouse`` and ``--master``; ``nested`` for an action's own parser (accepted
+    after the action too, without overriding a value given before it)."""
+    default = argparse.SUPPRESS if nested else None
     parser.add_argument(
-        "--lakehouse", help="lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)"
+        "--lakehouse",
+        default=default,
+        help="lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)",
     )
-    parser.add_argument("--master", help="Spark master (default: local[*] or $S3TM_SPARK_MASTER)")
+    parser.add_argument(
+        "--master", default=default, help="Spark master (default: local[*] or $S3TM_SPARK_MASTER)"
+    )
 
 
 def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:

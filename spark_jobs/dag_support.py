@@ -21,13 +21,14 @@ SPARK_CONN_ID = "spark_default"
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "s3tm-platform",
-    "retries": 2,
+    "retries": int(os.environ.get("S3TM_TASK_RETRIES", "2")),
     "retry_delay": timedelta(minutes=2),
 }
 
 
-def spark_job(task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (),
-              **kwargs: Any) -> Any:
+def spark_job(
+    task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (), **kwargs: Any
+) -> Any:
     """A SparkSubmitOperator running ``spark_jobs/<job>.py`` against ``spark_default``.
 
     The lakehouse root comes from the DAG run's ``lakehouse`` param; executors use this
@@ -41,8 +42,11 @@ def spark_job(task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[
         application_args=["--lakehouse", "{{ params.lakehouse }}", *args],
         conn_id=SPARK_CONN_ID,
         name=f"s3tm-{job}",
-        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                  "S3TM_LAKEHOUSE": "{{ params.lakehouse }}"},
+        env_vars={
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "S3TM_LAKEHOUSE": "{{ params.lakehouse }}",
+        },
         outlets=list(outlets),
         **kwargs,
     )

@@ -27,7 +27,7 @@ from spark_jobs.common import job_main, log
 from spark_jobs.place import subscriptions_corpus
 from spark_jobs.routing_store import (
     get_version,
-    latest_with_status,
+    latest_pending,
     load_placements,
     load_routing_table,
     published_version,
@@ -103,7 +103,7 @@ def _measure(
 def evaluate_version(
     lakehouse: Any, version: int | None, *, day: dt.date | None = None, seed: int = 0
 ) -> dict[str, Any]:
-    chosen = version if version is not None else latest_with_status(lakehouse, "candidate")
+    chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
         raise InputDataError("no candidate routing version to evaluate")
     meta = get_version(lakehouse, chosen)

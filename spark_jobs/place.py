@@ -17,7 +17,7 @@ from core.errors import InputDataError
 from core.placement.cost import fit_cost_model
 from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
 from spark_jobs.common import job_main, log
-from spark_jobs.routing_store import latest_with_status, load_routing_table, write_placements
+from spark_jobs.routing_store import latest_pending, load_routing_table, write_placements
 from spark_jobs.subscriptions import active_subscriptions
 
 
@@ -44,7 +44,7 @@ def place_version(
     lakehouse: Any, version: int | None, *, unit_cost: bool = False, seed: int = 0
 ) -> tuple[int, Placement | None, dict[str, Any]]:
     """Place the active subscriptions for ``version`` (default: the latest candidate)."""
-    chosen = version if version is not None else latest_with_status(lakehouse, "candidate")
+    chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
         raise InputDataError("no candidate routing version to place subscriptions for")
     started = time.perf_counter()

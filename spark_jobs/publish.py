@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import InputDataError, InvalidArgumentError
-from spark_jobs.common import job_main
+from spark_jobs.common import add_common_arguments, job_main
 from spark_jobs.routing_store import (
     get_version,
     latest_with_status,
@@ -86,14 +86,16 @@ def publish(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sub.add_parser("list", help="versions, status and headline metrics")
-    p = sub.add_parser("validate", help="structural validation of a version")
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_arguments(common, nested=True)
+    sub.add_parser("list", parents=[common], help="versions, status and headline metrics")
+    p = sub.add_parser("validate", parents=[common], help="structural validation of a version")
     p.add_argument("--version", type=int)
-    p = sub.add_parser("publish", help="publish a validated version")
+    p = sub.add_parser("publish", parents=[common], help="publish a validated version")
     p.add_argument("--version", type=int)
     p.add_argument("--margin", type=float, help="required gain over the published version")
     p.add_argument("--skip-validation", action="store_true")
-    p = sub.add_parser("rollback", help="publish an older version again")
+    p = sub.add_parser("rollback", parents=[common], help="publish an older version again")
     p.add_argument("version", type=int)
 
 

@@ -31,8 +31,9 @@ def validate_candidate(root: str) -> dict[str, Any]:
     result = validate_with_expectations(lakehouse, version)
     if not result["success"]:
         failed = [s["suite"] for s in result["suites"] if not s["success"]]
-        raise ValidationFailed(f"version {version} failed suites {failed}; see "
-                               f"{result['data_docs']}")
+        raise ValidationFailed(
+            f"version {version} failed suites {failed}; see {result['data_docs']}"
+        )
     return {"routing_version": version, "data_docs": result["data_docs"]}
 
 
@@ -56,11 +57,28 @@ def write_report(root: str, run_id: str, outcome: dict[str, Any]) -> str:
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
     path = Path(root) / "reports" / f"remap-{safe_id}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([
-        f"# s3tm_remap run {run_id}", "",
-        f"Decision: `{json.dumps(outcome)}`", "",
-        "## Routing versions", "", "```", render_versions(lakehouse), "```", "",
-        "## Evaluation of the latest candidate", "", "```json",
-        json.dumps(evaluation, indent=2), "```", "",
-        f"Data Docs: {data_docs_index(lakehouse)}", ""]))
+    path.write_text(
+        "\n".join(
+            [
+                f"# s3tm_remap run {run_id}",
+                "",
+                f"Decision: `{json.dumps(outcome)}`",
+                "",
+                "## Routing versions",
+                "",
+                "```",
+                render_versions(lakehouse),
+                "```",
+                "",
+                "## Evaluation of the latest candidate",
+                "",
+                "```json",
+                json.dumps(evaluation, indent=2),
+                "```",
+                "",
+                f"Data Docs: {data_docs_index(lakehouse)}",
+                "",
+            ]
+        )
+    )
     return str(path)

@@ -53,6 +53,16 @@ def latest_with_status(lakehouse: Any, status: str) -> int | None:
     return rows[-1] if rows else None
 
 
+def latest_pending(lakehouse: Any) -> int | None:
+    """The newest version still on its way to publish (candidate or validated)."""
+    rows = [
+        r["routing_version"]
+        for r in versions(lakehouse)
+        if r["status"] in ("candidate", "validated")
+    ]
+    return rows[-1] if rows else None
+
+
 def add_version(lakehouse: Any, row: dict[str, Any]) -> None:
     lakehouse.write_arrow(
         pa.Table.from_pylist([row], schema=table("routing.versions").schema), "routing.versions"

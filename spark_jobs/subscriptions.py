@@ -22,7 +22,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.subscriptions.workloads import sample_topic_word_sets
 from core.text import normalize
 from schemas import table
-from spark_jobs.common import job_main, log
+from spark_jobs.common import add_common_arguments, job_main, log
 from spark_jobs.routing_store import now_utc
 
 
@@ -134,15 +134,21 @@ def lda_topics(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = sub.add_parser("add", help="register one subscription")
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_arguments(common, nested=True)
+    p = sub.add_parser("add", parents=[common], help="register one subscription")
     p.add_argument("phrase", help='e.g. "white house"')
     p.add_argument("--subscriber", "--owner", dest="subscriber", required=True)
-    p = sub.add_parser("cancel", help="cancel subscriptions by id")
+    p = sub.add_parser("cancel", parents=[common], help="cancel subscriptions by id")
     p.add_argument("sub_ids", type=int, nargs="+")
-    p = sub.add_parser("load", help="register one subscription per line of a file")
+    p = sub.add_parser(
+        "load", parents=[common], help="register one subscription per line of a file"
+    )
     p.add_argument("file")
     p.add_argument("--subscriber", "--owner", dest="subscriber", required=True)
-    p = sub.add_parser("generate-topics", help="topic-based subscriptions from silver (LDA)")
+    p = sub.add_parser(
+        "generate-topics", parents=[common], help="topic-based subscriptions from silver (LDA)"
+    )
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--topics", type=int, default=100)
     p.add_argument("--words-per-topic", type=int, default=5)
@@ -154,7 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="spread the subscriptions over this many subscribers",
     )
     p.add_argument("--seed", type=int, default=0)
-    sub.add_parser("list", help="print the active subscriptions")
+    sub.add_parser("list", parents=[common], help="print the active subscriptions")
 
 
 def run(args: argparse.Namespace, lakehouse: Any) -> int:
