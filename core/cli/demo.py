@@ -31,6 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--nodes", default="16,64,256", help="comma-separated N values")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="demo-output", help="directory for corpus and mappings")
+    p.add_argument(
+        "--no-airflow",
+        action="store_true",
+        help="only the quick core comparison (no Spark, no Airflow)",
+    )
+    p.add_argument("--airflow-nodes", type=int, default=16, help="N for the Airflow remap run")
+    p.add_argument(
+        "--subscriptions",
+        type=int,
+        default=2000,
+        help="topic-based subscriptions registered before the remap run",
+    )
     p.set_defaults(handler=run_demo)
 
 
@@ -98,4 +110,11 @@ def run_demo(args: argparse.Namespace) -> int:
         f"\ncorpus: {corpus_path}\nmappings: {out / 'mappings'}/<algorithm>-N<N> "
         "(evaluate one with `s3tm evaluate --mapping DIR --corpus FILE`)"
     )
+    if not args.no_airflow:
+        # The CLI is where the layers meet: the full pipeline lives with the Spark jobs.
+        from spark_jobs.airflow_demo import run as run_airflow_demo
+
+        run_airflow_demo(
+            out, corpus_path, nodes=args.airflow_nodes, subscriptions=args.subscriptions
+        )
     return 0
