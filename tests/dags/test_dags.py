@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -69,18 +70,21 @@ def test_dag_integrity_without_a_database(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
-@pytest.mark.spark
-def test_remap_end_to_end_with_airflow_dags_test(tmp_path):
+@pytest.fixture(scope="module")
+def airflow_runs(tmp_path_factory):
+    """One Airflow home with: s3tm_ingest, s3tm_remap (publishes), and a second s3tm_remap
+    whose worse candidate (hash, no split, 5% margin) must leave the published version."""
     from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 
+    tmp_path = tmp_path_factory.mktemp("airflow")
     home, lakehouse, landing = tmp_path / "home", tmp_path / "lakehouse", tmp_path / "landing"
     write_demo_corpus(
         landing / "posts.jsonl.gz", SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9), days=2
     )
     env = _env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(landing))
 
-    def airflow(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+    def airflow(*args: str) -> str:
+        done = subprocess.run(
             [str(AIRFLOW), *args],
             env=env,
             capture_output=True,
@@ -88,28 +92,17 @@ def test_remap_end_to_end_with_airflow_dags_test(tmp_path):
             timeout=900,
             cwd=tmp_path,
         )
+        return f"exit={done.returncode}\n{done.stdout}\n{done.stderr}"
 
-    assert airflow("db", "migrate").returncode == 0
-    ingest = airflow("dags", "test", "s3tm_ingest", "2026-01-01T00:00:00+00:00")
-    assert "state=success" in ingest.stdout + ingest.stderr, ingest.stderr[-3000:]
-    remap = airflow("dags", "test", "s3tm_remap", "2026-01-02T02:00:00+00:00")
-    assert "state=success" in remap.stdout + remap.stderr, remap.stderr[-3000:]
-
+    outputs = {"migrate": airflow("db", "migrate")}
+    outputs["ingest"] = airflow("dags", "test", "s3tm_ingest", "2026-01-01T00:00:00+00:00")
+    outputs["remap"] = airflow("dags", "test", "s3tm_remap", "2026-01-02T02:00:00+00:00")
     from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.routing_store import published_version, versions
+    from spark_jobs.routing_store import published_version
 
     store = Lakehouse(None, lakehouse, engine="rs")
-    first = published_version(store)
-    assert first is not None
-    metrics = json.loads(versions(store)[-1]["metrics"])
-    assert metrics["evaluation"]["posts"] > 0
-    assert list((lakehouse / "reports").glob("remap-*.md"))
-    assert (
-        lakehouse / "_quality" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-    ).is_file()
-
-    # A worse candidate (hash, no split) with a margin: the published version stays.
-    worse = airflow(
+    outputs["first_published"] = str(published_version(store))
+    outputs["worse"] = airflow(
         "dags",
         "test",
         "s3tm_remap",
@@ -117,7 +110,96 @@ def test_remap_end_to_end_with_airflow_dags_test(tmp_path):
         "--conf",
         json.dumps({"algorithm": "hash", "split": False, "margin": 0.05}),
     )
-    assert "state=success" in worse.stdout + worse.stderr, worse.stderr[-3000:]
-    assert published_version(store) == first
+    return {"env": env, "home": home, "lakehouse": lakehouse, "store": store, **outputs}
+
+
+@pytest.mark.spark
+def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
+    from spark_jobs.routing_store import published_version, versions
+
+    assert airflow_runs["migrate"].startswith("exit=0")
+    for run in ("ingest", "remap", "worse"):
+        assert "state=success" in airflow_runs[run], airflow_runs[run][-3000:]
+    store, lakehouse = airflow_runs["store"], airflow_runs["lakehouse"]
+    first = int(airflow_runs["first_published"])
+    rows = versions(store)
+    evaluation = json.loads(rows[first - 1]["metrics"])["evaluation"]
+    assert evaluation["posts"] > 0 and evaluation["relative_model_throughput_vs_hash"] > 0
+    assert (
+        lakehouse / "_quality" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    ).is_file()
+    # The worse candidate was evaluated and validated, but the published version stayed.
+    assert published_version(store) == first and len(rows) == 2
     report = sorted((lakehouse / "reports").glob("remap-*.md"))[-1].read_text()
     assert "below the required" in report
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _dom(url: str, profile: Path) -> str:
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is absent (Debian package 'chromium'; .ci/run installs it)"
+)
+def test_airflow_ui_lists_the_dags_and_the_finished_run(airflow_runs, tmp_path):
+    import time
+    import urllib.request
+
+    port = _free_port()
+    env = {**airflow_runs["env"], "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    server = subprocess.Popen(
+        [str(AIRFLOW), "api-server", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("Airflow API server did not come up on localhost")
+        dags_page = _dom(f"{base}/dags", tmp_path / "chrome-dags")
+        assert "s3tm_ingest" in dags_page and "s3tm_remap" in dags_page
+        runs_page = _dom(f"{base}/dags/s3tm_remap/runs", tmp_path / "chrome-runs")
+        assert ">Success<" in runs_page and "manual__" in runs_page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
