@@ -92,7 +92,7 @@ def _sweep(
                     cost,
                     n,
                     variant,
-                    hash_replay=base["replay_posts_per_s"],
+                    hash_replay=(base["replay_posts_per_s"], base["replay_ops_per_post_max"]),
                     seed=work.seed,
                     repeats=repeats,
                 )
@@ -101,7 +101,8 @@ def _sweep(
             print(
                 f"  {kind:<5} N={n:<4} {row['algorithm']:<10} "
                 f"model x{row['model_rel_throughput']:.2f}"
-                f"  replay x{row['replay_rel_throughput']:.2f}  spread {row['spread']:.2f}"
+                f"  replay x{row['replay_rel_throughput']:.2f}"
+                f"  work x{row['replay_work_rel_throughput']:.2f}  spread {row['spread']:.2f}"
                 f"  imbalance {row['imbalance']:.2f}",
                 flush=True,
             )
@@ -209,7 +210,7 @@ def corpus_size(
                     cost,
                     n_matchers,
                     variant,
-                    hash_replay=base["replay_posts_per_s"],
+                    hash_replay=(base["replay_posts_per_s"], base["replay_ops_per_post_max"]),
                     seed=work.seed,
                     repeats=repeats,
                 )
