@@ -25,7 +25,7 @@ class DemoStepFailed(S3TMError):
     """An Airflow or Spark step of the demo failed."""
 
 
-def airflow_env(home: Path, lakehouse: Path, landing: Path) -> dict[str, str]:
+def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[str, str]:
     """Environment for the embedded default: SQLite Airflow home, spark_default=local[*]."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(

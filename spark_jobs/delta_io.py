@@ -178,17 +178,8 @@ class Lakehouse:
         """
         spec = table(name)
         self._check_write_args(spec, mode, replace_where, app_id, batch_id)
-        if app_id is not None and batch_id is not None:
-            last = self.last_batch(name, app_id)
-            if last is not None and batch_id <= last:
-                log.info(
-                    "%s: batch %d of %s already committed (last %d); skipped",
-                    name,
-                    batch_id,
-                    app_id,
-                    last,
-                )
-                return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        if self._already_committed(name, app_id, batch_id):
+            return WriteResult(name, self.version(name), 0, 0, skipped=True)
         conformed = self._conform(frame, spec)
         if self.engine == "spark":
             return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
@@ -209,10 +200,8 @@ class Lakehouse:
 
         spec = table(name)
         self._check_write_args(spec, mode, replace_where, app_id, batch_id)
-        if app_id is not None and batch_id is not None:
-            last = self.last_batch(name, app_id)
-            if last is not None and batch_id <= last:
-                return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        if self._already_committed(name, app_id, batch_id):
+            return WriteResult(name, self.version(name), 0, 0, skipped=True)
         conformed = data.select(spec.columns).cast(spec.schema)
         commit = CommitProperties(
             app_transactions=[Transaction(app_id, batch_id)]
@@ -238,6 +227,22 @@ class Lakehouse:
                 commit_properties=commit,
             )
         return WriteResult(name, self.version(name), -1, conformed.num_rows)
+
+    def _already_committed(self, name: str, app_id: str | None, batch_id: int | None) -> bool:
+        """Whether ``batch_id`` of ``app_id`` is at or below the table's last committed one."""
+        if app_id is None or batch_id is None:
+            return False
+        last = self.last_batch(name, app_id)
+        if last is not None and batch_id <= last:
+            log.info(
+                "%s: batch %d of %s already committed (last %d); skipped",
+                name,
+                batch_id,
+                app_id,
+                last,
+            )
+            return True
+        return False
 
     @staticmethod
     def _check_write_args(

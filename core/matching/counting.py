@@ -7,7 +7,7 @@ import numpy as np
 from core.corpus import _kernels as corpus_kernels
 from core.errors import InvalidArgumentError
 from core.matching._counting_kernels import count_match
-from core.matching.matches import Matches
+from core.matching.matches import Matches, prepare_posts
 from core.matching.trie import _validate_sets
 
 
@@ -35,17 +35,7 @@ class CountingMatcher:
         self, post_indptr: np.ndarray, post_words: np.ndarray, word_map: np.ndarray | None = None
     ) -> Matches:
         """Same contract as :meth:`core.matching.trie.TrieMatcher.match`."""
-        ptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
-        words = np.ascontiguousarray(post_words, dtype=np.int32)
-        if ptr.ndim != 1 or ptr.shape[0] < 1 or ptr[0] != 0 or ptr[-1] != words.shape[0]:
-            raise InvalidArgumentError("post_indptr must run from 0 to len(post_words)")
-        if word_map is None:
-            top = int(words.max()) + 1 if words.size else 0
-            mapping = np.arange(top, dtype=np.int32)
-        else:
-            mapping = np.ascontiguousarray(word_map, dtype=np.int32)
-        if words.size and (words.min() < 0 or words.max() >= mapping.shape[0]):
-            raise InvalidArgumentError("post word ids must index word_map")
+        ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
         indptr, subs, ops = count_match(
             ptr, words, mapping, self._inv_indptr, self._inv_subs, self._sub_size, self._sub_ids
         )

@@ -8,7 +8,7 @@ import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.matching import _trie_kernels as K
-from core.matching.matches import Matches
+from core.matching.matches import Matches, prepare_posts
 
 
 def _validate_sets(indptr: np.ndarray, words: np.ndarray, what: str) -> None:
@@ -191,17 +191,7 @@ class TrieMatcher:
             post_words: word ids of the posts, in any order within a post, distinct.
             word_map: id -> matcher word id (-1: in no subscription); identity when None.
         """
-        ptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
-        words = np.ascontiguousarray(post_words, dtype=np.int32)
-        if ptr.ndim != 1 or ptr.shape[0] < 1 or ptr[0] != 0 or ptr[-1] != words.shape[0]:
-            raise InvalidArgumentError("post_indptr must run from 0 to len(post_words)")
-        if word_map is None:
-            top = int(words.max()) + 1 if words.size else 0
-            mapping = np.arange(top, dtype=np.int32)
-        else:
-            mapping = np.ascontiguousarray(word_map, dtype=np.int32)
-        if words.size and (words.min() < 0 or words.max() >= mapping.shape[0]):
-            raise InvalidArgumentError("post word ids must index word_map")
+        ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
         indptr, subs, ops = K.match_posts(
             ptr,
             words,

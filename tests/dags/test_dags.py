@@ -4,7 +4,6 @@ database) and an end-to-end `airflow dags test` of both DAGs on a small generate
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,20 +17,19 @@ AIRFLOW = Path(sys.executable).with_name("airflow")
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    """The demo's embedded-default environment, with local[2], no retries, small driver."""
+    from spark_jobs.airflow_demo import airflow_env
+
+    env = airflow_env(
+        home,
+        extra.pop("S3TM_LAKEHOUSE", str(home / "lakehouse")),
+        extra.pop("S3TM_LANDING", str(home / "landing")),
+    )
+    conn = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    conn["host"] = "local[2]"
     env.update(
         {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-                {
-                    "conn_type": "spark",
-                    "host": "local[2]",
-                    "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"},
-                }
-            ),
-            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(conn),
             "S3TM_TASK_RETRIES": "0",
             "S3TM_DRIVER_MEMORY": "1g",
             **extra,
