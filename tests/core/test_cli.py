@@ -166,6 +166,7 @@ def test_installed_entry_point_runs_the_demo(tmp_path: Path) -> None:
         [
             str(script),
             "demo",
+            "--no-airflow",  # the Airflow half is tested in tests/dags
             "--posts",
             "3000",
             "--nodes",
