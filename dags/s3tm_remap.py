@@ -23,8 +23,6 @@ from airflow.timetables.trigger import CronTriggerTimetable
 from schemas.assets import asset
 from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
 
-WINDOW_START = "{{ macros.ds_add(ds, -params.window_days) if ds else '' }}"
-
 
 @dag(
     dag_id="s3tm_remap",
@@ -42,7 +40,9 @@ WINDOW_START = "{{ macros.ds_add(ds, -params.window_days) if ds else '' }}"
         "nodes": Param(16, type="integer", minimum=1, description="matchers N"),
         "algorithm": Param("salb", enum=["salb", "hash", "gC", "gFC", "gFCL", "gNFCL"]),
         "split": Param(True, type="boolean", description="split hot words"),
-        "window_days": Param(7, type="integer", minimum=1),
+        "window_days": Param(
+            7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
+        ),
         "margin": Param(
             0.02, type="number", minimum=0, description="required gain over the published version"
         ),
@@ -53,7 +53,7 @@ def s3tm_remap() -> None:
     graph = spark_job(
         "graph",
         "graph",
-        [],
+        ["--window-days", "{{ params.window_days }}"],
         outlets=[asset("gold.post_words"), asset("gold.word_stats"), asset("gold.cooccurrence")],
     )
     learn = spark_job(
@@ -64,6 +64,8 @@ def s3tm_remap() -> None:
             "{{ params.nodes }}",
             "--algorithm",
             "{{ params.algorithm }}",
+            "--window-days",
+            "{{ params.window_days }}",
             "{{ '--split' if params.split else '--no-split' }}",
         ],
         outlets=[asset("routing.mappings"), asset("routing.versions")],

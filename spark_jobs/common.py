@@ -30,6 +30,21 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = Fals
     )
 
 
+def window_start(frame: Any, day_column: str, window_days: int) -> Any:
+    """First day of the last ``window_days`` days present in ``frame`` (None: all days).
+
+    Relative to the data, not the clock, so a backfill or a demo on old data has a window.
+    """
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    if window_days <= 0:
+        return None
+    last = frame.agg(F.max(day_column)).collect()[0][0]
+    return None if last is None else last - dt.timedelta(days=window_days - 1)
+
+
 def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
     """Build the session and lakehouse, run ``body``, report time; 2 on a user error."""
     from spark_jobs.delta_io import Lakehouse

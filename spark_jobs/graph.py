@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import job_main, log
+from spark_jobs.common import job_main, log, window_start
 
 
 def post_words(silver: Any) -> Any:
@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", type=dt.date.fromisoformat, help="first day (default: all)")
     parser.add_argument("--end", type=dt.date.fromisoformat, help="last day (inclusive)")
     parser.add_argument(
+        "--window-days",
+        type=int,
+        default=0,
+        help="only the last N days present in silver (0: all; --start wins)",
+    )
+    parser.add_argument(
         "--no-cooccurrence",
         action="store_true",
         help="skip gold.cooccurrence (only the METIS baselines use it)",
@@ -67,8 +73,9 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     from pyspark.sql import functions as F
 
     silver = lakehouse.read("silver.posts")
-    if args.start:
-        silver = silver.where(F.col("event_day") >= F.lit(args.start))
+    start = args.start or window_start(silver, "event_day", getattr(args, "window_days", 0))
+    if start:
+        silver = silver.where(F.col("event_day") >= F.lit(start))
     if args.end:
         silver = silver.where(F.col("event_day") <= F.lit(args.end))
     silver = silver.cache()

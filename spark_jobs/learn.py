@@ -26,7 +26,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.learn import ALGORITHMS, algorithm_label, learn_mapping
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
-from spark_jobs.common import job_main, log
+from spark_jobs.common import job_main, log, window_start
 from spark_jobs.routing_store import add_version, next_version, now_utc, write_mapping
 from spark_jobs.sampling import holdout_filter
 from spark_jobs.subscriptions import active_subscriptions
@@ -57,6 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--start", type=dt.date.fromisoformat, help="first day of the window")
     parser.add_argument("--end", type=dt.date.fromisoformat, help="last day of the window")
+    parser.add_argument(
+        "--window-days",
+        type=int,
+        default=0,
+        help="only the last N days present in gold.post_words (0: all)",
+    )
+    parser.add_argument(
+        "--window-days",
+        type=int,
+        default=0,
+        help="only the last N days present in gold.post_words (0: all)",
+    )
     parser.add_argument("--holdout-fraction", type=float, default=0.2)
     parser.add_argument(
         "--subscribed",
@@ -166,12 +178,19 @@ def learn_version(
 
 
 def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    start = args.start
+    if (
+        start is None
+        and getattr(args, "window_days", 0) > 0
+        and lakehouse.exists("gold.post_words")
+    ):
+        start = window_start(lakehouse.read("gold.post_words"), "day", args.window_days)
     summary = learn_version(
         lakehouse,
         nodes=args.nodes,
         algorithm=args.algorithm,
         split=args.split,
-        start=args.start,
+        start=start,
         end=args.end,
         holdout_fraction=args.holdout_fraction,
         subscribed=args.subscribed,

@@ -296,3 +296,56 @@ def test_generate_topic_subscriptions_with_spark_lda(spark, lakehouse):
     assert all(1 <= len(r["words"]) <= 3 and set(r["words"]) <= vocabulary for r in active)
     assert all(r["words"] == sorted(r["words"]) for r in active)
     assert len({r["subscriber"] for r in active}) <= 5
+
+
+def test_window_days_keeps_the_last_days_present(spark, lakehouse, capsys):
+    days = [dt.date(2026, 3, d) for d in (1, 2, 5)]
+    rows = [
+        {
+            "post_id": f"p{i}-{d}",
+            "words": ["alpha", f"w{i}"],
+            "n_words": 2,
+            "event_day": d,
+            "created_at": None,
+            "sample_rate": 1.0,
+        }
+        for d in days
+        for i in range(30)
+    ]
+    lakehouse.write(
+        spark.createDataFrame(rows, table("silver.posts").spark_schema()), "silver.posts"
+    )
+    assert (
+        graph.run(
+            argparse.Namespace(start=None, end=None, window_days=2, no_cooccurrence=True), lakehouse
+        )
+        == 0
+    )
+    kept = {r.day for r in lakehouse.read("gold.post_words").select("day").distinct().collect()}
+    assert kept == {dt.date(2026, 3, 5)}  # the last 2 calendar days present: 4th and 5th
+    assert (
+        graph.run(
+            argparse.Namespace(start=None, end=None, window_days=0, no_cooccurrence=True), lakehouse
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert (
+        learn.run(
+            argparse.Namespace(
+                nodes=2,
+                algorithm="salb",
+                split=False,
+                start=None,
+                end=None,
+                window_days=4,
+                holdout_fraction=0.0,
+                subscribed="all",
+                seed=0,
+            ),
+            lakehouse,
+        )
+        == 0
+    )
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["start"] == "2026-03-02" and summary["training_posts"] == 60
