@@ -35,9 +35,16 @@ COLUMNS = [
     "model_rel_throughput",
     "replay_posts_per_s",
     "replay_rel_throughput",
+    "replay_work_rel_throughput",
     "learn_s",
 ]
-PANELS = ["model_rel_throughput", "replay_rel_throughput", "spread", "imbalance"]
+PANELS = [
+    "model_rel_throughput",
+    "replay_rel_throughput",
+    "replay_work_rel_throughput",
+    "spread",
+    "imbalance",
+]
 
 
 def prepare(corpus_path: Path, seed: int, lda_iterations: int) -> Workloads:
