@@ -63,12 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="only the last N days present in gold.post_words (0: all)",
     )
-    parser.add_argument(
-        "--window-days",
-        type=int,
-        default=0,
-        help="only the last N days present in gold.post_words (0: all)",
-    )
     parser.add_argument("--holdout-fraction", type=float, default=0.2)
     parser.add_argument(
         "--subscribed",
