@@ -18,10 +18,11 @@ from typing import Any
 
 from core.bench.machine import machine_summary
 from core.cli.commands import load_corpus
-from core.corpus import holdout_mask
+from core.corpus import Corpus, holdout_mask
 from core.experiments.report import plot_panels, print_rows, write_csv
 from core.experiments.runner import VARIANTS, Workloads, run_configuration, subscribed_words
 from core.learn import learn_mapping
+from core.placement.cost import CostFit
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,46 @@ def prepare(corpus_path: Path, seed: int, lda_iterations: int) -> Workloads:
     return Workloads(training, held_out, seed, lda_iterations)
 
 
+def _against_hash(
+    training: Corpus,
+    work: Workloads,
+    subs: Corpus,
+    cost: CostFit,
+    n_matchers: int,
+    variants: Sequence[str],
+    repeats: int,
+) -> list[dict[str, Any]]:
+    """Run hash first (the baseline of every relative figure), then the other variants."""
+    base = run_configuration(
+        training,
+        work.held_out,
+        subs,
+        cost,
+        n_matchers,
+        "hash",
+        hash_replay=None,
+        seed=work.seed,
+        repeats=repeats,
+    )
+    reference = (base["replay_posts_per_s"], base["replay_ops_per_post_max"])
+    return [
+        base
+        if variant == "hash"
+        else run_configuration(
+            training,
+            work.held_out,
+            subs,
+            cost,
+            n_matchers,
+            variant,
+            hash_replay=reference,
+            seed=work.seed,
+            repeats=repeats,
+        )
+        for variant in variants
+    ]
+
+
 def _sweep(
     work: Workloads,
     kind: str,
@@ -77,33 +118,7 @@ def _sweep(
     )
     rows = []
     for n in nodes:
-        base = run_configuration(
-            work.training,
-            work.held_out,
-            subs,
-            cost,
-            n,
-            "hash",
-            hash_replay=None,
-            seed=work.seed,
-            repeats=repeats,
-        )
-        for variant in variants:
-            row = (
-                base
-                if variant == "hash"
-                else run_configuration(
-                    work.training,
-                    work.held_out,
-                    subs,
-                    cost,
-                    n,
-                    variant,
-                    hash_replay=(base["replay_posts_per_s"], base["replay_ops_per_post_max"]),
-                    seed=work.seed,
-                    repeats=repeats,
-                )
-            )
+        for row in _against_hash(work.training, work, subs, cost, n, variants, repeats):
             rows.append({"workload": kind, **row})
             print(
                 f"  {kind:<5} N={n:<4} {row['algorithm']:<10} "
@@ -190,38 +205,12 @@ def corpus_size(
         if size > full.n_posts:
             print(f"  {size:,} training posts exceed the corpus; skipped")
             continue
-        sample = full.select(
-            holdout_mask(full.n_posts, size / full.n_posts, work.seed)
-            if size < full.n_posts
-            else slice_all(full.n_posts)
+        sample = (
+            full
+            if size >= full.n_posts
+            else full.select(holdout_mask(full.n_posts, size / full.n_posts, work.seed))
         )
-        base = run_configuration(
-            sample,
-            work.held_out,
-            subs,
-            cost,
-            n_matchers,
-            "hash",
-            hash_replay=None,
-            seed=work.seed,
-            repeats=repeats,
-        )
-        for variant in variants:
-            row = (
-                base
-                if variant == "hash"
-                else run_configuration(
-                    sample,
-                    work.held_out,
-                    subs,
-                    cost,
-                    n_matchers,
-                    variant,
-                    hash_replay=(base["replay_posts_per_s"], base["replay_ops_per_post_max"]),
-                    seed=work.seed,
-                    repeats=repeats,
-                )
-            )
+        for row in _against_hash(sample, work, subs, cost, n_matchers, variants, repeats):
             rows.append({"workload": "topic", "training_posts": sample.n_posts, **row})
             print(
                 f"  {sample.n_posts:>7,} posts {row['algorithm']:<10} model x"
@@ -243,12 +232,6 @@ def corpus_size(
     return rows
 
 
-def slice_all(n: int) -> Any:
-    import numpy as np
-
-    return np.ones(n, dtype=bool)
-
-
 def learning_time(
     work: Workloads,
     sizes: Sequence[int],
@@ -265,10 +248,10 @@ def learning_time(
         if size > full.n_posts:
             print(f"  {size:,} training posts exceed the corpus; skipped")
             continue
-        sample = full.select(
-            holdout_mask(full.n_posts, size / full.n_posts, work.seed)
-            if size < full.n_posts
-            else slice_all(full.n_posts)
+        sample = (
+            full
+            if size >= full.n_posts
+            else full.select(holdout_mask(full.n_posts, size / full.n_posts, work.seed))
         )
         for variant in variants:
             algorithm, split = VARIANTS[variant]

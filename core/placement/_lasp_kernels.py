@@ -12,6 +12,16 @@ from numba import njit
 
 
 @njit(cache=True)
+def _add_distinct(out: np.ndarray, n: int, matcher: int) -> int:
+    """Append ``matcher`` to ``out[:n]`` unless already there; returns the new length."""
+    for j in range(n):
+        if out[j] == matcher:
+            return n
+    out[n] = matcher
+    return n + 1
+
+
+@njit(cache=True)
 def _eligible(
     sub_words: np.ndarray,
     part_start: np.ndarray,
@@ -23,15 +33,7 @@ def _eligible(
     n = 0
     for w in sub_words:
         if part_count[w] == 1:
-            m = part_matchers[part_start[w]]
-            seen = False
-            for j in range(n):
-                if out[j] == m:
-                    seen = True
-                    break
-            if not seen:
-                out[n] = m
-                n += 1
+            n = _add_distinct(out, n, part_matchers[part_start[w]])
     if n > 0:
         return n, False
     best = sub_words[0]
@@ -39,15 +41,7 @@ def _eligible(
         if part_count[w] < part_count[best]:
             best = w
     for k in range(part_count[best]):
-        m = part_matchers[part_start[best] + k]
-        seen = False
-        for j in range(n):
-            if out[j] == m:
-                seen = True
-                break
-        if not seen:
-            out[n] = m
-            n += 1
+        n = _add_distinct(out, n, part_matchers[part_start[best] + k])
     return n, True
 
 

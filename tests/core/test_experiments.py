@@ -1,0 +1,119 @@
+"""The experiment commands on a tiny generated corpus: tables, baselines and files."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from core.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("exp") / "corpus.jsonl.gz"
+    assert (
+        main(["-q", "demo-corpus", "--posts", "3000", "--words", "1500", "--out", str(path)]) == 0
+    )
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(path.open()))
+
+
+def test_scalability_compares_every_variant_with_hash(corpus, tmp_path):
+    assert (
+        main(
+            [
+                "-q",
+                "experiment",
+                "scalability",
+                "--corpus",
+                str(corpus),
+                "--nodes",
+                "2,8",
+                "--algorithms",
+                "salb,salb+split,gFCL",
+                "--subscriptions",
+                "300",
+                "--lda-iterations",
+                "1",
+                "--repeats",
+                "1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    rows = _rows(tmp_path / "scalability.csv")
+    assert {(r["workload"], r["N"], r["algorithm"]) for r in rows} == {
+        (w, n, a)
+        for w in ("tweet", "topic")
+        for n in ("2", "8")
+        for a in ("hash", "salb", "salb+split", "gFCL")
+    }
+    for row in rows:
+        if row["algorithm"] == "hash":
+            assert float(row["model_rel_throughput"]) == 1.0
+            assert float(row["replay_work_rel_throughput"]) == 1.0
+        assert float(row["model_rel_throughput"]) > 0 and int(row["subscriptions"]) == 300
+    assert (tmp_path / "scalability.png").stat().st_size > 0
+
+
+def test_corpus_size_and_learning_time(corpus, tmp_path):
+    assert (
+        main(
+            [
+                "-q",
+                "experiment",
+                "corpus-size",
+                "--corpus",
+                str(corpus),
+                "--nodes",
+                "4",
+                "--algorithms",
+                "salb",
+                "--subscriptions",
+                "200",
+                "--sizes",
+                "500,100000",
+                "--lda-iterations",
+                "1",
+                "--repeats",
+                "1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    sizes = {r["training_posts"] for r in _rows(tmp_path / "corpus_size.csv")}
+    assert len(sizes) == 1 and 450 < int(sizes.pop()) < 550  # 100000 exceeds the corpus
+    assert (
+        main(
+            [
+                "-q",
+                "experiment",
+                "learning-time",
+                "--corpus",
+                str(corpus),
+                "--nodes",
+                "4",
+                "--algorithms",
+                "salb,gNFCL",
+                "--sizes",
+                "1000,2000",
+                "--subscriptions",
+                "500",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    rows = _rows(tmp_path / "learning_time.csv")
+    assert [r["algorithm"] for r in rows] == ["salb", "gNFCL", "salb", "gNFCL"]
+    assert all(float(r["learn_s"]) >= 0 for r in rows)
