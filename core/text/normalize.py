@@ -22,7 +22,6 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from importlib import resources
 
 import Stemmer
@@ -39,19 +38,23 @@ def _load_stop_words() -> frozenset[str]:
 
 ENGLISH_STOP_WORDS: frozenset[str] = _load_stop_words()
 
-# Tokens dropped whole before word extraction.
-_URL_OR_NAME = re.compile(r"^(?:https?\S*|www\.\S*|@\S*)$")
-# A word: letters/digits (Unicode aware, no underscore), apostrophe-joined parts allowed.
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+# One pass finds word tokens and skips whole URL / @name tokens: the first alternative
+# consumes a whitespace-delimited token starting with http, www. or @ (and yields an empty
+# group), the second is a word: letters/digits (Unicode aware, no underscore), apostrophe-
+# joined parts allowed. Same result as splitting on whitespace and testing each token.
+_TOKEN = re.compile(r"(?<!\S)(?:http|www\.|@)\S*|([^\W_]+(?:'[^\W_]+)*)")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 _stemmer = Stemmer.Stemmer("porter")
+_MAX_CACHED_TOKENS = 1 << 20
 
 
-@lru_cache(maxsize=1 << 18)
-def _stem(word: str) -> str:
-    # Caching pays off: word frequencies are Zipfian, most tokens are repeats.
-    return str(_stemmer.stemWord(word))
+def _lowered(text: str) -> str:
+    if "&" in text:
+        text = html.unescape(text)
+    lowered = text.lower()
+    # translate() is slow; only non-ASCII text can hold the typographic apostrophes.
+    return lowered if lowered.isascii() else lowered.translate(_APOSTROPHES)
 
 
 def tokenize(text: str) -> list[str]:
@@ -68,13 +71,22 @@ def tokenize(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise InvalidArgumentError(f"text must be str, got {type(text).__name__}")
-    lowered = html.unescape(text).lower().translate(_APOSTROPHES)
-    tokens: list[str] = []
-    for chunk in lowered.split():
-        if _URL_OR_NAME.match(chunk):
-            continue
-        tokens.extend(_WORD.findall(chunk))
-    return tokens
+    return [token for token in _TOKEN.findall(_lowered(text)) if token]
+
+
+def normalize_token(token: str) -> str | None:
+    """The normalised word of one token from :func:`tokenize`, or None for a stop word."""
+    if token in ENGLISH_STOP_WORDS:
+        return None
+    word = token.replace("'", "")
+    if word in ENGLISH_STOP_WORDS:  # e.g. "it's" written "its"
+        return None
+    return str(_stemmer.stemWord(word))
+
+
+# token -> normalised word (None: stop word or URL/@name). Word frequencies are Zipfian, so
+# almost every token is a repeat; caching skips the stop-word tests and the stemmer.
+_WORD_OF_TOKEN: dict[str, str | None] = {"": None}
 
 
 def normalize(text: str) -> list[str]:
@@ -93,15 +105,20 @@ def normalize(text: str) -> list[str]:
         >>> normalize("Running to the White House!! http://t.co/x @user #news")
         ['hous', 'new', 'run', 'white']
     """
-    words: set[str] = set()
-    for token in tokenize(text):
-        if token in ENGLISH_STOP_WORDS:
-            continue
-        word = token.replace("'", "")
-        if word in ENGLISH_STOP_WORDS:  # e.g. "it's" written "its"
-            continue
-        words.add(_stem(word))
-    return sorted(words)
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be str, got {type(text).__name__}")
+    cache = _WORD_OF_TOKEN
+    words: set[str | None] = set()
+    for token in _TOKEN.findall(_lowered(text)):
+        word = cache.get(token, "")
+        if word == "":
+            if len(cache) > _MAX_CACHED_TOKENS:
+                cache.clear()
+                cache[""] = None
+            word = cache[token] = normalize_token(token)
+        words.add(word)
+    words.discard(None)
+    return sorted(words)  # type: ignore[arg-type]
 
 
 def normalize_many(texts: Iterable[str]) -> list[list[str]]:

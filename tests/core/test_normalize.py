@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import InvalidArgumentError
 from core.text import ENGLISH_STOP_WORDS, normalize, tokenize
@@ -62,3 +66,85 @@ def test_stop_words_equal_spark_ml_default_english(spark: object) -> None:
 def test_normalize_rejects_non_strings(bad: object) -> None:
     with pytest.raises(InvalidArgumentError, match="text must be str"):
         normalize(bad)  # type: ignore[arg-type]
+
+
+# The rules written the plain way (split on whitespace, drop URL/@name tokens, find words
+# in each, stop words, stem): the one-pass, cached normaliser must agree on every text.
+def _reference_normalize(text: str) -> list[str]:
+    import html
+    import re
+
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("porter")
+    lowered = html.unescape(text).lower()
+    for curly in ("\u2019", "\u2018", "\u02bc"):
+        lowered = lowered.replace(curly, "'")
+    words = set()
+    for chunk in lowered.split():
+        if re.match(r"^(?:https?\S*|www\.\S*|@\S*)$", chunk):
+            continue
+        for token in re.findall(r"[^\W_]+(?:'[^\W_]+)*", chunk):
+            if token in ENGLISH_STOP_WORDS:
+                continue
+            word = token.replace("'", "")
+            if word not in ENGLISH_STOP_WORDS:
+                words.add(stemmer.stemWord(word))
+    return sorted(words)
+
+
+_PIECES = st.sampled_from(
+    [
+        "http://t.co/x",
+        "https",
+        "www.a.b",
+        "wwwx",
+        "@bob",
+        "a@b",
+        "x@",
+        "#tag",
+        "it's",
+        "don\u2019t",
+        "I'M",
+        "&amp;",
+        "&lt;b&gt;",
+        "caf\u00e9",
+        "snake_case",
+        "3-1",
+        "\u00a0",
+        "\t",
+        "\n",
+        " ",
+        "!!",
+        "running",
+        "HOUSE",
+        "\u2018quoted\u2019",
+        "'",
+        "''a",
+        "ok.",
+        "\u0130stanbul",
+        "\u00df",
+        "x\u02bcs",
+        "\u3000",
+        "\u2028",
+        "\x1c",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=12))
+def test_normalize_equals_the_plain_reference(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert normalize(text) == _reference_normalize(text)
+    assert normalize(text) == normalize(text)  # the cache gives the same answer again
+
+
+@pytest.mark.realdata
+def test_normalize_equals_the_reference_on_real_tweets(real_corpus: Path) -> None:
+    import gzip
+    import json
+
+    with gzip.open(real_corpus, "rt", encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for _, line in zip(range(20_000), lines)]
+    assert [normalize(t) for t in texts] == [_reference_normalize(t) for t in texts]
