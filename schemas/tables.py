@@ -231,10 +231,59 @@ MATCHES = TableSpec(
             _f("routing_version", pa.int64(), False),
             _f("matcher_id", pa.int32(), False),
             _f("matched_at", _UTC, False),
+            _f("batch_id", pa.int64(), False),
         ]
     ),
     key=("post_id", "sub_id"),
-    description="deliveries: each (post, subscription) once",
+    description="each (post, subscription) match once, with the version and matcher",
+)
+
+DELIVERIES = TableSpec(
+    "deliveries",
+    pa.schema(
+        [
+            _f("post_id", pa.string(), False),
+            _f("subscriber", pa.string(), False),
+            _f("sub_ids", pa.list_(pa.int64()), False),
+            _f("routing_version", pa.int64(), False),
+            _f("delivered_at", _UTC, False),
+            _f("batch_id", pa.int64(), False),
+        ]
+    ),
+    key=("post_id", "subscriber"),
+    description="a matched post once per subscriber, with the ids of the subscriptions it matched",
+)
+
+STREAM_BATCHES = TableSpec(
+    "stream.batches",
+    pa.schema(
+        [
+            _f("query_id", pa.string(), False),
+            _f("batch_id", pa.int64(), False),
+            _f("stage", pa.string(), False),  # planned | committed
+            _f("routing_version", pa.int64(), False),
+            _f("registry_version", pa.int64()),
+            _f("epoch", pa.int64(), False),
+            _f("subscriptions", pa.int64()),
+            _f("posts", pa.int64()),
+            _f("routed_pairs", pa.int64()),
+            _f("matches", pa.int64()),
+            _f("deliveries", pa.int64()),
+            _f("quarantined", pa.int64()),
+            _f("seconds_sync", pa.float64()),
+            _f("seconds_route", pa.float64()),
+            _f("seconds_match", pa.float64()),
+            _f("seconds_spark", pa.float64()),
+            _f("seconds_write", pa.float64()),
+            _f("seconds_total", pa.float64()),
+            _f("recorded_at", _UTC, False),
+        ]
+    ),
+    key=("query_id", "batch_id", "stage"),
+    description=(
+        "the streaming matcher's micro-batches: the plan (routing version and registry "
+        "snapshot, written first so a replayed batch repeats it) and, once written, its figures"
+    ),
 )
 
 TABLES: dict[str, TableSpec] = {
@@ -251,6 +300,8 @@ TABLES: dict[str, TableSpec] = {
         PLACEMENTS,
         VERSIONS,
         MATCHES,
+        DELIVERIES,
+        STREAM_BATCHES,
     )
 }
 

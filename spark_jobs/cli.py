@@ -17,6 +17,7 @@ JOBS = {
     "evaluate-version": ("evaluate", "candidate vs published vs hash on held-out posts"),
     "routing": ("publish", "routing versions: list, validate, publish, rollback"),
     "pipeline": ("pipeline", "the whole chain in one Spark session"),
+    "stream": ("stream", "the streaming matcher: route, match, dispatch (run | status)"),
 }
 
 

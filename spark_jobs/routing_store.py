@@ -147,3 +147,36 @@ def load_placements(lakehouse: Any, version: int) -> pa.Table:
 
     rows = lakehouse.read_arrow("routing.placements")
     return rows.filter(pc.equal(rows["routing_version"], version))
+
+
+def register_table(
+    lakehouse: Any,
+    routing: RoutingTable,
+    *,
+    algorithm: str,
+    params: dict[str, Any] | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> int:
+    """Store a routing table learned elsewhere as a new candidate version; returns it."""
+    version = next_version(lakehouse)
+    write_mapping(lakehouse, version, routing)
+    add_version(
+        lakehouse,
+        {
+            "routing_version": version,
+            "algorithm": algorithm,
+            "n_matchers": routing.n_matchers,
+            "params": json.dumps(params or {}),
+            "inputs": json.dumps(inputs or {}),
+            "subscribed_words": sorted(routing.subscribed_words)
+            if routing.subscribed_words is not None
+            else None,
+            "metrics": json.dumps({}),
+            "validation": None,
+            "status": "candidate",
+            "created_at": now_utc(),
+            "published_at": None,
+            "retired_at": None,
+        },
+    )
+    return version

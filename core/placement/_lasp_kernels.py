@@ -52,30 +52,35 @@ def place(
     part_start: np.ndarray,
     part_count: np.ndarray,
     part_matchers: np.ndarray,
-    n_matchers: int,
-    n_words: int,
+    word_count: np.ndarray,
+    unique: np.ndarray,
     slope: float,
     intercept: float,
     random_anycast: bool,
     seed: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Place subscriptions one at a time.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Place subscriptions one at a time, on top of the matchers' current contents.
 
     Args:
         sub_indptr, sub_words: subscriptions as CSR of word ids (distinct within each).
         part_start, part_count, part_matchers: the routing table aligned to those ids.
-        n_words: size of the word-id space (for the H(i) bitmap).
+        word_count: ``(N, n_words)`` int32, subscriptions on matcher i holding word w;
+            updated in place (H(i) = the words with a count above 0).
+        unique: ``(N,)`` int64 |H(i)|, updated in place.
         slope, intercept: f(x) = slope * x + intercept, the fitted matching cost.
         random_anycast: pick a uniformly random eligible matcher instead of LASP.
 
     Returns:
-        ``(placement_indptr, placement_matchers, unique_words_per_matcher)``.
+        ``(placement_indptr, placement_matchers)``.
     """
+    n_matchers = unique.shape[0]
     n_subs = sub_indptr.shape[0] - 1
-    has_word = np.zeros((n_matchers, n_words), dtype=np.bool_)
-    unique = np.zeros(n_matchers, dtype=np.int64)
-    cost_sum = n_matchers * intercept  # sum over matchers of f(|H(j)|)
-    cost_sq = n_matchers * intercept * intercept
+    cost_sum = 0.0  # sum over matchers of f(|H(j)|)
+    cost_sq = 0.0
+    for i in range(n_matchers):
+        c = slope * unique[i] + intercept
+        cost_sum += c
+        cost_sq += c * c
     out_indptr = np.zeros(n_subs + 1, dtype=np.int64)
     out = np.empty(sub_words.shape[0] + n_subs * 4, dtype=np.int32)
     n_out = 0
@@ -95,7 +100,7 @@ def place(
                 i = eligible[j]
                 new = 0
                 for w in words:
-                    if not has_word[i, w]:
+                    if word_count[i, w] == 0:
                         new += 1
                 delta = slope * new + intercept  # l = f(|S \\ H(i)|)
                 old_cost = slope * unique[i] + intercept
@@ -120,11 +125,72 @@ def place(
             n_out += 1
             old_cost = slope * unique[i] + intercept
             for w in words:
-                if not has_word[i, w]:
-                    has_word[i, w] = True
+                if word_count[i, w] == 0:
                     unique[i] += 1
+                word_count[i, w] += 1
             new_cost = slope * unique[i] + intercept
             cost_sum += new_cost - old_cost
             cost_sq += new_cost * new_cost - old_cost * old_cost
         out_indptr[s + 1] = n_out
-    return out_indptr, out[:n_out].copy(), unique
+    return out_indptr, out[:n_out].copy()
+
+
+@njit(cache=True)
+def account(
+    sub_indptr: np.ndarray,
+    sub_words: np.ndarray,
+    place_indptr: np.ndarray,
+    place_matchers: np.ndarray,
+    word_count: np.ndarray,
+    unique: np.ndarray,
+    sign: int,
+) -> None:
+    """Add (``sign`` = 1) or remove (-1) placed subscriptions from the matchers' contents."""
+    for s in range(sub_indptr.shape[0] - 1):
+        for j in range(place_indptr[s], place_indptr[s + 1]):
+            i = place_matchers[j]
+            for e in range(sub_indptr[s], sub_indptr[s + 1]):
+                w = sub_words[e]
+                before = word_count[i, w]
+                word_count[i, w] = before + sign
+                if before == 0:
+                    unique[i] += 1
+                elif before + sign == 0:
+                    unique[i] -= 1
+
+
+@njit(cache=True)
+def covering(
+    sub_indptr: np.ndarray,
+    sub_words: np.ndarray,
+    place_indptr: np.ndarray,
+    place_matchers: np.ndarray,
+    part_start: np.ndarray,
+    part_count: np.ndarray,
+    part_matchers: np.ndarray,
+    n_matchers: int,
+) -> np.ndarray:
+    """Per subscription: does every post containing it reach one of its matchers?
+
+    True when a placed matcher owns an unsplit word of it, or the placed matchers hold
+    every version of one of its words.
+    """
+    n_subs = sub_indptr.shape[0] - 1
+    out = np.zeros(n_subs, dtype=np.bool_)
+    on = np.zeros(n_matchers, dtype=np.bool_)
+    for s in range(n_subs):
+        for j in range(place_indptr[s], place_indptr[s + 1]):
+            on[place_matchers[j]] = True
+        for e in range(sub_indptr[s], sub_indptr[s + 1]):
+            w = sub_words[e]
+            every = True
+            for k in range(part_count[w]):
+                if not on[part_matchers[part_start[w] + k]]:
+                    every = False
+                    break
+            if every:
+                out[s] = True
+                break
+        for j in range(place_indptr[s], place_indptr[s + 1]):
+            on[place_matchers[j]] = False
+    return out

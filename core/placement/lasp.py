@@ -95,14 +95,15 @@ def place_subscriptions(
                 f"(e.g. {missing[:3]}); learn it with these subscriptions' words"
             )
     aligned = align_table(table, words)
-    indptr, matchers, unique = place(
+    unique = np.zeros(table.n_matchers, dtype=np.int64)
+    indptr, matchers = place(
         subscriptions.indptr,
         compact.astype(np.int32),
         aligned.part_start,
         aligned.part_count,
         aligned.part_matchers,
-        table.n_matchers,
-        int(used.shape[0]),
+        np.zeros((table.n_matchers, int(used.shape[0])), dtype=np.int32),
+        unique,
         float(cost.slope),
         float(cost.intercept),
         policy == "random",

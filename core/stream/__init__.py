@@ -1,0 +1,1 @@
+"""The streaming matcher's pure parts: a routing snapshot, post encoding, routing, matching."""

@@ -1,0 +1,172 @@
+"""Routing and matching a micro-batch on a worker, with caches that outlive the batch.
+
+Python workers are reused across Spark tasks, so the token -> word-id encoder and each
+matcher's trie are built once per routing version and then only brought up to date when the
+snapshot's epoch changes (subscriptions inserted into / deleted from the cached trie, not a
+rebuild). A cache keeps one routing version: a newer one replaces it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.errors import InvalidArgumentError
+from core.matching.matches import Matches
+from core.matching.trie import TrieMatcher
+from core.routing import _router_kernels
+from core.stream import _kernels as K
+from core.stream.snapshot import MatcherSnapshot
+from core.text.normalize import normalize_token, tokenize
+
+
+class PostEncoder:
+    """Texts -> CSR of the ids of their subscription words (other words dropped).
+
+    Equivalent to ``dictionary ids of normalize(text)``, with a token -> id cache so the
+    stemmer and the stop-word tests run once per distinct token.
+    """
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self._word_id = {word: i for i, word in enumerate(words)}
+        self._token_id: dict[str, int] = {}
+
+    @property
+    def n_words(self) -> int:
+        return len(self._word_id)
+
+    def extend(self, words: Sequence[str]) -> None:
+        """Follow a grown dictionary (``words`` is the whole new one; old ids unchanged)."""
+        for i in range(len(self._word_id), len(words)):
+            self._word_id[words[i]] = i
+        # a token that led nowhere may lead to a new word now
+        self._token_id = {t: i for t, i in self._token_id.items() if i >= 0}
+
+    def _token(self, token: str) -> int:
+        word = normalize_token(token)
+        found = -1 if word is None else self._word_id.get(word, -1)
+        self._token_id[token] = found
+        return found
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(indptr int64, word_ids int32)``; ids distinct within a post, unsorted."""
+        cache = self._token_id
+        miss = self._token
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        ids: list[int] = []
+        for p, text in enumerate(texts):
+            found = {cache[t] if t in cache else miss(t) for t in tokenize(text)}
+            found.discard(-1)
+            ids.extend(found)
+            indptr[p + 1] = len(ids)
+        return indptr, np.array(ids, dtype=np.int32)
+
+
+def batch_seed(snapshot: MatcherSnapshot, first_post_id: str) -> int:
+    """A per-batch seed for split-word versions, so equal positions in different batches
+    do not always draw the same version."""
+    return (snapshot.seed * 1_000_003 + zlib.crc32(first_post_id.encode())) & 0x7FFFFFFF
+
+
+def route(
+    snapshot: MatcherSnapshot, indptr: np.ndarray, word_ids: np.ndarray, *, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Route encoded posts: ``(pair_post int64, pair_matcher int32)``, one row per
+    (post, matcher it is multicast to); posts with no subscription word get no row."""
+    if word_ids.size and (word_ids.min() < 0 or word_ids.max() >= snapshot.n_words):
+        raise InvalidArgumentError("word ids must come from the snapshot's dictionary")
+    routed_indptr, matchers = _router_kernels.route_posts(
+        indptr,
+        word_ids,
+        snapshot.part_start,
+        snapshot.part_count,
+        snapshot.part_matchers,
+        np.ones(snapshot.n_words, dtype=np.bool_),
+        snapshot.n_matchers,
+        int(seed),
+    )
+    return K.expand_pairs(routed_indptr), matchers
+
+
+def gather(
+    indptr: np.ndarray, word_ids: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The word-id sets of ``rows`` as ``(offsets int32, values int32)`` (Arrow list layout)."""
+    return K.gather_sets(indptr, word_ids, rows)
+
+
+class _CachedTrie:
+    def __init__(self) -> None:
+        self.trie = TrieMatcher()
+        self.epoch = -1
+        self.subs: set[int] = set()
+
+
+class MatcherCache:
+    """Per-matcher tries and post encoders of the current routing version."""
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._tries: dict[int, _CachedTrie] = {}
+        self._encoder: tuple[int, PostEncoder] | None = None
+        self.rebuilds = 0
+        self.updates = 0
+
+    def _use(self, snapshot: MatcherSnapshot) -> None:
+        if snapshot.routing_version != self._version:
+            self._version = snapshot.routing_version
+            self._tries.clear()
+            self._encoder = None
+
+    def encoder(self, snapshot: MatcherSnapshot) -> PostEncoder:
+        self._use(snapshot)
+        if self._encoder is None:
+            self._encoder = (snapshot.epoch, PostEncoder(snapshot.words))
+        elif self._encoder[0] != snapshot.epoch:
+            # within a version the dictionary only grows, so the token cache is kept
+            encoder = self._encoder[1]
+            if encoder.n_words != snapshot.n_words:
+                encoder.extend(snapshot.words)
+            self._encoder = (snapshot.epoch, encoder)
+        return self._encoder[1]
+
+    def trie(self, snapshot: MatcherSnapshot, matcher: int) -> TrieMatcher:
+        """Matcher ``matcher``'s trie at the snapshot's epoch."""
+        if not 0 <= matcher < snapshot.n_matchers:
+            raise InvalidArgumentError(f"matcher must lie in [0, {snapshot.n_matchers})")
+        self._use(snapshot)
+        cached = self._tries.setdefault(matcher, _CachedTrie())
+        if cached.epoch == snapshot.epoch:
+            return cached.trie
+        sub_ids, indptr, words = snapshot.matcher_subs[matcher]
+        held = set(cached.subs)
+        wanted = sub_ids.tolist()
+        for sub in held.difference(wanted):
+            cached.trie.delete(sub)
+            cached.subs.discard(sub)
+        rows = np.array([i for i, sub in enumerate(wanted) if sub not in held], dtype=np.int64)
+        if rows.size:
+            # snapshot sets are sorted (dictionary order), as the trie wants them
+            new_indptr, new_words = K.gather_sets(indptr, words, rows)
+            cached.trie.insert_many(sub_ids[rows], new_indptr.astype(np.int64), new_words)
+            cached.subs.update(sub_ids[rows].tolist())
+        if held:
+            self.updates += 1
+        else:
+            self.rebuilds += 1
+        cached.epoch = snapshot.epoch
+        return cached.trie
+
+    def match(
+        self,
+        snapshot: MatcherSnapshot,
+        matcher: int,
+        offsets: np.ndarray,
+        word_ids: np.ndarray,
+    ) -> Matches:
+        """Match posts (CSR of dictionary ids) against matcher ``matcher``'s subscriptions."""
+        trie = self.trie(snapshot, matcher)
+        identity = np.arange(snapshot.n_words, dtype=np.int32)
+        return trie.match(offsets, word_ids, identity)

@@ -1,0 +1,553 @@
+"""stream: the streaming matcher. Posts -> route -> match -> dispatch, per micro-batch.
+
+A Spark Structured Streaming query reads posts (JSON lines landing in a directory by
+default; Kafka on a cluster) and, in ``foreachBatch``, for each micro-batch:
+
+1. plans it: the published routing version and the ``subscriptions.registry`` snapshot it
+   will use, written to ``stream.batches`` first (a replayed batch reuses its plan, so a
+   restart after a crash repeats exactly what the first attempt did);
+2. brings the driver's placement up to date: a new published version is loaded (mapping +
+   placements); subscriptions added since are placed with LASP into it (and appended to
+   ``routing.placements``), cancelled ones taken off; the result is broadcast as a snapshot;
+3. runs ONE Spark job: normalise + route each post to its matchers (multicast; a split word
+   picks one version), ``repartition(N)`` so matcher m is task m, match on that matcher's
+   trie (cached in the worker across batches);
+4. dispatches: ``matches`` (each (post, subscription) once: an all-hot-word subscription is
+   placed on several matchers, so duplicates are dropped) and ``deliveries`` (a post once
+   per subscriber, with the ids it matched), each written with the batch id as a Delta
+   transaction, so a replayed batch is never written twice; bad records go to
+   ``silver.posts_quarantine`` with the reason.
+
+A batch routes and matches with exactly one routing version; a newly published version is
+picked up at the next batch boundary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.corpus.io import MAX_TEXT_CHARS
+from core.errors import InputDataError, InvalidArgumentError
+from core.placement.live import LivePlacement
+from core.stream.snapshot import MatcherSnapshot, snapshot_of
+from schemas import table
+from spark_jobs import stream_tasks
+from spark_jobs.common import job_main, log
+from spark_jobs.routing_store import (
+    load_placements,
+    load_routing_table,
+    now_utc,
+    published_version,
+)
+
+SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record string"
+STREAM_CONF = {
+    # Bigger Arrow batches: fewer Python round trips per micro-batch.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+}
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    batch_id: int
+    routing_version: int
+    registry_version: int | None
+    replayed: bool
+
+
+@dataclass
+class _Driver:
+    """The driver's state across batches: the placement of the current routing version."""
+
+    routing_version: int | None = None
+    registry_version: int | None = None
+    placement: LivePlacement | None = None
+    epoch: int = 0
+    subscribers: dict[int, str] = field(default_factory=dict)
+    snapshot: MatcherSnapshot | None = None
+    broadcast: Any = None
+
+
+def partition_keys(spark: Any, n_matchers: int) -> np.ndarray:
+    """For each matcher m an int key that ``repartition(N, key)`` sends to partition m.
+
+    Spark hash-partitions by pmod(murmur3(key), N); the keys are found by asking Spark
+    itself, so they follow its hash function exactly.
+    """
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.range(0, 64 * n_matchers + 64)
+        .select(F.col("id").cast("int").alias("key"))
+        .select("key", F.expr(f"pmod(hash(key), {n_matchers})").alias("part"))
+        .groupBy("part")
+        .agg(F.min("key").alias("key"))
+        .collect()
+    )
+    keys = np.full(n_matchers, -1, dtype=np.int32)
+    for row in rows:
+        keys[row["part"]] = row["key"]
+    if (keys < 0).any():
+        raise InvalidArgumentError(f"no partition key found for some of {n_matchers} matchers")
+    return keys
+
+
+def dispatch_tables(
+    matched: pa.Table,
+    subscribers: dict[int, str],
+    routing_version: int,
+    batch_id: int,
+    now: dt.datetime,
+) -> tuple[pa.Table, pa.Table]:
+    """Pure: match rows (post_id, sub_id, matcher_id) -> (matches, deliveries) tables.
+
+    A (post, subscription) pair found on several matchers (a multicast subscription) is
+    kept once, on the lowest matcher id; deliveries group a post's matches per subscriber.
+    """
+    if matched.num_rows:
+        unique = matched.group_by(["post_id", "sub_id"], use_threads=False).aggregate(
+            [("matcher_id", "min")]
+        )
+        sub_ids = unique.column("sub_id").to_numpy()
+        owner = [subscribers[int(s)] for s in sub_ids]
+    else:
+        unique = pa.table(
+            {"post_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.int64())}
+        ).append_column("matcher_id_min", pa.array([], pa.int32()))
+        owner = []
+    n = unique.num_rows
+    matches = pa.table(
+        {
+            "post_id": unique.column("post_id"),
+            "sub_id": unique.column("sub_id"),
+            "subscriber": pa.array(owner, pa.string()),
+            "routing_version": pa.array(np.full(n, routing_version, dtype=np.int64)),
+            "matcher_id": unique.column("matcher_id_min").cast(pa.int32()),
+            "matched_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+            "batch_id": pa.array(np.full(n, batch_id, dtype=np.int64)),
+        }
+    )
+    grouped = (
+        matches.select(["post_id", "subscriber", "sub_id"])
+        .sort_by([("post_id", "ascending"), ("subscriber", "ascending"), ("sub_id", "ascending")])
+        .group_by(["post_id", "subscriber"], use_threads=False)
+        .aggregate([("sub_id", "list")])
+    )
+    m = grouped.num_rows
+    deliveries = pa.table(
+        {
+            "post_id": grouped.column("post_id"),
+            "subscriber": grouped.column("subscriber"),
+            "sub_ids": grouped.column("sub_id_list").cast(pa.list_(pa.int64())),
+            "routing_version": pa.array(np.full(m, routing_version, dtype=np.int64)),
+            "delivered_at": pa.array([now] * m, pa.timestamp("us", tz="UTC")),
+            "batch_id": pa.array(np.full(m, batch_id, dtype=np.int64)),
+        }
+    )
+    return matches, deliveries
+
+
+class StreamMatcher:
+    """The ``foreachBatch`` handler: keeps the placement state and writes each batch.
+
+    Args:
+        lakehouse: where the routing tables, the registry and the outputs live.
+        checkpoint: the query's checkpoint location (its id names the query's writes).
+        seed: seeds the choice of split-word versions.
+    """
+
+    def __init__(self, lakehouse: Any, checkpoint: str, *, seed: int = 0) -> None:
+        self.lakehouse = lakehouse
+        self.checkpoint = checkpoint
+        self.seed = seed
+        self.state = _Driver()
+        self.query_id: str | None = None
+        self.figures: list[dict[str, Any]] = []
+        self._pkeys: dict[int, np.ndarray] = {}
+
+    # -- identity and plan -----------------------------------------------------------------
+    def _query_id(self) -> str:
+        if self.query_id is None:
+            # Spark writes the query id into <checkpoint>/metadata when the query starts;
+            # it survives restarts, so it names this query's Delta transactions.
+            line = self.lakehouse.spark.read.text(f"{self.checkpoint}/metadata").first()
+            self.query_id = str(json.loads(line[0])["id"])
+        return self.query_id
+
+    @property
+    def app_id(self) -> str:
+        return f"s3tm.stream.{self._query_id()}"
+
+    def plan(self, batch_id: int) -> BatchPlan:
+        """The batch's routing version and registry snapshot (a replay reuses its plan)."""
+        lake = self.lakehouse
+        planned = lake.read_arrow("stream.batches")
+        if planned.num_rows:
+            mine = planned.filter(
+                pc.and_(
+                    pc.equal(planned["query_id"], self._query_id()),
+                    pc.and_(
+                        pc.equal(planned["batch_id"], batch_id),
+                        pc.equal(planned["stage"], "planned"),
+                    ),
+                )
+            ).to_pylist()
+            if mine:
+                row = mine[0]
+                return BatchPlan(batch_id, row["routing_version"], row["registry_version"], True)
+        version = published_version(lake) if lake.exists("routing.versions") else None
+        if version is None:
+            raise InputDataError(
+                "no published routing version: run the remap DAG or `s3tm routing publish`"
+            )
+        plan = BatchPlan(batch_id, version, lake.version("subscriptions.registry"), False)
+        self._record(plan, "planned", {})
+        return plan
+
+    def _record(self, plan: BatchPlan, stage: str, figures: dict[str, Any]) -> None:
+        row = {
+            "query_id": self._query_id(),
+            "batch_id": plan.batch_id,
+            "stage": stage,
+            "routing_version": plan.routing_version,
+            "registry_version": plan.registry_version,
+            "epoch": self.state.epoch,
+            "recorded_at": now_utc(),
+            **figures,
+        }
+        spec = table("stream.batches")
+        self.lakehouse.write_arrow(
+            pa.Table.from_pylist([row], schema=spec.schema),
+            "stream.batches",
+            app_id=f"{self.app_id}.{stage}",
+            batch_id=plan.batch_id,
+        )
+
+    # -- placement state ---------------------------------------------------------------------
+    def sync(self, plan: BatchPlan) -> MatcherSnapshot:
+        """Bring the placement to the plan's version and registry snapshot; broadcast it."""
+        state, lake = self.state, self.lakehouse
+        changed = False
+        if state.routing_version != plan.routing_version or state.placement is None:
+            self._load_version(plan.routing_version)
+            changed = True
+        if changed or state.registry_version != plan.registry_version:
+            changed |= self._apply_registry(plan)
+            state.registry_version = plan.registry_version
+        if changed or state.snapshot is None:
+            assert state.placement is not None
+            state.epoch += 1
+            state.snapshot = snapshot_of(
+                state.placement, plan.routing_version, state.epoch, seed=self.seed
+            )
+            if state.broadcast is not None:
+                state.broadcast.unpersist()
+            state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
+        assert state.snapshot is not None
+        return state.snapshot
+
+    def _load_version(self, version: int) -> None:
+        lake, state = self.lakehouse, self.state
+        routing = load_routing_table(lake, version)
+        state.placement = LivePlacement(routing)
+        state.routing_version = version
+        state.subscribers = {}
+        log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
+
+    def _apply_registry(self, plan: BatchPlan) -> bool:
+        """Place new active subscriptions, remove cancelled ones; True when anything changed."""
+        lake, state = self.lakehouse, self.state
+        placement = state.placement
+        assert placement is not None
+        rows = (
+            lake.read_arrow("subscriptions.registry", version=plan.registry_version).to_pylist()
+            if plan.registry_version is not None
+            else []
+        )
+        active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
+        state.subscribers = {s: r["subscriber"] for s, r in active.items()}
+        gone = [s for s in placement.sub_ids if s not in active]
+        placement.remove(gone)
+        new = sorted(s for s in active if s not in placement)
+        if not new and not gone:
+            return False
+        stored = self._stored_placements(plan.routing_version, set(new))
+        adopt = [s for s in new if s in stored]
+        replaced = placement.adopt(
+            adopt, [active[s]["words"] for s in adopt], [stored[s] for s in adopt]
+        )
+        fresh = [s for s in new if s not in stored]
+        placed = placement.place(fresh, [active[s]["words"] for s in fresh])
+        for s in replaced:
+            placed[s] = placement.get(s).matchers
+        if replaced:
+            log.warning(
+                "stream: %d stored placements of version %d did not cover their "
+                "subscriptions and were placed again (e.g. %s)",
+                len(replaced),
+                plan.routing_version,
+                replaced[:5],
+            )
+        if placed:
+            self._append_placements(plan.routing_version, placed)
+        log.info(
+            "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d)",
+            plan.routing_version,
+            len(placement),
+            len(adopt) - len(replaced),
+            len(placed),
+            len(gone),
+        )
+        return True
+
+    def _stored_placements(self, version: int, wanted: set[int]) -> dict[int, list[int]]:
+        rows = load_placements(self.lakehouse, version)
+        out: dict[int, list[int]] = {}
+        for sub, matcher in zip(
+            rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+        ):
+            if sub in wanted:
+                out.setdefault(sub, []).append(matcher)
+        return out
+
+    def _append_placements(self, version: int, placed: dict[int, np.ndarray]) -> None:
+        subs = sorted(placed)
+        counts = [len(placed[s]) for s in subs]
+        n = sum(counts)
+        data = pa.table(
+            {
+                "routing_version": pa.array(np.full(n, version, dtype=np.int64)),
+                "sub_id": pa.array(np.repeat(np.array(subs, dtype=np.int64), counts)),
+                "matcher_id": pa.array(
+                    np.concatenate([placed[s] for s in subs]).astype(np.int32)
+                ),
+                "placed_at": pa.array([now_utc()] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+        self.lakehouse.write_arrow(data, "routing.placements")
+
+    # -- one micro-batch ---------------------------------------------------------------------
+    def partition_keys(self, n_matchers: int) -> np.ndarray:
+        if n_matchers not in self._pkeys:
+            self._pkeys[n_matchers] = partition_keys(self.lakehouse.spark, n_matchers)
+        return self._pkeys[n_matchers]
+
+    def matched(self, posts: Any, snapshot: MatcherSnapshot) -> Any:
+        """Pure transform: raw posts -> (post_id, sub_id, matcher_id, note) rows."""
+        from pyspark.sql import functions as F
+
+        pkeys = self.partition_keys(snapshot.n_matchers)
+        matcher_of_pkey = {int(k): m for m, k in enumerate(pkeys.tolist())}
+        raw = posts.select(
+            F.col("id").alias("post_id"),
+            "text",
+            F.col("_corrupt_record").alias("corrupt_record"),
+            F.col("source_file"),
+        )
+        routed = raw.mapInArrow(
+            stream_tasks.route_posts(self.state.broadcast, snapshot.key, pkeys, MAX_TEXT_CHARS),
+            stream_tasks.ROUTED_SCHEMA,
+        )
+        return routed.repartition(snapshot.n_matchers, "pkey").mapInArrow(
+            stream_tasks.match_posts(self.state.broadcast, snapshot.key, matcher_of_pkey),
+            stream_tasks.MATCHED_SCHEMA,
+        )
+
+    def __call__(self, posts: Any, batch_id: int) -> None:
+        """foreachBatch: route, match and dispatch one micro-batch."""
+        started = time.perf_counter()
+        plan = self.plan(batch_id)
+        snapshot = self.sync(plan)
+        synced = time.perf_counter()
+        result = self.matched(posts, snapshot).toArrow()
+        computed = time.perf_counter()
+        is_note = pc.is_valid(result.column("note"))
+        notes = [json.loads(n) for n in result.filter(is_note).column("note").to_pylist()]
+        rows = result.filter(pc.invert(is_note)).select(["post_id", "sub_id", "matcher_id"])
+        now = now_utc()
+        matches, deliveries = dispatch_tables(
+            rows, self.state.subscribers, plan.routing_version, batch_id, now
+        )
+        lake, app = self.lakehouse, self.app_id
+        lake.write_arrow(matches, "matches", app_id=app, batch_id=batch_id)
+        lake.write_arrow(deliveries, "deliveries", app_id=app, batch_id=batch_id)
+        quarantined = [n for n in notes if n["kind"] == "quarantine"]
+        if quarantined:
+            self._quarantine(quarantined, batch_id, now)
+        written = time.perf_counter()
+        route = [n for n in notes if n["kind"] == "route"]
+        match = [n for n in notes if n["kind"] == "match"]
+        figures = {
+            "subscriptions": len(self.state.placement or ()),
+            "posts": sum(n["posts"] for n in route),
+            "routed_pairs": sum(n["pairs"] for n in route),
+            "matches": matches.num_rows,
+            "deliveries": deliveries.num_rows,
+            "quarantined": len(quarantined),
+            "seconds_sync": round(synced - started, 4),
+            "seconds_route": round(sum(n["seconds"] for n in route), 4),
+            "seconds_match": round(sum(n["seconds"] for n in match), 4),
+            "seconds_spark": round(computed - synced, 4),
+            "seconds_write": round(written - computed, 4),
+            "seconds_total": round(written - started, 4),
+        }
+        self._record(plan, "committed", figures)
+        self.figures.append({"batch_id": batch_id, "routing_version": plan.routing_version, **figures})
+        log.info(
+            "stream: batch %d v%d%s: %d posts -> %d pairs -> %d matches, %d deliveries, "
+            "%d quarantined in %.2fs",
+            batch_id,
+            plan.routing_version,
+            " (replayed plan)" if plan.replayed else "",
+            figures["posts"],
+            figures["routed_pairs"],
+            figures["matches"],
+            figures["deliveries"],
+            figures["quarantined"],
+            figures["seconds_total"],
+        )
+
+    def _quarantine(self, notes: list[dict[str, Any]], batch_id: int, now: dt.datetime) -> None:
+        spec = table("silver.posts_quarantine")
+        data = pa.Table.from_pylist(
+            [
+                {
+                    "stage": "stream",
+                    "reason": n["reason"],
+                    "post_id": n["post_id"],
+                    "source_file": n["source_file"],
+                    "line_number": None,
+                    "raw": n["raw"],
+                    "ingest_batch": f"{self.app_id}:{batch_id}",
+                    "quarantined_at": now,
+                }
+                for n in notes
+            ],
+            schema=spec.schema,
+        )
+        self.lakehouse.write_arrow(
+            data, "silver.posts_quarantine", app_id=self.app_id, batch_id=batch_id
+        )
+
+
+# -- the query ---------------------------------------------------------------------------------
+def source(spark: Any, args: argparse.Namespace) -> Any:
+    """The streaming DataFrame of raw posts: id, text, _corrupt_record, source_file."""
+    from pyspark.sql import functions as F
+
+    if args.source == "kafka":
+        # Needs the spark-sql-kafka package on the cluster image (it cannot be fetched here).
+        raw = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.kafka_bootstrap)
+            .option("subscribe", args.kafka_topic)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        value = F.col("value").cast("string")
+        parsed = raw.select(
+            F.from_json(value, "id string, text string", {"mode": "PERMISSIVE"}).alias("j"),
+            value.alias("value"),
+            F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
+        )
+        return parsed.select(
+            F.col("j.id").alias("id"),
+            F.col("j.text").alias("text"),
+            F.when(F.col("j").isNull(), F.col("value")).alias("_corrupt_record"),
+            "source_file",
+        )
+    landing = Path(args.landing)
+    if not landing.is_dir():
+        raise InputDataError(f"landing directory not found: {landing}")
+    reader = spark.readStream.schema(SOURCE_SCHEMA).option(
+        "columnNameOfCorruptRecord", "_corrupt_record"
+    )
+    if args.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", args.max_files_per_trigger)
+    posts = reader.json(str(landing))
+    return posts.select(
+        "id", "text", "_corrupt_record", F.col("_metadata.file_path").alias("source_file")
+    )
+
+
+def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, StreamMatcher]:
+    """Start the query; returns it with its handler (whose ``figures`` grow per batch)."""
+    if not lakehouse.exists("routing.versions") or published_version(lakehouse) is None:
+        raise InputDataError(
+            "no published routing version: run the remap DAG or `s3tm routing publish`"
+        )
+    for key, value in STREAM_CONF.items():
+        spark.conf.set(key, value)
+    handler = StreamMatcher(lakehouse, args.checkpoint, seed=args.seed)
+    writer = (
+        source(spark, args)
+        .writeStream.queryName(args.query_name)
+        .option("checkpointLocation", args.checkpoint)
+        .foreachBatch(handler)
+    )
+    if args.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif args.trigger_seconds > 0:
+        writer = writer.trigger(processingTime=f"{args.trigger_seconds} seconds")
+    return writer.start(), handler
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run_p = sub.add_parser("run", help="run the streaming matcher")
+    run_p.add_argument("--source", choices=("files", "kafka"), default="files")
+    run_p.add_argument("--landing", default="landing", help="directory of JSON-lines posts")
+    run_p.add_argument("--kafka-bootstrap", default="localhost:9092")
+    run_p.add_argument("--kafka-topic", default="posts")
+    run_p.add_argument(
+        "--checkpoint", help="checkpoint location (default: <lakehouse>/_checkpoints/<query>)"
+    )
+    run_p.add_argument("--query-name", default="s3tm_matcher")
+    run_p.add_argument("--max-files-per-trigger", type=int, default=0)
+    run_p.add_argument("--trigger-seconds", type=float, default=0.0, help="0: back to back")
+    run_p.add_argument(
+        "--available-now", action="store_true", help="process what has landed, then stop"
+    )
+    run_p.add_argument("--seed", type=int, default=0)
+    status_p = sub.add_parser("status", help="the last committed micro-batches")
+    status_p.add_argument("--last", type=int, default=10)
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    if args.action == "status":
+        rows = lakehouse.read_arrow("stream.batches")
+        done = sorted(
+            (r for r in rows.to_pylist() if r["stage"] == "committed"),
+            key=lambda r: r["recorded_at"],
+        )
+        for row in done[-args.last :]:
+            print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
+        return 0
+    if args.checkpoint is None:
+        args.checkpoint = str(lakehouse.root / "_checkpoints" / args.query_name)
+    query, _ = start(lakehouse.spark, lakehouse, args)
+    log.info("stream: query %s running (checkpoint %s); Ctrl-C stops it", query.name, args.checkpoint)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return job_main("stream", __doc__ or "", add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

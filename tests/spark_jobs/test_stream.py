@@ -1,0 +1,181 @@
+"""The streaming matcher on real, small, bounded Spark streams.
+
+The reference is brute force: a post matches a subscription when the subscription's words
+are a subset of the post's normalised words. ``matches`` must equal it exactly (no missing,
+no extra, no duplicate rows) through version switches, crashes and subscription changes;
+``deliveries`` must be the same matches grouped per subscriber, once each.
+"""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, render_post_text
+from core.learn import learn_mapping
+from core.text import normalize
+from spark_jobs import stream
+from spark_jobs.place import place_version
+from spark_jobs.publish import publish
+from spark_jobs.routing_store import register_table
+from spark_jobs.subscriptions import (
+    add_subscriptions,
+    cancel_subscriptions,
+    register_word_sets,
+)
+
+pytestmark = pytest.mark.spark
+
+
+class Landing:
+    """Posts written to a landing directory one file at a time, remembered for the reference."""
+
+    def __init__(self, root: Path, seed: int = 0) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.rng = np.random.default_rng(seed)
+        self.corpus = generate_corpus(
+            SyntheticCorpusSpec(n_posts=4000, n_words=400, n_topics=10, words_per_topic=30, seed=seed)
+        )
+        self.next_post = 0
+        self.files = 0
+        self.words: dict[str, set[str]] = {}  # post id -> normalised words
+
+    def write(self, n_posts: int, *, bad: list[str] | None = None) -> list[str]:
+        lines, ids = [], []
+        for _ in range(n_posts):
+            p = self.next_post % self.corpus.n_posts
+            post_id = f"p{self.next_post:06d}"
+            self.next_post += 1
+            words = self.corpus.vocabulary[self.corpus.indices[self.corpus.indptr[p] : self.corpus.indptr[p + 1]]]
+            text = render_post_text(list(words), self.rng)
+            lines.append(json.dumps({"id": post_id, "text": text}))
+            self.words[post_id] = set(normalize(text))
+            ids.append(post_id)
+        lines += bad or []
+        # write then rename, as a producer must, so the source never sees half a file
+        tmp = self.root / f".part-{self.files:04d}"
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.rename(self.root / f"posts-{self.files:04d}.jsonl")
+        self.files += 1
+        return ids
+
+
+def _subscription_sets(landing: Landing, n: int, seed: int) -> list[list[str]]:
+    """Tweet-based word sets (1-3 words of a post), so many of them match."""
+    rng = np.random.default_rng(seed)
+    corpus = landing.corpus
+    out = []
+    for _ in range(n):
+        p = int(rng.integers(corpus.n_posts))
+        words = corpus.vocabulary[corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]]]
+        k = int(rng.integers(1, min(3, len(words)) + 1))
+        out.append(sorted({normalize(w)[0] for w in rng.choice(words, k, replace=False)}))
+    return out
+
+
+def _publish_learned(lakehouse, landing: Landing, n_matchers: int, algorithm: str, split: bool) -> int:
+    learned = learn_mapping(landing.corpus, n_matchers, algorithm, split=split, seed=1)
+    version = register_table(lakehouse, learned.table, algorithm=algorithm)
+    place_version(lakehouse, version, unit_cost=True)
+    assert publish(lakehouse, version, skip_validation=True)["changed"]
+    return version
+
+
+def _args(tmp_path: Path, landing: Landing, **extra) -> Namespace:
+    values = {
+        "source": "files",
+        "landing": str(landing.root),
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "query_name": "test_matcher",
+        "max_files_per_trigger": 1,
+        "trigger_seconds": 0.0,
+        "available_now": False,
+        "seed": 0,
+    }
+    values.update(extra)
+    return Namespace(**values)
+
+
+def _expected(landing: Landing, post_ids, subs: dict[int, set[str]]) -> Counter:
+    return Counter(
+        (post, sub)
+        for post in post_ids
+        for sub, words in subs.items()
+        if words <= landing.words[post]
+    )
+
+
+def _active(lakehouse) -> dict[int, set[str]]:
+    rows = lakehouse.read_arrow("subscriptions.registry").to_pylist()
+    return {r["sub_id"]: set(r["words"]) for r in rows if r["cancelled_at"] is None}
+
+
+def _matches(lakehouse) -> Counter:
+    rows = lakehouse.read_arrow("matches")
+    return Counter(zip(rows["post_id"].to_pylist(), rows["sub_id"].to_pylist(), strict=True))
+
+
+def _check_deliveries(lakehouse) -> None:
+    """Deliveries = matches grouped per (post, subscriber), each pair once."""
+    matches = lakehouse.read_arrow("matches").to_pylist()
+    expected: dict[tuple[str, str], list[int]] = {}
+    for row in matches:
+        expected.setdefault((row["post_id"], row["subscriber"]), []).append(row["sub_id"])
+    rows = lakehouse.read_arrow("deliveries").to_pylist()
+    got = Counter((r["post_id"], r["subscriber"]) for r in rows)
+    assert all(c == 1 for c in got.values()), "a post delivered twice to a subscriber"
+    assert {(r["post_id"], r["subscriber"]): r["sub_ids"] for r in rows} == {
+        k: sorted(v) for k, v in expected.items()
+    }
+
+
+@pytest.fixture
+def scene(lakehouse, tmp_path):
+    landing = Landing(tmp_path / "landing")
+    sets = _subscription_sets(landing, 300, seed=2)
+    # several subscribers, several subscriptions each (Twitter's track: phrases ORed)
+    for owner in range(5):
+        register_word_sets(lakehouse, [" ".join(s) for s in sets[owner::5]], sets[owner::5], f"user{owner}")
+    return landing
+
+
+def _run(query) -> None:
+    query.processAllAvailable()
+
+
+def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_path):
+    landing = scene
+    first = _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    posts = landing.write(600, bad=["{not json", json.dumps({"id": "e1", "text": "   "}), json.dumps({"text": "no id"})])
+    query, handler = stream.start(lakehouse.spark, lakehouse, _args(tmp_path, landing))
+    try:
+        _run(query)
+        # a new version with another N and algorithm, published while the stream runs
+        second = _publish_learned(lakehouse, landing, 7, "hash", split=False)
+        posts += landing.write(600)
+        _run(query)
+    finally:
+        query.stop()
+    subs = _active(lakehouse)
+    expected = _expected(landing, posts, subs)
+    assert sum(expected.values()) > 500  # the test has teeth
+    assert _matches(lakehouse) == expected
+    print("DEBUG", sum(expected.values()), handler.figures)
+    _check_deliveries(lakehouse)
+    versions = {f["routing_version"] for f in handler.figures}
+    assert versions == {first, second}
+    matches = lakehouse.read_arrow("matches")
+    by_batch = {f["batch_id"]: f["routing_version"] for f in handler.figures}
+    # one version per batch, and the matcher ids are that version's
+    for batch, version in by_batch.items():
+        rows = matches.filter(pc.equal(matches["batch_id"], batch))
+        assert set(rows["routing_version"].to_pylist()) <= {version}
+    quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
+    assert sorted(r["reason"] for r in quarantine) == ["empty text", "malformed JSON record", "missing id"]
