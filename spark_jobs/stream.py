@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -329,9 +330,7 @@ class StreamMatcher:
             {
                 "routing_version": pa.array(np.full(n, version, dtype=np.int64)),
                 "sub_id": pa.array(np.repeat(np.array(subs, dtype=np.int64), counts)),
-                "matcher_id": pa.array(
-                    np.concatenate([placed[s] for s in subs]).astype(np.int32)
-                ),
+                "matcher_id": pa.array(np.concatenate([placed[s] for s in subs]).astype(np.int32)),
                 "placed_at": pa.array([now_utc()] * n, pa.timestamp("us", tz="UTC")),
             }
         )
@@ -381,6 +380,7 @@ class StreamMatcher:
         )
         lake, app = self.lakehouse, self.app_id
         lake.write_arrow(matches, "matches", app_id=app, batch_id=batch_id)
+        _failpoint("after-matches", batch_id)
         lake.write_arrow(deliveries, "deliveries", app_id=app, batch_id=batch_id)
         quarantined = [n for n in notes if n["kind"] == "quarantine"]
         if quarantined:
@@ -403,7 +403,9 @@ class StreamMatcher:
             "seconds_total": round(written - started, 4),
         }
         self._record(plan, "committed", figures)
-        self.figures.append({"batch_id": batch_id, "routing_version": plan.routing_version, **figures})
+        self.figures.append(
+            {"batch_id": batch_id, "routing_version": plan.routing_version, **figures}
+        )
         log.info(
             "stream: batch %d v%d%s: %d posts -> %d pairs -> %d matches, %d deliveries, "
             "%d quarantined in %.2fs",
@@ -439,6 +441,14 @@ class StreamMatcher:
         self.lakehouse.write_arrow(
             data, "silver.posts_quarantine", app_id=self.app_id, batch_id=batch_id
         )
+
+
+def _failpoint(where: str, batch_id: int) -> None:
+    """Kill the process here when ``S3TM_STREAM_CRASH=<where>:<batch id>`` (crash tests:
+    the worst moment, one output table committed and the other not)."""
+    if os.environ.get("S3TM_STREAM_CRASH") == f"{where}:{batch_id}":
+        log.error("stream: S3TM_STREAM_CRASH=%s:%d: killing the process", where, batch_id)
+        os._exit(137)
 
 
 # -- the query ---------------------------------------------------------------------------------
@@ -537,7 +547,9 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     if args.checkpoint is None:
         args.checkpoint = str(lakehouse.root / "_checkpoints" / args.query_name)
     query, _ = start(lakehouse.spark, lakehouse, args)
-    log.info("stream: query %s running (checkpoint %s); Ctrl-C stops it", query.name, args.checkpoint)
+    log.info(
+        "stream: query %s running (checkpoint %s); Ctrl-C stops it", query.name, args.checkpoint
+    )
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -156,7 +156,9 @@ def match_posts(
             is_note = pc.is_valid(batch.column("note"))
             notes = batch.filter(is_note)
             if notes.num_rows:  # pass the route stage's notes through
-                yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
+                yield _notes(
+                    [json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW
+                )
             data = batch.filter(pc.invert(is_note))
             for pkey in pc.unique(data.column("pkey")).to_pylist():
                 matcher = matcher_of_pkey[pkey]

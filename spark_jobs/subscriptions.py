@@ -50,6 +50,19 @@ def add_subscriptions(lakehouse: Any, phrases: Sequence[str], subscriber: str) -
     return register_word_sets(lakehouse, phrases, word_sets, subscriber)
 
 
+def track_phrases(track: str) -> list[str]:
+    """Twitter-``track``-style phrases: comma-separated phrases are ORed (one subscription
+    each), the words of a phrase ANDed.
+
+    Raises:
+        InvalidArgumentError: when no phrase is given.
+    """
+    phrases = [p.strip() for p in track.split(",") if p.strip()]
+    if not phrases:
+        raise InvalidArgumentError(f"no phrase in {track!r}")
+    return phrases
+
+
 def register_word_sets(
     lakehouse: Any, phrases: Sequence[str], word_sets: Sequence[Sequence[str]], subscriber: str
 ) -> list[int]:
@@ -136,8 +149,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
     add_common_arguments(common, nested=True)
-    p = sub.add_parser("add", parents=[common], help="register one subscription")
-    p.add_argument("phrase", help='e.g. "white house"')
+    p = sub.add_parser(
+        "add",
+        parents=[common],
+        help="register subscriptions: comma-separated phrases, each one subscription",
+    )
+    p.add_argument("phrase", help='e.g. "white house, obama" (two subscriptions, ORed)')
     p.add_argument("--subscriber", "--owner", dest="subscriber", required=True)
     p = sub.add_parser("cancel", parents=[common], help="cancel subscriptions by id")
     p.add_argument("sub_ids", type=int, nargs="+")
@@ -165,7 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, lakehouse: Any) -> int:
     if args.action == "add":
-        print(json.dumps({"added": add_subscriptions(lakehouse, [args.phrase], args.subscriber)}))
+        phrases = track_phrases(args.phrase)
+        print(json.dumps({"added": add_subscriptions(lakehouse, phrases, args.subscriber)}))
     elif args.action == "cancel":
         print(json.dumps({"cancelled": cancel_subscriptions(lakehouse, args.sub_ids)}))
     elif args.action == "load":

@@ -41,19 +41,30 @@ class Landing:
         root.mkdir(parents=True, exist_ok=True)
         self.rng = np.random.default_rng(seed)
         self.corpus = generate_corpus(
-            SyntheticCorpusSpec(n_posts=4000, n_words=400, n_topics=10, words_per_topic=30, seed=seed)
+            SyntheticCorpusSpec(
+                n_posts=4000, n_words=400, n_topics=10, words_per_topic=30, seed=seed
+            )
         )
         self.next_post = 0
         self.files = 0
         self.words: dict[str, set[str]] = {}  # post id -> normalised words
 
-    def write(self, n_posts: int, *, bad: list[str] | None = None) -> list[str]:
+    def write(
+        self, n_posts: int, *, bad: list[str] | None = None, texts: tuple[str, ...] = ()
+    ) -> list[str]:
         lines, ids = [], []
+        for k, text in enumerate(texts):
+            post_id = f"t{self.files:04d}-{k}"
+            lines.append(json.dumps({"id": post_id, "text": text}))
+            self.words[post_id] = set(normalize(text))
+            ids.append(post_id)
         for _ in range(n_posts):
             p = self.next_post % self.corpus.n_posts
             post_id = f"p{self.next_post:06d}"
             self.next_post += 1
-            words = self.corpus.vocabulary[self.corpus.indices[self.corpus.indptr[p] : self.corpus.indptr[p + 1]]]
+            words = self.corpus.vocabulary[
+                self.corpus.indices[self.corpus.indptr[p] : self.corpus.indptr[p + 1]]
+            ]
             text = render_post_text(list(words), self.rng)
             lines.append(json.dumps({"id": post_id, "text": text}))
             self.words[post_id] = set(normalize(text))
@@ -80,7 +91,9 @@ def _subscription_sets(landing: Landing, n: int, seed: int) -> list[list[str]]:
     return out
 
 
-def _publish_learned(lakehouse, landing: Landing, n_matchers: int, algorithm: str, split: bool) -> int:
+def _publish_learned(
+    lakehouse, landing: Landing, n_matchers: int, algorithm: str, split: bool
+) -> int:
     learned = learn_mapping(landing.corpus, n_matchers, algorithm, split=split, seed=1)
     version = register_table(lakehouse, learned.table, algorithm=algorithm)
     place_version(lakehouse, version, unit_cost=True)
@@ -142,7 +155,9 @@ def scene(lakehouse, tmp_path):
     sets = _subscription_sets(landing, 300, seed=2)
     # several subscribers, several subscriptions each (Twitter's track: phrases ORed)
     for owner in range(5):
-        register_word_sets(lakehouse, [" ".join(s) for s in sets[owner::5]], sets[owner::5], f"user{owner}")
+        register_word_sets(
+            lakehouse, [" ".join(s) for s in sets[owner::5]], sets[owner::5], f"user{owner}"
+        )
     return landing
 
 
@@ -153,7 +168,10 @@ def _run(query) -> None:
 def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_path):
     landing = scene
     first = _publish_learned(lakehouse, landing, 4, "salb", split=True)
-    posts = landing.write(600, bad=["{not json", json.dumps({"id": "e1", "text": "   "}), json.dumps({"text": "no id"})])
+    posts = landing.write(
+        600,
+        bad=["{not json", json.dumps({"id": "e1", "text": "   "}), json.dumps({"text": "no id"})],
+    )
     query, handler = stream.start(lakehouse.spark, lakehouse, _args(tmp_path, landing))
     try:
         _run(query)
@@ -178,4 +196,113 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
         rows = matches.filter(pc.equal(matches["batch_id"], batch))
         assert set(rows["routing_version"].to_pylist()) <= {version}
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
-    assert sorted(r["reason"] for r in quarantine) == ["empty text", "malformed JSON record", "missing id"]
+    assert sorted(r["reason"] for r in quarantine) == [
+        "empty text",
+        "malformed JSON record",
+        "missing id",
+    ]
+
+
+def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: str | None):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("S3TM_STREAM_CRASH", None)
+    if crash:
+        env["S3TM_STREAM_CRASH"] = crash
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spark_jobs.stream",
+            "--lakehouse",
+            str(lakehouse.root),
+            "--master",
+            "local[2]",
+            "run",
+            "--landing",
+            str(landing.root),
+            "--checkpoint",
+            str(checkpoint),
+            "--max-files-per-trigger",
+            "1",
+            "--available-now",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_stream_killed_mid_batch_restarts_exactly(lakehouse, scene, tmp_path):
+    landing = scene
+    _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    before = _active(lakehouse)
+    posts = [landing.write(300) for _ in range(3)]
+    checkpoint = tmp_path / "checkpoint"
+    # killed in batch 1 after `matches` is committed and before `deliveries` is
+    crashed = _run_stream_process(lakehouse, landing, checkpoint, crash="after-matches:1")
+    assert crashed.returncode == 137, crashed.stderr[-2000:]
+    assert set(lakehouse.read_arrow("matches")["batch_id"].to_pylist()) == {0, 1}
+    assert set(lakehouse.read_arrow("deliveries")["batch_id"].to_pylist()) == {0}
+    # the registry changes before the restart: the replayed batch 1 keeps its plan
+    new_ids = add_subscriptions(lakehouse, [landing.corpus.vocabulary[0]], "late")
+    after = _active(lakehouse)
+    restarted = _run_stream_process(lakehouse, landing, checkpoint, crash=None)
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    expected = _expected(landing, posts[0] + posts[1], before) + _expected(landing, posts[2], after)
+    assert any(sub in new_ids for _, sub in expected)
+    assert _matches(lakehouse) == expected
+    _check_deliveries(lakehouse)
+
+
+def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path):
+    landing = scene
+    version = _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    query, handler = stream.start(lakehouse.spark, lakehouse, _args(tmp_path, landing))
+    expected: Counter = Counter()
+    try:
+        posts = landing.write(400)
+        _run(query)
+        expected += _expected(landing, posts, _active(lakehouse))
+        # track-style: one subscriber, comma-separated phrases ORed; one word is new to
+        # the routing version (routes by hash), the cancelled ones stop matching
+        vocab = landing.corpus.vocabulary
+        added = add_subscriptions(
+            lakehouse, [f"{vocab[3]} {vocab[40]}", "zzqx", vocab[7]], "tracker"
+        )
+        cancelled = sorted(_active(lakehouse))[:100]
+        cancel_subscriptions(lakehouse, cancelled)
+        posts = landing.write(400, texts=(f"ZZQX! {vocab[3]} and {vocab[40]}",))
+        _run(query)
+        active = _active(lakehouse)
+        assert set(added) <= set(active) and not set(cancelled) & set(active)
+        after_change = _expected(landing, posts, active)
+        expected += after_change
+    finally:
+        query.stop()
+    assert _matches(lakehouse) == expected
+    _check_deliveries(lakehouse)
+    got = _matches(lakehouse)
+    assert {sub for _, sub in got} >= set(added)
+    # the new subscriptions were placed (LASP) into the published version
+    placements = lakehouse.read_arrow("routing.placements").to_pylist()
+    placed = {r["sub_id"] for r in placements if r["routing_version"] == version}
+    assert set(added) <= placed
+    assert handler.figures[-1]["subscriptions"] == len(active)
+
+
+def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
+    from spark_jobs import subscriptions
+
+    args = Namespace(
+        action="add", phrase="White House, obama ,, debates tonight", subscriber="alice"
+    )
+    assert subscriptions.run(args, lakehouse) == 0
+    added = json.loads(capsys.readouterr().out)["added"]
+    rows = {r["sub_id"]: r for r in subscriptions.registry(lakehouse)}
+    assert [rows[s]["words"] for s in added] == [["hous", "white"], ["obama"], ["debat", "tonight"]]
+    assert {rows[s]["subscriber"] for s in added} == {"alice"}

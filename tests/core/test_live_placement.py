@@ -1,0 +1,196 @@
+"""Live (incremental) LASP placement and the streaming matcher's worker-side pieces."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.corpus.arrays import corpus_from_word_lists
+from core.errors import InvalidArgumentError
+from core.matching.trie import TrieMatcher
+from core.placement import _lasp_kernels as K
+from core.placement.lasp import place_subscriptions
+from core.placement.live import LivePlacement
+from core.routing.table import RoutingTable
+from core.stream.snapshot import snapshot_of
+from core.stream.worker import MatcherCache, PostEncoder, gather, route
+from core.text import normalize
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def _table(n: int = 4) -> RoutingTable:
+    # w0 is split in 3 versions, w1 in 2; the rest one matcher each; w11 stays unmapped
+    words, parts, matchers = [], [], []
+    for i, word in enumerate(WORDS[:11]):
+        k = 3 if i == 0 else 2 if i == 1 else 1
+        for part in range(k):
+            words.append(word)
+            parts.append(part)
+            matchers.append((i + part) % n)
+    return RoutingTable.from_rows(words, parts, matchers, n)
+
+
+word_sets = st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True).map(sorted),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(word_sets, st.integers(1, 5))
+def test_live_lasp_in_chunks_equals_one_batch_placement(sets, chunk) -> None:
+    table = _table()
+    batch = place_subscriptions(table, corpus_from_word_lists(sets))
+    live = LivePlacement(table)
+    for start in range(0, len(sets), chunk):
+        ids = list(range(start, min(start + chunk, len(sets))))
+        live.place(ids, [sets[i] for i in ids])
+    for s in range(len(sets)):
+        expected = sorted(batch.matchers[batch.indptr[s] : batch.indptr[s + 1]].tolist())
+        assert sorted(live.get(s).matchers.tolist()) == expected
+
+
+def _direct_unique(live: LivePlacement) -> list[int]:
+    held: list[set[int]] = [set() for _ in range(live.n_matchers)]
+    for sub in live.sub_ids:
+        placed = live.get(sub)
+        for m in placed.matchers.tolist():
+            held[m].update(placed.word_ids.tolist())
+    return [len(h) for h in held]
+
+
+@settings(max_examples=60, deadline=None)
+@given(word_sets, st.data())
+def test_unique_words_follow_adds_and_removals(sets, data) -> None:
+    live = LivePlacement(_table())
+    live.place(list(range(len(sets))), sets)
+    gone = data.draw(st.lists(st.sampled_from(range(len(sets))), unique=True))
+    live.remove(gone)
+    assert live.unique_words().tolist() == _direct_unique(live)
+    live.place([100 + g for g in gone], [sets[g] for g in gone])
+    assert live.unique_words().tolist() == _direct_unique(live)
+
+
+def _covers_by_enumeration(live: LivePlacement, words: list[int], matchers: set[int]) -> bool:
+    """Every choice of a version per word (a post holding exactly these words) reaches one
+    of ``matchers``."""
+    starts, counts, parts = live.word_versions()
+    options = [parts[starts[w] : starts[w] + counts[w]].tolist() for w in words]
+    return all(set(choice) & matchers for choice in itertools.product(*options))
+
+
+@settings(max_examples=80, deadline=None)
+@given(word_sets, st.data())
+def test_covering_equals_enumeration_of_version_choices(sets, data) -> None:
+    live = LivePlacement(_table())
+    live.place(list(range(len(sets))), sets)  # registers the words
+    for s in range(len(sets)):
+        ids = live.get(s).word_ids
+        chosen = data.draw(st.sets(st.integers(0, 3), min_size=1))
+        placed = np.array(sorted(chosen), dtype=np.int32)
+        starts, counts, parts = live.word_versions()
+        got = K.covering(
+            np.array([0, ids.shape[0]], dtype=np.int64),
+            ids,
+            np.array([0, placed.shape[0]], dtype=np.int64),
+            placed,
+            starts,
+            counts,
+            parts,
+            4,
+        )[0]
+        assert got == _covers_by_enumeration(live, ids.tolist(), set(chosen))
+        # and LASP's own placements always cover
+        assert _covers_by_enumeration(live, ids.tolist(), set(live.get(s).matchers.tolist()))
+
+
+def test_adopt_keeps_covering_rows_and_replaces_the_rest() -> None:
+    live = LivePlacement(_table())
+    w2_owner = 2  # w2 is unsplit on matcher 2
+    replaced = live.adopt([1, 2], [["w2", "w5"], ["w2"]], [[w2_owner], [0]])
+    assert replaced == [2]
+    assert live.get(1).matchers.tolist() == [w2_owner]
+    assert live.get(2).matchers.tolist() == [w2_owner]
+    with pytest.raises(InvalidArgumentError):
+        live.adopt([1], [["w2"]], [[0]])  # already placed
+    with pytest.raises(InvalidArgumentError):
+        live.remove([99])
+
+
+def test_unmapped_words_are_placed_on_their_hash_matcher() -> None:
+    from core.routing.hashing import hash_matcher
+
+    live = LivePlacement(_table())
+    live.place([1], [["w11"]])
+    assert live.get(1).matchers.tolist() == [hash_matcher("w11", 4)]
+
+
+def _posts(texts: list[str], snapshot) -> tuple[np.ndarray, np.ndarray]:
+    return PostEncoder(snapshot.words).encode(texts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    word_sets, st.lists(st.lists(st.sampled_from(WORDS + ["the", "x9"]), max_size=8), max_size=25)
+)
+def test_routed_and_matched_posts_equal_brute_force(sets, posts) -> None:
+    live = LivePlacement(_table())
+    live.place(list(range(len(sets))), sets)
+    snapshot = snapshot_of(live, 1, 1, seed=3)
+    texts = [" ".join(p).upper() + " !" for p in posts]
+    indptr, ids = _posts(texts, snapshot)
+    # the encoder gives normalize()'s words, restricted to the dictionary
+    for p, text in enumerate(texts):
+        got = {snapshot.words[i] for i in ids[indptr[p] : indptr[p + 1]]}
+        assert got == set(normalize(text)) & set(snapshot.words)
+    pair_post, pair_matcher = route(snapshot, indptr, ids, seed=5)
+    cache = MatcherCache()
+    found = set()
+    for m in range(snapshot.n_matchers):
+        rows = np.flatnonzero(pair_matcher == m)
+        offsets, values = gather(indptr, ids, pair_post[rows])
+        matches = cache.match(snapshot, m, offsets, values)
+        for r in range(rows.shape[0]):
+            for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
+                found.add((int(pair_post[rows[r]]), sub))
+    expected = {
+        (p, s)
+        for p, text in enumerate(texts)
+        for s, words in enumerate(sets)
+        if set(words) <= set(normalize(text))
+    }
+    assert found == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(word_sets, st.data())
+def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
+    live = LivePlacement(_table())
+    live.place(list(range(len(sets))), sets)
+    cache = MatcherCache()
+    epoch = 1
+    for _ in range(3):
+        snapshot = snapshot_of(live, 7, epoch)
+        for m in range(4):
+            trie = cache.trie(snapshot, m)
+            sub_ids, _, _ = snapshot.matcher_subs[m]
+            assert {s for s in sub_ids.tolist()} == {s for s in live.sub_ids if s in trie}
+            fresh = TrieMatcher()
+            fresh.insert_many(*snapshot.matcher_subs[m])
+            posts = [data.draw(st.sets(st.integers(0, snapshot.n_words - 1), max_size=6))]
+            indptr = np.array([0, len(posts[0])], dtype=np.int64)
+            words = np.array(sorted(posts[0]), dtype=np.int32)
+            assert sorted(trie.match(indptr, words).sub_ids.tolist()) == sorted(
+                fresh.match(indptr, words).sub_ids.tolist()
+            )
+        gone = data.draw(st.lists(st.sampled_from(live.sub_ids), unique=True, max_size=5))
+        live.remove(gone)
+        live.place([1000 * epoch + g for g in gone], [["w3", "w11"]] * len(gone))
+        epoch += 1
+    assert cache.updates > 0 or not live.sub_ids
