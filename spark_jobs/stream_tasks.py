@@ -89,7 +89,13 @@ def route_posts(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         snapshot = _snapshot(broadcast, key)
-        figures = {"kind": "route", "posts": 0, "pairs": 0, "quarantined": 0, "seconds": 0.0}
+        figures: dict[str, Any] = {
+            "kind": "route",
+            "posts": 0,
+            "pairs": 0,
+            "quarantined": 0,
+            "seconds": 0.0,
+        }
         for batch in batches:
             started = time.perf_counter()
             ok, reason = _quarantine(batch, max_text_chars)
@@ -149,7 +155,13 @@ def match_posts(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         snapshot = _snapshot(broadcast, key)
-        figures = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0, "matchers": []}
+        figures: dict[str, Any] = {
+            "kind": "match",
+            "rows": 0,
+            "matches": 0,
+            "seconds": 0.0,
+            "matchers": [],
+        }
         seen: set[int] = set()
         for batch in batches:
             started = time.perf_counter()

@@ -137,7 +137,7 @@ def _posts(texts: list[str], snapshot) -> tuple[np.ndarray, np.ndarray]:
 
 @settings(max_examples=40, deadline=None)
 @given(
-    word_sets, st.lists(st.lists(st.sampled_from(WORDS + ["the", "x9"]), max_size=8), max_size=25)
+    word_sets, st.lists(st.lists(st.sampled_from([*WORDS, "the", "x9"]), max_size=8), max_size=25)
 )
 def test_routed_and_matched_posts_equal_brute_force(sets, posts) -> None:
     live = LivePlacement(_table())
