@@ -56,6 +56,9 @@ SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record stri
 STREAM_CONF = {
     # Bigger Arrow batches: fewer Python round trips per micro-batch.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+    # Split a landed file into one task per core or more (the default cost of opening a
+    # file, 4 MB, leaves a 10 MB file in 3 uneven tasks).
+    "spark.sql.files.openCostInBytes": str(512 * 1024),
 }
 
 
@@ -65,19 +68,6 @@ class BatchPlan:
     routing_version: int
     registry_version: int | None
     replayed: bool
-
-
-@dataclass
-class _Driver:
-    """The driver's state across batches: the placement of the current routing version."""
-
-    routing_version: int | None = None
-    registry_version: int | None = None
-    placement: LivePlacement | None = None
-    epoch: int = 0
-    subscribers: dict[int, str] = field(default_factory=dict)
-    snapshot: MatcherSnapshot | None = None
-    broadcast: Any = None
 
 
 def partition_keys(spark: Any, n_matchers: int) -> np.ndarray:
@@ -104,59 +94,114 @@ def partition_keys(spark: Any, n_matchers: int) -> np.ndarray:
     return keys
 
 
+@dataclass(frozen=True)
+class Subscribers:
+    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches)."""
+
+    code_of_sub: np.ndarray  # int32 per sub id, -1 for unknown ids
+    names: pa.Array  # subscriber of each code
+
+    @classmethod
+    def of(cls, subscribers: dict[int, str]) -> Subscribers:
+        names = sorted(set(subscribers.values()))
+        code = {name: i for i, name in enumerate(names)}
+        top = max(subscribers, default=-1) + 1
+        code_of_sub = np.full(top, -1, dtype=np.int32)
+        for sub, name in subscribers.items():
+            code_of_sub[sub] = code[name]
+        return cls(code_of_sub, pa.array(names, pa.string()))
+
+    def codes(self, sub_ids: np.ndarray) -> np.ndarray:
+        """The subscriber code of each sub id.
+
+        Raises:
+            InputDataError: for a sub id with no subscriber (not in the registry snapshot).
+        """
+        inside = (sub_ids >= 0) & (sub_ids < self.code_of_sub.shape[0])
+        codes = np.full(sub_ids.shape[0], -1, dtype=np.int32)
+        codes[inside] = self.code_of_sub[sub_ids[inside]]
+        if (codes < 0).any():
+            raise InputDataError(
+                f"matched subscriptions {sub_ids[codes < 0][:5]} have no subscriber"
+            )
+        return codes
+
+
 def dispatch_tables(
     matched: pa.Table,
-    subscribers: dict[int, str],
+    subscribers: Subscribers,
     routing_version: int,
     batch_id: int,
     now: dt.datetime,
 ) -> tuple[pa.Table, pa.Table]:
     """Pure: match rows (post_id, sub_id, matcher_id) -> (matches, deliveries) tables.
 
-    A (post, subscription) pair found on several matchers (a multicast subscription) is
-    kept once, on the lowest matcher id; deliveries group a post's matches per subscriber.
+    A (post, subscription) pair found twice (a multicast subscription reached on several
+    matchers, or a post id repeated in the batch) is kept once, on the lowest matcher id;
+    deliveries group a post's matches per subscriber, sub ids ascending.
     """
-    if matched.num_rows:
-        unique = matched.group_by(["post_id", "sub_id"], use_threads=False).aggregate(
-            [("matcher_id", "min")]
-        )
-        sub_ids = unique.column("sub_id").to_numpy()
-        owner = [subscribers[int(s)] for s in sub_ids]
-    else:
-        unique = pa.table(
-            {"post_id": pa.array([], pa.string()), "sub_id": pa.array([], pa.int64())}
-        ).append_column("matcher_id_min", pa.array([], pa.int32()))
-        owner = []
-    n = unique.num_rows
+    posts = pc.dictionary_encode(matched.column("post_id").combine_chunks())
+    post_code = np.asarray(posts.indices, dtype=np.int64)
+    sub_id = np.asarray(matched.column("sub_id").combine_chunks(), dtype=np.int64)
+    matcher = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int32)
+    owner = subscribers.codes(sub_id).astype(np.int64)
+    # one row per (post, subscription): sort by post, subscriber, sub, matcher; keep firsts
+    order = np.lexsort((matcher, sub_id, owner, post_code))
+    post_code, sub_id, matcher, owner = (a[order] for a in (post_code, sub_id, matcher, owner))
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = (post_code[1:] != post_code[:-1]) | (sub_id[1:] != sub_id[:-1])
+    post_code, sub_id, matcher, owner = (a[first] for a in (post_code, sub_id, matcher, owner))
+    n = post_code.shape[0]
+    post_ids = posts.dictionary.take(pa.array(post_code))
     matches = pa.table(
         {
-            "post_id": unique.column("post_id"),
-            "sub_id": unique.column("sub_id"),
-            "subscriber": pa.array(owner, pa.string()),
+            "post_id": post_ids,
+            "sub_id": pa.array(sub_id, pa.int64()),
+            "subscriber": subscribers.names.take(pa.array(owner)),
             "routing_version": pa.array(np.full(n, routing_version, dtype=np.int64)),
-            "matcher_id": unique.column("matcher_id_min").cast(pa.int32()),
-            "matched_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+            "matcher_id": pa.array(matcher, pa.int32()),
+            "matched_at": pa.array(np.full(n, now_micros(now), dtype=np.int64)).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
             "batch_id": pa.array(np.full(n, batch_id, dtype=np.int64)),
         }
     )
-    grouped = (
-        matches.select(["post_id", "subscriber", "sub_id"])
-        .sort_by([("post_id", "ascending"), ("subscriber", "ascending"), ("sub_id", "ascending")])
-        .group_by(["post_id", "subscriber"], use_threads=False)
-        .aggregate([("sub_id", "list")])
-    )
-    m = grouped.num_rows
+    # rows are sorted by (post, subscriber, sub): each (post, subscriber) run is a delivery
+    start = np.ones(n, dtype=bool)
+    start[1:] = (post_code[1:] != post_code[:-1]) | (owner[1:] != owner[:-1])
+    starts = np.flatnonzero(start)
+    m = starts.shape[0]
+    offsets = np.append(starts, n).astype(np.int32)
     deliveries = pa.table(
         {
-            "post_id": grouped.column("post_id"),
-            "subscriber": grouped.column("subscriber"),
-            "sub_ids": grouped.column("sub_id_list").cast(pa.list_(pa.int64())),
+            "post_id": post_ids.take(pa.array(starts)),
+            "subscriber": subscribers.names.take(pa.array(owner[starts])),
+            "sub_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(sub_id, pa.int64())),
             "routing_version": pa.array(np.full(m, routing_version, dtype=np.int64)),
-            "delivered_at": pa.array([now] * m, pa.timestamp("us", tz="UTC")),
+            "delivered_at": pa.array(np.full(m, now_micros(now), dtype=np.int64)).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
             "batch_id": pa.array(np.full(m, batch_id, dtype=np.int64)),
         }
     )
     return matches, deliveries
+
+
+def now_micros(now: dt.datetime) -> int:
+    return int(now.timestamp() * 1_000_000)
+
+
+@dataclass
+class _Driver:
+    """The driver's state across batches: the placement of the current routing version."""
+
+    routing_version: int | None = None
+    registry_version: int | None = None
+    placement: LivePlacement | None = None
+    epoch: int = 0
+    subscribers: Subscribers = field(default_factory=lambda: Subscribers.of({}))
+    snapshot: MatcherSnapshot | None = None
+    broadcast: Any = None
 
 
 class StreamMatcher:
@@ -193,8 +238,10 @@ class StreamMatcher:
     def plan(self, batch_id: int) -> BatchPlan:
         """The batch's routing version and registry snapshot (a replay reuses its plan)."""
         lake = self.lakehouse
-        planned = lake.read_arrow("stream.batches")
-        if planned.num_rows:
+        last_planned = lake.last_batch("stream.batches", f"{self.app_id}.planned")
+        if last_planned is not None and batch_id <= last_planned:
+            # a replay: read the (growing) batch log only then
+            planned = lake.read_arrow("stream.batches")
             mine = planned.filter(
                 pc.and_(
                     pc.equal(planned["query_id"], self._query_id()),
@@ -263,7 +310,7 @@ class StreamMatcher:
         routing = load_routing_table(lake, version)
         state.placement = LivePlacement(routing)
         state.routing_version = version
-        state.subscribers = {}
+        state.subscribers = Subscribers.of({})
         log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
 
     def _apply_registry(self, plan: BatchPlan) -> bool:
@@ -277,7 +324,7 @@ class StreamMatcher:
             else []
         )
         active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
-        state.subscribers = {s: r["subscriber"] for s, r in active.items()}
+        state.subscribers = Subscribers.of({s: r["subscriber"] for s, r in active.items()})
         gone = [s for s in placement.sub_ids if s not in active]
         placement.remove(gone)
         new = sorted(s for s in active if s not in placement)
@@ -373,7 +420,11 @@ class StreamMatcher:
         computed = time.perf_counter()
         is_note = pc.is_valid(result.column("note"))
         notes = [json.loads(n) for n in result.filter(is_note).column("note").to_pylist()]
-        rows = result.filter(pc.invert(is_note)).select(["post_id", "sub_id", "matcher_id"])
+        payloads = result.filter(pc.invert(is_note)).column("payload").to_pylist()
+        rows = pa.concat_tables(
+            [stream_tasks.from_ipc(p) for p in payloads]
+            or [stream_tasks.MATCHES_ARROW.empty_table()]
+        )
         now = now_utc()
         matches, deliveries = dispatch_tables(
             rows, self.state.subscribers, plan.routing_version, batch_id, now
@@ -386,6 +437,11 @@ class StreamMatcher:
         if quarantined:
             self._quarantine(quarantined, batch_id, now)
         written = time.perf_counter()
+        log.debug(
+            "stream: batch %d task notes %s",
+            batch_id,
+            [n for n in notes if n["kind"] != "quarantine"],
+        )
         route = [n for n in notes if n["kind"] == "route"]
         match = [n for n in notes if n["kind"] == "match"]
         figures = {

@@ -14,6 +14,7 @@ The snapshot comes in a broadcast; tries and encoders live in :data:`CACHE` acro
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,24 +26,27 @@ import pyarrow.compute as pc
 from core.stream.snapshot import MatcherSnapshot
 from core.stream.worker import MatcherCache, batch_seed, gather, route
 
-ROUTED_SCHEMA = "pkey int, post_id string, word_ids array<int>, note string"
-MATCHED_SCHEMA = "post_id string, sub_id long, matcher_id int, note string"
-_ROUTED_ARROW = pa.schema(
-    [
-        ("pkey", pa.int32()),
-        ("post_id", pa.string()),
-        ("word_ids", pa.list_(pa.int32())),
-        ("note", pa.string()),
-    ]
+ROUTED_SCHEMA = "pkey int, payload binary, note string"
+MATCHED_SCHEMA = "payload binary, note string"
+_ROUTED_ARROW = pa.schema([("pkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
+_MATCHED_ARROW = pa.schema([("payload", pa.binary()), ("note", pa.string())])
+# What the payloads hold: a matcher's posts, and a task's matches.
+POSTS_ARROW = pa.schema([("post_id", pa.string()), ("word_ids", pa.list_(pa.int32()))])
+MATCHES_ARROW = pa.schema(
+    [("post_id", pa.string()), ("sub_id", pa.int64()), ("matcher_id", pa.int32())]
 )
-_MATCHED_ARROW = pa.schema(
-    [
-        ("post_id", pa.string()),
-        ("sub_id", pa.int64()),
-        ("matcher_id", pa.int32()),
-        ("note", pa.string()),
-    ]
-)
+
+
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+def from_ipc(payload: bytes) -> pa.Table:
+    return pa.ipc.open_stream(payload).read_all()
+
 
 CACHE = MatcherCache()
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
@@ -82,12 +86,44 @@ def _quarantine(batch: pa.RecordBatch, max_text_chars: int) -> tuple[pa.Array, p
     return pc.is_null(reason), reason
 
 
+def _by_matcher(
+    post_ids: pa.Array,
+    pair_post: np.ndarray,
+    pair_matcher: np.ndarray,
+    offsets: np.ndarray,
+    values: np.ndarray,
+    pkeys: np.ndarray,
+) -> pa.RecordBatch:
+    """One row per matcher: its (post_id, word_ids) packed as an Arrow IPC payload.
+
+    Rows of Python objects cost the JVM per row and per field when they are shuffled;
+    a few packed payloads per task cost almost nothing.
+    """
+    posts = pa.RecordBatch.from_arrays(
+        [post_ids.take(pa.array(pair_post)), pa.ListArray.from_arrays(offsets, values)],
+        schema=POSTS_ARROW,
+    )
+    order = np.argsort(pair_matcher, kind="stable")
+    matchers, starts = np.unique(pair_matcher[order], return_index=True)
+    ends = np.append(starts[1:], order.shape[0])
+    payloads = [to_ipc(posts.take(pa.array(order[a:b]))) for a, b in zip(starts, ends, strict=True)]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(pkeys[matchers], pa.int32()),
+            pa.array(payloads, pa.binary()),
+            pa.nulls(len(payloads), pa.string()),
+        ],
+        schema=_ROUTED_ARROW,
+    )
+
+
 def route_posts(
     broadcast: Any, key: tuple[int, int], pkeys: np.ndarray, max_text_chars: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_started, cpu_started = time.perf_counter(), time.process_time()
         snapshot = _snapshot(broadcast, key)
         figures: dict[str, Any] = {
             "kind": "route",
@@ -132,17 +168,12 @@ def route_posts(
             offsets, values = gather(indptr, word_ids, pair_post)
             figures["posts"] += good.num_rows
             figures["pairs"] += int(pair_post.shape[0])
-            figures["seconds"] += time.perf_counter() - started
             if pair_post.size:
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array(pkeys[pair_matcher], pa.int32()),
-                        post_ids.take(pa.array(pair_post)),
-                        pa.ListArray.from_arrays(pa.array(offsets), pa.array(values)),
-                        pa.nulls(pair_post.shape[0], pa.string()),
-                    ],
-                    schema=_ROUTED_ARROW,
-                )
+                yield _by_matcher(post_ids, pair_post, pair_matcher, offsets, values, pkeys)
+            figures["seconds"] += time.perf_counter() - started
+        figures["task_seconds"] = time.perf_counter() - task_started
+        figures["cpu_seconds"] = time.process_time() - cpu_started
+        figures["pid"] = os.getpid()
         yield _notes([figures], _ROUTED_ARROW)
 
     return run
@@ -151,18 +182,15 @@ def route_posts(
 def match_posts(
     broadcast: Any, key: tuple[int, int], matcher_of_pkey: dict[int, int]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: ROUTED_SCHEMA rows of (usually) one matcher -> MATCHED_SCHEMA."""
+    """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> one payload of
+    (post_id, sub_id, matcher_id) matches per task."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_started, cpu_started = time.perf_counter(), time.process_time()
         snapshot = _snapshot(broadcast, key)
-        figures: dict[str, Any] = {
-            "kind": "match",
-            "rows": 0,
-            "matches": 0,
-            "seconds": 0.0,
-            "matchers": [],
-        }
+        figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
         seen: set[int] = set()
+        found: list[pa.RecordBatch] = []
         for batch in batches:
             started = time.perf_counter()
             is_note = pc.is_valid(batch.column("note"))
@@ -172,33 +200,47 @@ def match_posts(
                     [json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW
                 )
             data = batch.filter(pc.invert(is_note))
-            for pkey in pc.unique(data.column("pkey")).to_pylist():
+            for pkey, payload in zip(
+                data.column("pkey").to_pylist(), data.column("payload").to_pylist(), strict=True
+            ):
                 matcher = matcher_of_pkey[pkey]
                 seen.add(matcher)
-                rows = data.filter(pc.equal(data.column("pkey"), pkey))
-                lists = rows.column("word_ids")
+                posts = from_ipc(payload)
+                lists = posts.column("word_ids").combine_chunks()
                 offsets = np.asarray(lists.offsets, dtype=np.int64)
-                found = CACHE.match(
+                result = CACHE.match(
                     snapshot,
                     matcher,
                     offsets - offsets[0],
                     np.asarray(lists.flatten(), dtype=np.int32),
                 )
-                figures["rows"] += rows.num_rows
-                figures["matches"] += found.n_matches
-                if found.n_matches:
-                    post_index = np.repeat(np.arange(rows.num_rows), np.diff(found.indptr))
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            rows.column("post_id").take(pa.array(post_index)),
-                            pa.array(found.sub_ids, pa.int64()),
-                            pa.array(np.full(found.n_matches, matcher, dtype=np.int32)),
-                            pa.nulls(found.n_matches, pa.string()),
-                        ],
-                        schema=_MATCHED_ARROW,
+                figures["rows"] += posts.num_rows
+                figures["matches"] += result.n_matches
+                if result.n_matches:
+                    post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
+                    found.append(
+                        pa.RecordBatch.from_arrays(
+                            [
+                                posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
+                                pa.array(result.sub_ids, pa.int64()),
+                                pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
+                            ],
+                            schema=MATCHES_ARROW,
+                        )
                     )
             figures["seconds"] += time.perf_counter() - started
+        if found:
+            started = time.perf_counter()
+            packed = to_ipc(pa.Table.from_batches(found).combine_chunks().to_batches()[0])
+            figures["seconds"] += time.perf_counter() - started
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([packed], pa.binary()), pa.nulls(1, pa.string())],
+                schema=_MATCHED_ARROW,
+            )
         figures["matchers"] = sorted(seen)
+        figures["task_seconds"] = time.perf_counter() - task_started
+        figures["cpu_seconds"] = time.process_time() - cpu_started
+        figures["pid"] = os.getpid()
         yield _notes([figures], _MATCHED_ARROW)
 
     return run

@@ -37,6 +37,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=_run_learn_job)
 
+    p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--workloads", default="tweet,topic", help="tweet and/or topic")
+    p.add_argument("--nodes", type=int, default=16)
+    p.add_argument("--subscriptions", type=int, default=100_000)
+    p.add_argument("--posts", type=int, default=1_000_000, help="posts streamed per workload")
+    p.add_argument("--file-posts", type=int, default=100_000, help="posts per file = per batch")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_stream)
+
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
     p.add_argument("--nodes", default="4,16,64,256")
@@ -54,6 +66,28 @@ def _run_matcher(args: argparse.Namespace) -> int:
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
+    return 0
+
+
+def _run_stream(args: argparse.Namespace) -> int:
+    from core.bench.realdata import real_corpus_path
+    from spark_jobs import bench_stream
+
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    bad = sorted(set(workloads) - {"tweet", "topic"})
+    if bad or not workloads:
+        raise InputDataError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    bench_stream.run(
+        Path(args.corpus) if args.corpus else real_corpus_path(),
+        workloads=workloads,
+        nodes=args.nodes,
+        subscriptions=args.subscriptions,
+        posts=args.posts,
+        file_posts=args.file_posts,
+        seed=args.seed,
+        out=Path(args.out),
+        master=args.master,
+    )
     return 0
 
 

@@ -19,7 +19,7 @@ from core.matching.trie import TrieMatcher
 from core.routing import _router_kernels
 from core.stream import _kernels as K
 from core.stream.snapshot import MatcherSnapshot
-from core.text.normalize import normalize_token, tokenize
+from core.text.normalize import normalize_token, word_tokens
 
 
 class PostEncoder:
@@ -53,13 +53,19 @@ class PostEncoder:
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(indptr int64, word_ids int32)``; ids distinct within a post, unsorted."""
         cache = self._token_id
+        cache[""] = -1  # the empty group of a skipped URL / @name token
+        lookup = cache.get
         miss = self._token
+        scan = word_tokens
         indptr = np.zeros(len(texts) + 1, dtype=np.int64)
         ids: list[int] = []
         for p, text in enumerate(texts):
-            found = {cache[t] if t in cache else miss(t) for t in tokenize(text)}
+            tokens = scan(text)
+            found = set(map(lookup, tokens))
+            if None in found:  # a token not seen yet: normalise it once
+                found = {cache[t] if t in cache else miss(t) for t in tokens}
             found.discard(-1)
-            ids.extend(found)
+            ids.extend(found)  # type: ignore[arg-type]
             indptr[p + 1] = len(ids)
         return indptr, np.array(ids, dtype=np.int32)
 

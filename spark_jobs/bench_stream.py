@@ -1,0 +1,264 @@
+"""``s3tm bench stream``: sustained posts/s of the streaming matcher, end to end.
+
+Set-up (in a scratch lakehouse, not timed): the real tweets (or a synthetic corpus when
+absent) are split 80/20 by post; on the 80% the bench draws 100k subscriptions (tweet-based:
+random posts; topic-based: LDA topics, paper Sect. 6.1), learns SALB + hot-word splitting
+for N matchers on their words, places them (LASP), and publishes the version. The held-out
+20% are written to the landing directory as JSON lines, replayed with fresh ids until the
+asked number of posts, in files of ``--file-posts`` posts (one file per micro-batch).
+
+Measured: the real query (``spark_jobs.stream``) with ``availableNow``: every batch reads
+JSON, normalises, routes, shuffles to N matcher tasks, matches on cached tries, and commits
+``matches`` and ``deliveries`` to Delta. Reported: sustained posts/s after the first (warm-up)
+batch, the batch latency p50/p95, and where the time goes: task seconds of route
+(normalise+route) and match, the Spark job's wall time, and the driver's writes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from core.bench.machine import machine_summary
+from core.cli.format import format_table
+from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
+from core.errors import InputDataError
+from core.experiments.report import write_csv
+from core.learn import learn_mapping
+from core.text import normalize
+
+
+def _read_posts(path: Path | None, seed: int) -> tuple[list[str], list[str]]:
+    """(ids, texts) of the real corpus, or of a synthetic one when ``path`` is None."""
+    if path is None:
+        from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, render_post_text
+
+        corpus = generate_corpus(SyntheticCorpusSpec(n_posts=150_000, seed=seed))
+        rng = np.random.default_rng(seed)
+        texts = [
+            render_post_text(
+                corpus.vocabulary[corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]]].tolist(),
+                rng,
+            )
+            for p in range(corpus.n_posts)
+        ]
+        return [f"syn-{p}" for p in range(corpus.n_posts)], texts
+    ids, texts = [], []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            if isinstance(record.get("text"), str) and record["text"].strip():
+                ids.append(str(record["id"]))
+                texts.append(record["text"])
+    return ids, texts
+
+
+def _subscriptions(workload: str, training: Corpus, n: int, seed: int) -> list[list[str]]:
+    from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
+
+    if workload == "tweet":
+        subs = tweet_subscriptions(training, min(n, training.n_posts), seed=seed)
+    else:
+        subs = topic_subscriptions(training, fit_topics(training, seed=seed), n, seed=seed)
+    return [
+        subs.vocabulary[subs.indices[subs.indptr[s] : subs.indptr[s + 1]]].tolist()
+        for s in range(subs.n_posts)
+    ]
+
+
+def _register(lakehouse: Any, word_sets: list[list[str]], subscribers: int) -> None:
+    from schemas import table
+    from spark_jobs.routing_store import now_utc
+
+    now = now_utc()
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(
+            [
+                {
+                    "sub_id": i + 1,
+                    "subscriber": f"subscriber-{i % subscribers:05d}",
+                    "phrase": " ".join(words),
+                    "words": sorted(set(words)),
+                    "created_at": now,
+                    "cancelled_at": None,
+                }
+                for i, words in enumerate(word_sets)
+            ],
+            schema=table("subscriptions.registry").schema,
+        ),
+        "subscriptions.registry",
+    )
+
+
+def _land(landing: Path, ids: list[str], texts: list[str], total: int, per_file: int) -> int:
+    landing.mkdir(parents=True)
+    written, files = 0, 0
+    while written < total:
+        n = min(per_file, total - written)
+        rows = [
+            json.dumps({"id": f"{ids[k % len(ids)]}#{k // len(ids)}", "text": texts[k % len(ids)]})
+            for k in range(written, written + n)
+        ]
+        (landing / f"posts-{files:05d}.jsonl").write_text("\n".join(rows) + "\n")
+        written += n
+        files += 1
+    return files
+
+
+def run_workload(
+    spark: Any,
+    root: Path,
+    workload: str,
+    ids: list[str],
+    texts: list[str],
+    *,
+    nodes: int,
+    subscriptions: int,
+    posts: int,
+    file_posts: int,
+    seed: int,
+) -> dict[str, Any]:
+    import argparse
+
+    from spark_jobs import stream
+    from spark_jobs.delta_io import Lakehouse
+    from spark_jobs.place import place_version
+    from spark_jobs.publish import publish
+    from spark_jobs.routing_store import register_table
+
+    started = time.perf_counter()
+    mask = holdout_mask(len(texts), 0.2, 7)
+    training_sets = [normalize(t) for t, m in zip(texts, mask, strict=True) if not m]
+    training = corpus_from_word_lists([w for w in training_sets if w])
+    held_ids = [i for i, m in zip(ids, mask, strict=True) if m]
+    held_texts = [t for t, m in zip(texts, mask, strict=True) if m]
+    word_sets = _subscriptions(workload, training, subscriptions, seed)
+    lakehouse = Lakehouse(spark, root / workload / "lakehouse")
+    _register(lakehouse, word_sets, subscribers=max(1, len(word_sets) // 100))
+    learned = learn_mapping(
+        training,
+        nodes,
+        "salb",
+        split=True,
+        subscribed_words={w for s in word_sets for w in s},
+        seed=seed,
+    )
+    version = register_table(lakehouse, learned.table, algorithm="salb")
+    place_version(lakehouse, version, unit_cost=True)
+    publish(lakehouse, version, skip_validation=True)
+    landing = root / workload / "landing"
+    files = _land(landing, held_ids, held_texts, posts, file_posts)
+    print(
+        f"[{workload}] set-up {time.perf_counter() - started:.1f}s: {len(word_sets):,} "
+        f"subscriptions, SALB+split N={nodes} (version {version}), {posts:,} posts in "
+        f"{files} files of {file_posts:,} (held-out {len(held_texts):,} tweets replayed)",
+        flush=True,
+    )
+    args = argparse.Namespace(
+        source="files",
+        landing=str(landing),
+        checkpoint=str(root / workload / "checkpoint"),
+        query_name=f"bench_{workload}",
+        max_files_per_trigger=1,
+        trigger_seconds=0.0,
+        available_now=True,
+        seed=seed,
+    )
+    query_started = time.perf_counter()
+    query, handler = stream.start(spark, lakehouse, args)
+    query.awaitTermination()
+    wall = time.perf_counter() - query_started
+    if query.exception() is not None:
+        raise InputDataError(f"stream query failed: {query.exception()}")
+    figures = handler.figures
+    if len(figures) < 2:
+        raise InputDataError("need at least 2 batches (one warm-up); raise --posts")
+    steady = figures[1:]
+    total = [f["seconds_total"] for f in steady]
+    steady_posts = sum(f["posts"] for f in steady)
+
+    def share(key: str) -> float:
+        return sum(f[key] for f in steady)
+
+    return {
+        "workload": f"{workload}-based",
+        "N": nodes,
+        "subscriptions": len(word_sets),
+        "batches": len(figures),
+        "posts/batch": file_posts,
+        "posts": sum(f["posts"] for f in figures),
+        "wall s": round(wall, 1),
+        "posts/s (all)": round(sum(f["posts"] for f in figures) / wall),
+        "posts/s (steady)": round(steady_posts / sum(total)),
+        "batch p50 s": round(float(np.percentile(total, 50)), 2),
+        "batch p95 s": round(float(np.percentile(total, 95)), 2),
+        "warm-up batch s": round(figures[0]["seconds_total"], 2),
+        "route task s/batch": round(share("seconds_route") / len(steady), 2),
+        "match task s/batch": round(share("seconds_match") / len(steady), 2),
+        "spark job s/batch": round(share("seconds_spark") / len(steady), 2),
+        "write s/batch": round(share("seconds_write") / len(steady), 2),
+        "plan+sync s/batch": round(share("seconds_sync") / len(steady), 2),
+        "spread": round(share("routed_pairs") / max(steady_posts, 1), 2),
+        "matches/post": round(share("matches") / max(steady_posts, 1), 2),
+        "deliveries/post": round(share("deliveries") / max(steady_posts, 1), 2),
+    }
+
+
+def run(
+    corpus: Path | None,
+    *,
+    workloads: list[str],
+    nodes: int,
+    subscriptions: int,
+    posts: int,
+    file_posts: int,
+    seed: int,
+    out: Path,
+    master: str | None,
+) -> list[dict[str, Any]]:
+    from spark_jobs.session import build_session
+
+    print(f"machine: {machine_summary()}")
+    print(f"corpus: {corpus if corpus else 'synthetic (real tweets absent)'}")
+    ids, texts = _read_posts(corpus, seed)
+    spark = build_session("s3tm-bench-stream", master=master)
+    print(
+        f"spark master: {spark.sparkContext.master}, cores {spark.sparkContext.defaultParallelism}"
+    )
+    root = Path(tempfile.mkdtemp(prefix="s3tm-bench-stream-"))
+    rows = []
+    try:
+        for workload in workloads:
+            rows.append(
+                run_workload(
+                    spark,
+                    root,
+                    workload,
+                    ids,
+                    texts,
+                    nodes=nodes,
+                    subscriptions=subscriptions,
+                    posts=posts,
+                    file_posts=file_posts,
+                    seed=seed,
+                )
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    header = list(rows[0])
+    print("\nstreaming matcher, end to end (read JSON -> normalise -> route -> match -> Delta)")
+    print(format_table(header, [[r[h] for h in header] for r in rows]))
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, out / "stream.csv")
+    print(f"wrote {out / 'stream.csv'}")
+    return rows
