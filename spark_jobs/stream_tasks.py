@@ -13,6 +13,7 @@ The snapshot comes in a broadcast; tries and encoders live in :data:`CACHE` acro
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -118,129 +119,148 @@ def _by_matcher(
 
 
 def route_posts(
-    broadcast: Any, key: tuple[int, int], pkeys: np.ndarray, max_text_chars: int
+    broadcast: Any,
+    key: tuple[int, int],
+    pkeys: np.ndarray,
+    max_text_chars: int,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA."""
+    # A partial of a module-level function: pickled by reference, so the worker's own
+    # module state (CACHE) is used, not a copy shipped with each task.
+    return functools.partial(_route_run, broadcast, key, pkeys, max_text_chars)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task_started, cpu_started = time.perf_counter(), time.process_time()
-        snapshot = _snapshot(broadcast, key)
-        figures: dict[str, Any] = {
-            "kind": "route",
-            "posts": 0,
-            "pairs": 0,
-            "quarantined": 0,
-            "seconds": 0.0,
-        }
-        for batch in batches:
-            started = time.perf_counter()
-            ok, reason = _quarantine(batch, max_text_chars)
-            bad = batch.filter(pc.invert(ok))
-            if bad.num_rows:
-                figures["quarantined"] += bad.num_rows
-                raw = pc.coalesce(bad.column("corrupt_record"), bad.column("text"))
-                yield _notes(
-                    [
-                        {
-                            "kind": "quarantine",
-                            "reason": r,
-                            "post_id": p,
-                            "source_file": f,
-                            "raw": (x or "")[: 2 * max_text_chars],
-                        }
-                        for r, p, f, x in zip(
-                            reason.filter(pc.invert(ok)).to_pylist(),
-                            bad.column("post_id").to_pylist(),
-                            bad.column("source_file").to_pylist(),
-                            raw.to_pylist(),
-                            strict=True,
-                        )
-                    ],
-                    _ROUTED_ARROW,
-                )
-            good = batch.filter(ok)
-            if good.num_rows == 0:
-                continue
-            post_ids = good.column("post_id")
-            indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
-            seed = batch_seed(snapshot, post_ids[0].as_py())
-            pair_post, pair_matcher = route(snapshot, indptr, word_ids, seed=seed)
-            offsets, values = gather(indptr, word_ids, pair_post)
-            figures["posts"] += good.num_rows
-            figures["pairs"] += int(pair_post.shape[0])
-            if pair_post.size:
-                yield _by_matcher(post_ids, pair_post, pair_matcher, offsets, values, pkeys)
-            figures["seconds"] += time.perf_counter() - started
-        figures["task_seconds"] = time.perf_counter() - task_started
-        figures["cpu_seconds"] = time.process_time() - cpu_started
-        figures["pid"] = os.getpid()
-        yield _notes([figures], _ROUTED_ARROW)
 
-    return run
+def _route_run(
+    broadcast: Any,
+    key: tuple[int, int],
+    pkeys: np.ndarray,
+    max_text_chars: int,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    task_started, cpu_started = time.perf_counter(), time.process_time()
+    snapshot = _snapshot(broadcast, key)
+    figures: dict[str, Any] = {
+        "kind": "route",
+        "posts": 0,
+        "pairs": 0,
+        "quarantined": 0,
+        "seconds": 0.0,
+    }
+    for batch in batches:
+        started = time.perf_counter()
+        ok, reason = _quarantine(batch, max_text_chars)
+        bad = batch.filter(pc.invert(ok))
+        if bad.num_rows:
+            figures["quarantined"] += bad.num_rows
+            raw = pc.coalesce(bad.column("corrupt_record"), bad.column("text"))
+            yield _notes(
+                [
+                    {
+                        "kind": "quarantine",
+                        "reason": r,
+                        "post_id": p,
+                        "source_file": f,
+                        "raw": (x or "")[: 2 * max_text_chars],
+                    }
+                    for r, p, f, x in zip(
+                        reason.filter(pc.invert(ok)).to_pylist(),
+                        bad.column("post_id").to_pylist(),
+                        bad.column("source_file").to_pylist(),
+                        raw.to_pylist(),
+                        strict=True,
+                    )
+                ],
+                _ROUTED_ARROW,
+            )
+        good = batch.filter(ok)
+        if good.num_rows == 0:
+            continue
+        post_ids = good.column("post_id")
+        indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
+        seed = batch_seed(snapshot, post_ids[0].as_py())
+        pair_post, pair_matcher = route(snapshot, indptr, word_ids, seed=seed)
+        offsets, values = gather(indptr, word_ids, pair_post)
+        figures["posts"] += good.num_rows
+        figures["pairs"] += int(pair_post.shape[0])
+        if pair_post.size:
+            yield _by_matcher(post_ids, pair_post, pair_matcher, offsets, values, pkeys)
+        figures["seconds"] += time.perf_counter() - started
+    figures["task_seconds"] = time.perf_counter() - task_started
+    figures["cpu_seconds"] = time.process_time() - cpu_started
+    figures["pid"] = os.getpid()
+    yield _notes([figures], _ROUTED_ARROW)
 
 
 def match_posts(
-    broadcast: Any, key: tuple[int, int], matcher_of_pkey: dict[int, int]
+    broadcast: Any,
+    key: tuple[int, int],
+    matcher_of_pkey: dict[int, int],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> one payload of
     (post_id, sub_id, matcher_id) matches per task."""
+    # A partial of a module-level function: pickled by reference, so the worker's own
+    # module state (CACHE) is used, not a copy shipped with each task.
+    return functools.partial(_match_run, broadcast, key, matcher_of_pkey)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task_started, cpu_started = time.perf_counter(), time.process_time()
-        snapshot = _snapshot(broadcast, key)
-        figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
-        seen: set[int] = set()
-        found: list[pa.RecordBatch] = []
-        for batch in batches:
-            started = time.perf_counter()
-            is_note = pc.is_valid(batch.column("note"))
-            notes = batch.filter(is_note)
-            if notes.num_rows:  # pass the route stage's notes through
-                yield _notes(
-                    [json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW
-                )
-            data = batch.filter(pc.invert(is_note))
-            for pkey, payload in zip(
-                data.column("pkey").to_pylist(), data.column("payload").to_pylist(), strict=True
-            ):
-                matcher = matcher_of_pkey[pkey]
-                seen.add(matcher)
-                posts = from_ipc(payload)
-                lists = posts.column("word_ids").combine_chunks()
-                offsets = np.asarray(lists.offsets, dtype=np.int64)
-                result = CACHE.match(
-                    snapshot,
-                    matcher,
-                    offsets - offsets[0],
-                    np.asarray(lists.flatten(), dtype=np.int32),
-                )
-                figures["rows"] += posts.num_rows
-                figures["matches"] += result.n_matches
-                if result.n_matches:
-                    post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
-                    found.append(
-                        pa.RecordBatch.from_arrays(
-                            [
-                                posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
-                                pa.array(result.sub_ids, pa.int64()),
-                                pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
-                            ],
-                            schema=MATCHES_ARROW,
-                        )
-                    )
-            figures["seconds"] += time.perf_counter() - started
-        if found:
-            started = time.perf_counter()
-            packed = to_ipc(pa.Table.from_batches(found).combine_chunks().to_batches()[0])
-            figures["seconds"] += time.perf_counter() - started
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([packed], pa.binary()), pa.nulls(1, pa.string())],
-                schema=_MATCHED_ARROW,
+
+def _match_run(
+    broadcast: Any,
+    key: tuple[int, int],
+    matcher_of_pkey: dict[int, int],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    task_started, cpu_started = time.perf_counter(), time.process_time()
+    snapshot = _snapshot(broadcast, key)
+    figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
+    seen: set[int] = set()
+    found: list[pa.RecordBatch] = []
+    for batch in batches:
+        started = time.perf_counter()
+        is_note = pc.is_valid(batch.column("note"))
+        notes = batch.filter(is_note)
+        if notes.num_rows:  # pass the route stage's notes through
+            yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
+        data = batch.filter(pc.invert(is_note))
+        for pkey, payload in zip(
+            data.column("pkey").to_pylist(), data.column("payload").to_pylist(), strict=True
+        ):
+            matcher = matcher_of_pkey[pkey]
+            seen.add(matcher)
+            posts = from_ipc(payload)
+            lists = posts.column("word_ids").combine_chunks()
+            offsets = np.asarray(lists.offsets, dtype=np.int64)
+            result = CACHE.match(
+                snapshot,
+                matcher,
+                offsets - offsets[0],
+                np.asarray(lists.flatten(), dtype=np.int32),
             )
-        figures["matchers"] = sorted(seen)
-        figures["task_seconds"] = time.perf_counter() - task_started
-        figures["cpu_seconds"] = time.process_time() - cpu_started
-        figures["pid"] = os.getpid()
-        yield _notes([figures], _MATCHED_ARROW)
-
-    return run
+            figures["rows"] += posts.num_rows
+            figures["matches"] += result.n_matches
+            if result.n_matches:
+                post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
+                found.append(
+                    pa.RecordBatch.from_arrays(
+                        [
+                            posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
+                            pa.array(result.sub_ids, pa.int64()),
+                            pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
+                        ],
+                        schema=MATCHES_ARROW,
+                    )
+                )
+        figures["seconds"] += time.perf_counter() - started
+    if found:
+        started = time.perf_counter()
+        packed = to_ipc(pa.Table.from_batches(found).combine_chunks().to_batches()[0])
+        figures["seconds"] += time.perf_counter() - started
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([packed], pa.binary()), pa.nulls(1, pa.string())],
+            schema=_MATCHED_ARROW,
+        )
+    figures["matchers"] = sorted(seen)
+    figures["task_seconds"] = time.perf_counter() - task_started
+    figures["cpu_seconds"] = time.process_time() - cpu_started
+    figures["pid"] = os.getpid()
+    figures["worker_trie_builds"] = CACHE.rebuilds  # since this worker started
+    yield _notes([figures], _MATCHED_ARROW)
