@@ -273,8 +273,9 @@ STREAM_BATCHES = TableSpec(
             _f("seconds_sync", pa.float64()),
             _f("seconds_route", pa.float64()),
             _f("seconds_match", pa.float64()),
+            _f("seconds_dispatch", pa.float64()),
             _f("seconds_spark", pa.float64()),
-            _f("seconds_write", pa.float64()),
+            _f("seconds_commit", pa.float64()),
             _f("seconds_total", pa.float64()),
             _f("recorded_at", _UTC, False),
         ]

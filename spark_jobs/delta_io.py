@@ -294,35 +294,77 @@ class Lakehouse:
         writer.save(str(self.path(spec.name)))
         return WriteResult(spec.name, self.version(spec.name), -1, -1)
 
+    def staging_dir(self, name: str) -> Path:
+        """A fresh folder inside table ``name`` for files to commit with :meth:`commit_staged`.
+
+        Named key=value so that every file of the table sits at the same depth
+        (s3tm_write=.../<partitions>/part-*.parquet) and Spark's partition discovery accepts
+        the file list on read (the extra column is dropped).
+        """
+        stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+        return self.path(name) / f"{WRITE_DIR_KEY}={stamp}"
+
     def _write_rs(
         self,
         frame: Any,
         spec: TableSpec,
-        mode: str,
+        mode: WriteMode,
         replace_where: Mapping[str, Sequence[Any]] | None,
         app_id: str | None,
         batch_id: int | None,
     ) -> WriteResult:
+        target = self.staging_dir(spec.name)
+        writer = frame.write.mode("error")
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        try:
+            writer.parquet(str(target))
+        except Exception:
+            shutil.rmtree(target, ignore_errors=True)  # nothing committed: drop the files
+            raise
+        return self.commit_staged(
+            spec.name,
+            target,
+            mode=mode,
+            replace_where=replace_where,
+            app_id=app_id,
+            batch_id=batch_id,
+        )
+
+    def commit_staged(
+        self,
+        name: str,
+        staging: Path,
+        *,
+        mode: WriteMode = "append",
+        replace_where: Mapping[str, Sequence[Any]] | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> WriteResult:
+        """Commit every Parquet file under ``staging`` (from :meth:`staging_dir`, written by
+        Spark or by workers) to table ``name`` in ONE Delta transaction.
+
+        With ``app_id``/``batch_id`` already committed, nothing is committed and the staged
+        files are removed. Files must be in the table's schema (and partition layout).
+        """
         from deltalake import CommitProperties, DeltaTable, Transaction
         from deltalake.transaction import (
             AddAction,
             create_table_with_add_actions,
         )
 
-        root = self.path(spec.name)
-        # Each write gets its own folder, named key=value so that every file of the table
-        # sits at the same depth (s3tm_write=.../<partitions>/part-*.parquet) and Spark's
-        # partition discovery accepts the file list on read (the extra column is dropped).
-        staging = f"{WRITE_DIR_KEY}={time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
-        target = root / staging
-        writer = frame.write.mode("error")
-        if spec.partition_by:
-            writer = writer.partitionBy(*spec.partition_by)
+        spec = table(name)
+        self._check_write_args(spec, mode, replace_where, app_id, batch_id)
+        root = self.path(name)
+        if staging.parent != root or not staging.name.startswith(f"{WRITE_DIR_KEY}="):
+            raise InvalidArgumentError(f"{staging} is not a staging folder of {name}")
+        if self._already_committed(name, app_id, batch_id):
+            shutil.rmtree(staging, ignore_errors=True)
+            return WriteResult(name, self.version(name), 0, 0, skipped=True)
         try:
-            writer.parquet(str(target))
             actions: list[AddAction] = []
             rows = 0
-            for file in sorted(target.rglob("*.parquet")):
+            for file in sorted(staging.rglob("*.parquet")) if staging.exists() else []:
                 relative = file.relative_to(root).as_posix()
                 n_rows = pq.read_metadata(file).num_rows
                 rows += n_rows
@@ -343,14 +385,14 @@ class Lakehouse:
                 else None
             )
             partition_by = list(spec.partition_by) or None
-            if not self.exists(spec.name):
+            if not self.exists(name):
                 create_table_with_add_actions(
                     str(root),
                     spec.delta_schema(),
                     actions,
                     mode="append",
                     partition_by=partition_by,
-                    name=spec.name,
+                    name=name,
                     description=spec.description or None,
                     commit_properties=commit,
                 )
@@ -369,9 +411,9 @@ class Lakehouse:
                     commit_properties=commit,
                 )
         except Exception:
-            shutil.rmtree(target, ignore_errors=True)  # nothing committed: drop the files
+            shutil.rmtree(staging, ignore_errors=True)  # nothing committed: drop the files
             raise
-        return WriteResult(spec.name, self.version(spec.name), len(actions), rows)
+        return WriteResult(name, self.version(name), len(actions), rows)
 
 
 def _predicate(replace_where: Mapping[str, Sequence[Any]]) -> str:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from core.corpus.io import MAX_TEXT_CHARS
 from core.errors import InputDataError, InvalidArgumentError
 from core.placement.live import LivePlacement
+from core.stream.dispatch import Subscribers
 from core.stream.snapshot import MatcherSnapshot, snapshot_of
 from schemas import table
 from spark_jobs import stream_tasks
@@ -92,103 +93,6 @@ def partition_keys(spark: Any, n_matchers: int) -> np.ndarray:
     if (keys < 0).any():
         raise InvalidArgumentError(f"no partition key found for some of {n_matchers} matchers")
     return keys
-
-
-@dataclass(frozen=True)
-class Subscribers:
-    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches)."""
-
-    code_of_sub: np.ndarray  # int32 per sub id, -1 for unknown ids
-    names: pa.Array  # subscriber of each code
-
-    @classmethod
-    def of(cls, subscribers: dict[int, str]) -> Subscribers:
-        names = sorted(set(subscribers.values()))
-        code = {name: i for i, name in enumerate(names)}
-        top = max(subscribers, default=-1) + 1
-        code_of_sub = np.full(top, -1, dtype=np.int32)
-        for sub, name in subscribers.items():
-            code_of_sub[sub] = code[name]
-        return cls(code_of_sub, pa.array(names, pa.string()))
-
-    def codes(self, sub_ids: np.ndarray) -> np.ndarray:
-        """The subscriber code of each sub id.
-
-        Raises:
-            InputDataError: for a sub id with no subscriber (not in the registry snapshot).
-        """
-        inside = (sub_ids >= 0) & (sub_ids < self.code_of_sub.shape[0])
-        codes = np.full(sub_ids.shape[0], -1, dtype=np.int32)
-        codes[inside] = self.code_of_sub[sub_ids[inside]]
-        if (codes < 0).any():
-            raise InputDataError(
-                f"matched subscriptions {sub_ids[codes < 0][:5]} have no subscriber"
-            )
-        return codes
-
-
-def dispatch_tables(
-    matched: pa.Table,
-    subscribers: Subscribers,
-    routing_version: int,
-    batch_id: int,
-    now: dt.datetime,
-) -> tuple[pa.Table, pa.Table]:
-    """Pure: match rows (post_id, sub_id, matcher_id) -> (matches, deliveries) tables.
-
-    A (post, subscription) pair found twice (a multicast subscription reached on several
-    matchers, or a post id repeated in the batch) is kept once, on the lowest matcher id;
-    deliveries group a post's matches per subscriber, sub ids ascending.
-    """
-    posts = pc.dictionary_encode(matched.column("post_id").combine_chunks())
-    post_code = np.asarray(posts.indices, dtype=np.int64)
-    sub_id = np.asarray(matched.column("sub_id").combine_chunks(), dtype=np.int64)
-    matcher = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int32)
-    owner = subscribers.codes(sub_id).astype(np.int64)
-    # one row per (post, subscription): sort by post, subscriber, sub, matcher; keep firsts
-    order = np.lexsort((matcher, sub_id, owner, post_code))
-    post_code, sub_id, matcher, owner = (a[order] for a in (post_code, sub_id, matcher, owner))
-    first = np.ones(order.shape[0], dtype=bool)
-    first[1:] = (post_code[1:] != post_code[:-1]) | (sub_id[1:] != sub_id[:-1])
-    post_code, sub_id, matcher, owner = (a[first] for a in (post_code, sub_id, matcher, owner))
-    n = post_code.shape[0]
-    post_ids = posts.dictionary.take(pa.array(post_code))
-    matches = pa.table(
-        {
-            "post_id": post_ids,
-            "sub_id": pa.array(sub_id, pa.int64()),
-            "subscriber": subscribers.names.take(pa.array(owner)),
-            "routing_version": pa.array(np.full(n, routing_version, dtype=np.int64)),
-            "matcher_id": pa.array(matcher, pa.int32()),
-            "matched_at": pa.array(np.full(n, now_micros(now), dtype=np.int64)).cast(
-                pa.timestamp("us", tz="UTC")
-            ),
-            "batch_id": pa.array(np.full(n, batch_id, dtype=np.int64)),
-        }
-    )
-    # rows are sorted by (post, subscriber, sub): each (post, subscriber) run is a delivery
-    start = np.ones(n, dtype=bool)
-    start[1:] = (post_code[1:] != post_code[:-1]) | (owner[1:] != owner[:-1])
-    starts = np.flatnonzero(start)
-    m = starts.shape[0]
-    offsets = np.append(starts, n).astype(np.int32)
-    deliveries = pa.table(
-        {
-            "post_id": post_ids.take(pa.array(starts)),
-            "subscriber": subscribers.names.take(pa.array(owner[starts])),
-            "sub_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(sub_id, pa.int64())),
-            "routing_version": pa.array(np.full(m, routing_version, dtype=np.int64)),
-            "delivered_at": pa.array(np.full(m, now_micros(now), dtype=np.int64)).cast(
-                pa.timestamp("us", tz="UTC")
-            ),
-            "batch_id": pa.array(np.full(m, batch_id, dtype=np.int64)),
-        }
-    )
-    return matches, deliveries
-
-
-def now_micros(now: dt.datetime) -> int:
-    return int(now.timestamp() * 1_000_000)
 
 
 @dataclass
@@ -297,7 +201,11 @@ class StreamMatcher:
             assert state.placement is not None
             state.epoch += 1
             state.snapshot = snapshot_of(
-                state.placement, plan.routing_version, state.epoch, seed=self.seed
+                state.placement,
+                plan.routing_version,
+                state.epoch,
+                subscribers=state.subscribers,
+                seed=self.seed,
             )
             if state.broadcast is not None:
                 state.broadcast.unpersist()
@@ -389,12 +297,27 @@ class StreamMatcher:
             self._pkeys[n_matchers] = partition_keys(self.lakehouse.spark, n_matchers)
         return self._pkeys[n_matchers]
 
-    def matched(self, posts: Any, snapshot: MatcherSnapshot) -> Any:
-        """Pure transform: raw posts -> (post_id, sub_id, matcher_id, note) rows."""
+    def dispatched(
+        self,
+        posts: Any,
+        snapshot: MatcherSnapshot,
+        batch_id: int,
+        now: dt.datetime,
+        staging: dict[str, str],
+    ) -> Any:
+        """Pure transform: raw posts -> notes, with ``matches`` / ``deliveries`` files
+        written to ``staging`` as a side effect of the dispatch tasks.
+
+        route (one task per input split) -> repartition(N): matcher m is task m -> match ->
+        repartition(P) by post -> dispatch (dedupe, deliveries, Parquet files).
+        """
         from pyspark.sql import functions as F
 
+        spark = self.lakehouse.spark
         pkeys = self.partition_keys(snapshot.n_matchers)
-        matcher_of_pkey = {int(k): m for m, k in enumerate(pkeys.tolist())}
+        n_dispatch = max(1, int(spark.sparkContext.defaultParallelism))
+        dkeys = self.partition_keys(n_dispatch)
+        bc = self.state.broadcast
         raw = posts.select(
             F.col("id").alias("post_id"),
             "text",
@@ -402,12 +325,18 @@ class StreamMatcher:
             F.col("source_file"),
         )
         routed = raw.mapInArrow(
-            stream_tasks.route_posts(self.state.broadcast, snapshot.key, pkeys, MAX_TEXT_CHARS),
+            stream_tasks.route_posts(bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch),
             stream_tasks.ROUTED_SCHEMA,
         )
-        return routed.repartition(snapshot.n_matchers, "pkey").mapInArrow(
-            stream_tasks.match_posts(self.state.broadcast, snapshot.key, matcher_of_pkey),
+        matched = routed.repartition(snapshot.n_matchers, "pkey").mapInArrow(
+            stream_tasks.match_posts(
+                bc, snapshot.key, {int(k): m for m, k in enumerate(pkeys.tolist())}, dkeys
+            ),
             stream_tasks.MATCHED_SCHEMA,
+        )
+        return matched.repartition(n_dispatch, "dkey").mapInArrow(
+            stream_tasks.dispatch_matches(bc, snapshot.key, batch_id, now, staging),
+            stream_tasks.DISPATCHED_SCHEMA,
         )
 
     def __call__(self, posts: Any, batch_id: int) -> None:
@@ -416,51 +345,63 @@ class StreamMatcher:
         plan = self.plan(batch_id)
         snapshot = self.sync(plan)
         synced = time.perf_counter()
-        result = self.matched(posts, snapshot).toArrow()
-        computed = time.perf_counter()
-        is_note = pc.is_valid(result.column("note"))
-        notes = [json.loads(n) for n in result.filter(is_note).column("note").to_pylist()]
-        payloads = result.filter(pc.invert(is_note)).column("payload").to_pylist()
-        rows = pa.concat_tables(
-            [stream_tasks.from_ipc(p) for p in payloads]
-            or [stream_tasks.MATCHES_ARROW.empty_table()]
-        )
-        now = now_utc()
-        matches, deliveries = dispatch_tables(
-            rows, self.state.subscribers, plan.routing_version, batch_id, now
-        )
         lake, app = self.lakehouse, self.app_id
-        lake.write_arrow(matches, "matches", app_id=app, batch_id=batch_id)
+        now = now_utc()
+        staging = {name: lake.staging_dir(name) for name in ("matches", "deliveries")}
+        notes = [
+            json.loads(row["note"])
+            for row in self.dispatched(
+                posts, snapshot, batch_id, now, {k: str(v) for k, v in staging.items()}
+            ).collect()
+        ]
+        computed = time.perf_counter()
+        # each output table in one Delta commit carrying the batch id: a replayed batch
+        # finds it committed and drops its files instead
+        written = {
+            name: lake.commit_staged(name, staging[name], app_id=app, batch_id=batch_id)
+            for name in ("matches",)
+        }
         _failpoint("after-matches", batch_id)
-        lake.write_arrow(deliveries, "deliveries", app_id=app, batch_id=batch_id)
+        written["deliveries"] = lake.commit_staged(
+            "deliveries", staging["deliveries"], app_id=app, batch_id=batch_id
+        )
         quarantined = [n for n in notes if n["kind"] == "quarantine"]
         if quarantined:
             self._quarantine(quarantined, batch_id, now)
-        written = time.perf_counter()
+        committed = time.perf_counter()
         log.debug(
             "stream: batch %d task notes %s",
             batch_id,
             [n for n in notes if n["kind"] != "quarantine"],
         )
-        route = [n for n in notes if n["kind"] == "route"]
-        match = [n for n in notes if n["kind"] == "match"]
+        by_kind = {
+            kind: [n for n in notes if n["kind"] == kind] for kind in ("route", "match", "dispatch")
+        }
+        dispatch = by_kind["dispatch"]
         figures = {
             "subscriptions": len(self.state.placement or ()),
-            "posts": sum(n["posts"] for n in route),
-            "routed_pairs": sum(n["pairs"] for n in route),
-            "matches": matches.num_rows,
-            "deliveries": deliveries.num_rows,
+            "posts": sum(n["posts"] for n in by_kind["route"]),
+            "routed_pairs": sum(n["pairs"] for n in by_kind["route"]),
+            "matches": sum(n["matches"] for n in dispatch),
+            "deliveries": sum(n["deliveries"] for n in dispatch),
             "quarantined": len(quarantined),
             "seconds_sync": round(synced - started, 4),
-            "seconds_route": round(sum(n["seconds"] for n in route), 4),
-            "seconds_match": round(sum(n["seconds"] for n in match), 4),
+            "seconds_route": round(sum(n["seconds"] for n in by_kind["route"]), 4),
+            "seconds_match": round(sum(n["seconds"] for n in by_kind["match"]), 4),
+            "seconds_dispatch": round(sum(n["seconds"] for n in dispatch), 4),
             "seconds_spark": round(computed - synced, 4),
-            "seconds_write": round(written - computed, 4),
-            "seconds_total": round(written - started, 4),
+            "seconds_commit": round(committed - computed, 4),
+            "seconds_total": round(committed - started, 4),
         }
         self._record(plan, "committed", figures)
         self.figures.append(
-            {"batch_id": batch_id, "routing_version": plan.routing_version, **figures}
+            {
+                "batch_id": batch_id,
+                "routing_version": plan.routing_version,
+                "replayed": plan.replayed,
+                "skipped_commits": [n for n, w in written.items() if w.skipped],
+                **figures,
+            }
         )
         log.info(
             "stream: batch %d v%d%s: %d posts -> %d pairs -> %d matches, %d deliveries, "

@@ -13,28 +13,35 @@ The snapshot comes in a broadcast; tries and encoders live in :data:`CACHE` acro
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from core.stream.dispatch import MATCHES_ARROW, dispatch_tables
 from core.stream.snapshot import MatcherSnapshot
 from core.stream.worker import MatcherCache, batch_seed, gather, route
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
-MATCHED_SCHEMA = "payload binary, note string"
+MATCHED_SCHEMA = "dkey int, payload binary, note string"
+DISPATCHED_SCHEMA = "note string"
 _ROUTED_ARROW = pa.schema([("pkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
-_MATCHED_ARROW = pa.schema([("payload", pa.binary()), ("note", pa.string())])
-# What the payloads hold: a matcher's posts, and a task's matches.
-POSTS_ARROW = pa.schema([("post_id", pa.string()), ("word_ids", pa.list_(pa.int32()))])
-MATCHES_ARROW = pa.schema(
-    [("post_id", pa.string()), ("sub_id", pa.int64()), ("matcher_id", pa.int32())]
+_MATCHED_ARROW = pa.schema([("dkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
+_DISPATCHED_ARROW = pa.schema([("note", pa.string())])
+# What the payloads hold: a matcher's posts (with the dispatch partition of each), and a
+# matcher task's matches for one dispatch partition.
+POSTS_ARROW = pa.schema(
+    [("post_id", pa.string()), ("dpart", pa.int32()), ("word_ids", pa.list_(pa.int32()))]
 )
 
 
@@ -89,6 +96,7 @@ def _quarantine(batch: pa.RecordBatch, max_text_chars: int) -> tuple[pa.Array, p
 
 def _by_matcher(
     post_ids: pa.Array,
+    dpart: np.ndarray,
     pair_post: np.ndarray,
     pair_matcher: np.ndarray,
     offsets: np.ndarray,
@@ -101,7 +109,11 @@ def _by_matcher(
     a few packed payloads per task cost almost nothing.
     """
     posts = pa.RecordBatch.from_arrays(
-        [post_ids.take(pa.array(pair_post)), pa.ListArray.from_arrays(offsets, values)],
+        [
+            post_ids.take(pa.array(pair_post)),
+            pa.array(dpart[pair_post], pa.int32()),
+            pa.ListArray.from_arrays(offsets, values),
+        ],
         schema=POSTS_ARROW,
     )
     order = np.argsort(pair_matcher, kind="stable")
@@ -123,11 +135,12 @@ def route_posts(
     key: tuple[int, int],
     pkeys: np.ndarray,
     max_text_chars: int,
+    n_dispatch: int,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_route_run, broadcast, key, pkeys, max_text_chars)
+    return functools.partial(_route_run, broadcast, key, pkeys, max_text_chars, n_dispatch)
 
 
 def _route_run(
@@ -135,6 +148,7 @@ def _route_run(
     key: tuple[int, int],
     pkeys: np.ndarray,
     max_text_chars: int,
+    n_dispatch: int,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     task_started, cpu_started = time.perf_counter(), time.process_time()
@@ -183,7 +197,12 @@ def _route_run(
         figures["posts"] += good.num_rows
         figures["pairs"] += int(pair_post.shape[0])
         if pair_post.size:
-            yield _by_matcher(post_ids, pair_post, pair_matcher, offsets, values, pkeys)
+            # every match of a post meets in one dispatch task (dedupe, deliveries)
+            dpart = np.array(
+                [zlib.crc32(p.encode()) % n_dispatch for p in post_ids.to_pylist()],
+                dtype=np.int32,
+            )
+            yield _by_matcher(post_ids, dpart, pair_post, pair_matcher, offsets, values, pkeys)
         figures["seconds"] += time.perf_counter() - started
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
@@ -195,25 +214,27 @@ def match_posts(
     broadcast: Any,
     key: tuple[int, int],
     matcher_of_pkey: dict[int, int],
+    dkeys: np.ndarray,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> one payload of
-    (post_id, sub_id, matcher_id) matches per task."""
+    """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> MATCHED_SCHEMA:
+    per dispatch partition, one payload of (post_id, sub_id, matcher_id) matches."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_match_run, broadcast, key, matcher_of_pkey)
+    return functools.partial(_match_run, broadcast, key, matcher_of_pkey, dkeys)
 
 
 def _match_run(
     broadcast: Any,
     key: tuple[int, int],
     matcher_of_pkey: dict[int, int],
+    dkeys: np.ndarray,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
     figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
     seen: set[int] = set()
-    found: list[pa.RecordBatch] = []
+    found: dict[int, list[pa.RecordBatch]] = {}
     for batch in batches:
         started = time.perf_counter()
         is_note = pc.is_valid(batch.column("note"))
@@ -237,30 +258,103 @@ def _match_run(
             )
             figures["rows"] += posts.num_rows
             figures["matches"] += result.n_matches
-            if result.n_matches:
-                post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
-                found.append(
-                    pa.RecordBatch.from_arrays(
-                        [
-                            posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
-                            pa.array(result.sub_ids, pa.int64()),
-                            pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
-                        ],
-                        schema=MATCHES_ARROW,
-                    )
-                )
+            if not result.n_matches:
+                continue
+            post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
+            matched = pa.RecordBatch.from_arrays(
+                [
+                    posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
+                    pa.array(result.sub_ids, pa.int64()),
+                    pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
+                ],
+                schema=MATCHES_ARROW,
+            )
+            dpart = np.asarray(posts.column("dpart").combine_chunks())[post_index]
+            for d in np.unique(dpart).tolist():
+                found.setdefault(d, []).append(matched.filter(pa.array(dpart == d)))
         figures["seconds"] += time.perf_counter() - started
+    started = time.perf_counter()
     if found:
-        started = time.perf_counter()
-        packed = to_ipc(pa.Table.from_batches(found).combine_chunks().to_batches()[0])
-        figures["seconds"] += time.perf_counter() - started
+        parts = sorted(found)
+        packed = [
+            to_ipc(pa.Table.from_batches(found[d]).combine_chunks().to_batches()[0]) for d in parts
+        ]
         yield pa.RecordBatch.from_arrays(
-            [pa.array([packed], pa.binary()), pa.nulls(1, pa.string())],
+            [
+                pa.array(dkeys[parts], pa.int32()),
+                pa.array(packed, pa.binary()),
+                pa.nulls(len(parts), pa.string()),
+            ],
             schema=_MATCHED_ARROW,
         )
+    figures["seconds"] += time.perf_counter() - started
     figures["matchers"] = sorted(seen)
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
     figures["worker_trie_builds"] = CACHE.rebuilds  # since this worker started
     yield _notes([figures], _MATCHED_ARROW)
+
+
+def dispatch_matches(
+    broadcast: Any,
+    key: tuple[int, int],
+    batch_id: int,
+    now: dt.datetime,
+    staging: dict[str, str],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow body: MATCHED_SCHEMA payloads of a set of posts -> ``matches`` and
+    ``deliveries`` Parquet files in the tables' staging folders (committed by the driver in
+    one Delta transaction each); only notes go back to the driver."""
+    return functools.partial(_dispatch_run, broadcast, key, batch_id, now, staging)
+
+
+def _dispatch_run(
+    broadcast: Any,
+    key: tuple[int, int],
+    batch_id: int,
+    now: dt.datetime,
+    staging: dict[str, str],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    from pyspark import TaskContext
+
+    from schemas import table
+
+    task_started = time.perf_counter()
+    snapshot = _snapshot(broadcast, key)
+    payloads: list[bytes] = []
+    for batch in batches:
+        is_note = pc.is_valid(batch.column("note"))
+        notes = batch.filter(is_note)
+        if notes.num_rows:  # pass the earlier stages' notes through
+            yield notes.select(["note"])
+        payloads += batch.filter(pc.invert(is_note)).column("payload").to_pylist()
+    started = time.perf_counter()
+    matched = (
+        pa.concat_tables([from_ipc(p) for p in payloads])
+        if payloads
+        else MATCHES_ARROW.empty_table()
+    )
+    matches, deliveries = dispatch_tables(
+        matched, snapshot.subscribers, snapshot.routing_version, batch_id, now
+    )
+    context = TaskContext.get()
+    part = context.partitionId() if context is not None else 0
+    for name, data in (("matches", matches), ("deliveries", deliveries)):
+        if data.num_rows:
+            # a fixed name per partition: a retried task overwrites, never duplicates
+            target = Path(staging[name]) / f"part-{part:05d}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            pq.write_table(data.cast(table(name).schema), temporary)
+            os.replace(temporary, target)
+    figures = {
+        "kind": "dispatch",
+        "rows": matched.num_rows,
+        "matches": matches.num_rows,
+        "deliveries": deliveries.num_rows,
+        "seconds": time.perf_counter() - started,
+        "task_seconds": time.perf_counter() - task_started,
+    }
+    yield _notes([figures], _DISPATCHED_ARROW)

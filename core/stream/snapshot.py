@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.placement.live import LivePlacement
+from core.stream.dispatch import Subscribers
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +27,7 @@ class MatcherSnapshot:
         words: dictionary id -> word (the words of the placed subscriptions).
         part_start, part_count, part_matchers: per word id, the matchers of its versions.
         matcher_subs: per matcher, ``(sub_ids int64, indptr int64, word_ids int32)``.
+        subscribers: the subscriber of every placed subscription (for deliveries).
         seed: seeds the choice of a split word's version.
     """
 
@@ -37,6 +39,7 @@ class MatcherSnapshot:
     part_count: np.ndarray
     part_matchers: np.ndarray
     matcher_subs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    subscribers: Subscribers
     seed: int = 0
 
     @property
@@ -55,7 +58,12 @@ class MatcherSnapshot:
 
 
 def snapshot_of(
-    placement: LivePlacement, routing_version: int, epoch: int, *, seed: int = 0
+    placement: LivePlacement,
+    routing_version: int,
+    epoch: int,
+    *,
+    subscribers: Subscribers | None = None,
+    seed: int = 0,
 ) -> MatcherSnapshot:
     """Freeze ``placement`` into a snapshot."""
     part_start, part_count, part_matchers = placement.word_versions()
@@ -69,5 +77,6 @@ def snapshot_of(
         part_count=part_count,
         part_matchers=part_matchers,
         matcher_subs=placement.by_matcher(),
+        subscribers=subscribers or Subscribers.of({}),
         seed=seed,
     )
