@@ -105,7 +105,25 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
         env,
         log,
     )
+    _step(
+        "s3tm stream: the landed posts through the published version (availableNow)",
+        [
+            s3tm,
+            "stream",
+            "--lakehouse",
+            str(lakehouse),
+            "run",
+            "--landing",
+            str(landing),
+            "--checkpoint",
+            str(out / "stream-checkpoint"),
+            "--available-now",
+        ],
+        env,
+        log,
+    )
     summarize(lakehouse)
+    summarize_stream(lakehouse)
     print(
         "\nSee the DAGs and runs in the Airflow UI:\n"
         f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={REPO / 'dags'} "
@@ -137,3 +155,30 @@ def summarize(lakehouse_root: Path) -> None:
     if reports:
         print(f"run report: {reports[-1]}")
     print(f"Data Docs: {data_docs_index(store)}")
+
+
+def summarize_stream(lakehouse_root: Path) -> None:
+    from spark_jobs.delta_io import Lakehouse
+
+    store = Lakehouse(None, lakehouse_root, engine="rs")
+    batches = [
+        r for r in store.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"
+    ]
+    if not batches:
+        print("\nstreaming matcher: no batch committed")
+        return
+    posts = sum(r["posts"] for r in batches)
+    seconds = sum(r["seconds_total"] for r in batches)
+    print(
+        f"\nstreaming matcher: {len(batches)} micro-batch(es), {posts:,} posts -> "
+        f"{sum(r['matches'] for r in batches):,} matches, "
+        f"{sum(r['deliveries'] for r in batches):,} deliveries in {seconds:.1f}s "
+        f"(routing version {batches[-1]['routing_version']})"
+    )
+    delivery = store.read_arrow("deliveries").slice(0, 1).to_pylist()
+    if delivery:
+        d = delivery[0]
+        print(
+            f"  e.g. post {d['post_id']} delivered to {d['subscriber']}: "
+            f"subscriptions {d['sub_ids']}"
+        )

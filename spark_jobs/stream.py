@@ -60,6 +60,9 @@ STREAM_CONF = {
     # Split a landed file into one task per core or more (the default cost of opening a
     # file, 4 MB, leaves a 10 MB file in 3 uneven tasks).
     "spark.sql.files.openCostInBytes": str(512 * 1024),
+    # One job per batch with a fixed plan: N matcher tasks, P dispatch tasks (adaptive
+    # execution would coalesce them and re-plan every batch).
+    "spark.sql.adaptive.enabled": "false",
 }
 
 
@@ -69,6 +72,22 @@ class BatchPlan:
     routing_version: int
     registry_version: int | None
     replayed: bool
+
+
+def word_frequencies(lakehouse: Any) -> dict[str, int]:
+    """Post frequency of each word over ``gold.word_stats`` (empty when absent): the
+    tries put rare words first."""
+    if not lakehouse.exists("gold.word_stats"):
+        return {}
+    stats = lakehouse.read_arrow("gold.word_stats").select(["word", "post_frequency"])
+    totals = stats.group_by("word").aggregate([("post_frequency", "sum")])
+    return dict(
+        zip(
+            totals["word"].to_pylist(),
+            totals["post_frequency_sum"].to_pylist(),
+            strict=True,
+        )
+    )
 
 
 def partition_keys(spark: Any, n_matchers: int) -> np.ndarray:
@@ -216,7 +235,7 @@ class StreamMatcher:
     def _load_version(self, version: int) -> None:
         lake, state = self.lakehouse, self.state
         routing = load_routing_table(lake, version)
-        state.placement = LivePlacement(routing)
+        state.placement = LivePlacement(routing, word_frequency=word_frequencies(lake))
         state.routing_version = version
         state.subscribers = Subscribers.of({})
         log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)

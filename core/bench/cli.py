@@ -42,8 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workloads", default="tweet,topic", help="tweet and/or topic")
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--subscriptions", type=int, default=100_000)
-    p.add_argument("--posts", type=int, default=1_000_000, help="posts streamed per workload")
-    p.add_argument("--file-posts", type=int, default=100_000, help="posts per file = per batch")
+    p.add_argument(
+        "--posts",
+        default="tweet=1000000,topic=200000",
+        help="posts streamed: one number, or per workload (topic-based subscriptions match "
+        "~170 times per tweet, so their batches are output-bound)",
+    )
+    p.add_argument(
+        "--file-posts",
+        default="tweet=200000,topic=20000",
+        help="posts per landed file = per micro-batch: one number, or per workload",
+    )
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
@@ -82,13 +91,33 @@ def _run_stream(args: argparse.Namespace) -> int:
         workloads=workloads,
         nodes=args.nodes,
         subscriptions=args.subscriptions,
-        posts=args.posts,
-        file_posts=args.file_posts,
+        posts=per_workload(args.posts, workloads, "--posts"),
+        file_posts=per_workload(args.file_posts, workloads, "--file-posts"),
         seed=args.seed,
         out=Path(args.out),
         master=args.master,
     )
     return 0
+
+
+def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int]:
+    """``"200000"`` or ``"tweet=200000,topic=20000"`` -> a positive int per workload.
+
+    Raises:
+        InputDataError: naming the option, for a bad number or a missing workload.
+    """
+    try:
+        if "=" not in value:
+            chosen = dict.fromkeys(workloads, int(value))
+        else:
+            pairs = (item.split("=", 1) for item in value.split(",") if item.strip())
+            chosen = {k.strip(): int(v) for k, v in pairs}
+    except ValueError:
+        raise InputDataError(f"{option}: not a number or workload=number list: {value!r}") from None
+    missing = [w for w in workloads if w not in chosen]
+    if missing or any(chosen[w] < 1 for w in workloads):
+        raise InputDataError(f"{option} needs a positive number for {workloads}, got {value!r}")
+    return {w: chosen[w] for w in workloads}
 
 
 def _run_learn_job(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ covering (a corrupted table, a mapping changed under them) are re-placed and rep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,9 +42,18 @@ class LivePlacement:
             valid for the life of the placement).
     """
 
-    def __init__(self, table: RoutingTable, *, cost: CostModel = UNIT_COST) -> None:
+    def __init__(
+        self,
+        table: RoutingTable,
+        *,
+        cost: CostModel = UNIT_COST,
+        word_frequency: Mapping[str, int] | None = None,
+    ) -> None:
         self.table = table
         self.cost = cost
+        # New words of a call get ids rarest first: the ids are the tries' word order, and
+        # rare words first keep scoped traversals shallow (unknown words count as rarest).
+        self.word_frequency = word_frequency or {}
         self.dictionary = WordDictionary()
         n = table.n_matchers
         self._part_start = np.zeros(0, dtype=np.int64)
@@ -127,6 +136,12 @@ class LivePlacement:
             raise InvalidArgumentError("one word set per subscription id is required")
         if len(set(sub_ids)) != len(sub_ids) or any(s in self._subs for s in sub_ids):
             raise InvalidArgumentError("subscription ids must be new and distinct")
+        frequency = self.word_frequency
+        new_words = sorted(
+            {w for words in word_sets for w in words if w not in self.dictionary},
+            key=lambda w: (frequency.get(w, 0), w),
+        )
+        self._encode(new_words)
         encoded = [self._encode(words) for words in word_sets]
         if any(e.shape[0] == 0 for e in encoded):
             raise InvalidArgumentError("every subscription needs at least one word")

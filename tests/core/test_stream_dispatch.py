@@ -1,0 +1,56 @@
+"""Dispatch of a batch's raw matches: each (post, subscription) once, one delivery per
+(post, subscriber) with its sub ids ascending; against a plain Python reference."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.errors import InputDataError
+from core.stream.dispatch import MATCHES_ARROW, Subscribers, dispatch_tables
+
+NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+OWNERS = {s: f"user{s % 3}" for s in range(1, 9)}
+
+raw_matches = st.lists(
+    st.tuples(st.sampled_from(["p1", "p2", "p3", "p4"]), st.integers(1, 8), st.integers(0, 5)),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw_matches)
+def test_dispatch_equals_the_plain_reference(rows) -> None:
+    matched = pa.Table.from_pylist(
+        [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
+    )
+    matches, deliveries = dispatch_tables(matched, Subscribers.of(OWNERS), 7, 3, NOW)
+    lowest: dict[tuple[str, int], int] = {}
+    for p, s, m in rows:
+        lowest[(p, s)] = min(m, lowest.get((p, s), m))
+    got = {(r["post_id"], r["sub_id"]): r for r in matches.to_pylist()}
+    assert len(got) == matches.num_rows  # no duplicate pair
+    assert {k: r["matcher_id"] for k, r in got.items()} == lowest
+    assert all(r["subscriber"] == OWNERS[r["sub_id"]] for r in got.values())
+    assert {(r["routing_version"], r["batch_id"], r["matched_at"]) for r in got.values()} <= {
+        (7, 3, NOW)
+    }
+    expected: dict[tuple[str, str], list[int]] = {}
+    for p, s in sorted(lowest):
+        expected.setdefault((p, OWNERS[s]), []).append(s)
+    assert {(r["post_id"], r["subscriber"]): r["sub_ids"] for r in deliveries.to_pylist()} == {
+        k: sorted(v) for k, v in expected.items()
+    }
+    assert deliveries.num_rows == len(expected)
+
+
+def test_a_match_without_subscriber_is_an_error() -> None:
+    matched = pa.Table.from_pylist(
+        [{"post_id": "p", "sub_id": 99, "matcher_id": 0}], schema=MATCHES_ARROW
+    )
+    with pytest.raises(InputDataError, match="no subscriber"):
+        dispatch_tables(matched, Subscribers.of(OWNERS), 1, 0, NOW)
