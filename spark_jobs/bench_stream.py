@@ -7,11 +7,13 @@ for N matchers on their words, places them (LASP), and publishes the version. Th
 20% are written to the landing directory as JSON lines, replayed with fresh ids until the
 asked number of posts, in files of ``--file-posts`` posts (one file per micro-batch).
 
-Measured (after 2 warm-up batches, reported apart): the real query (``spark_jobs.stream``) with ``availableNow``: every batch reads
-JSON, normalises, routes, shuffles to N matcher tasks, matches on cached tries, and commits
-``matches`` and ``deliveries`` to Delta. Reported: sustained posts/s after the first (warm-up)
-batch, the batch latency p50/p95, and where the time goes: task seconds of route
-(normalise+route) and match, the Spark job's wall time, and the driver's writes.
+Measured: the real query (``spark_jobs.stream``) with ``availableNow``: every batch reads
+JSON, normalises, routes, shuffles to N matcher tasks, matches on cached tries, dispatches
+(dedupe, deliveries, Parquet) in P tasks and commits ``matches`` and ``deliveries`` to Delta.
+Reported: sustained posts/s after 2 warm-up batches (each Python worker builds the tries of
+the matchers it meets; their times are reported apart), the batch latency p50/p95, and where
+the time goes: task seconds of route (normalise + route), match and dispatch, the Spark
+job's wall time, and the driver's plan/sync and Delta commits.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from core.errors import InputDataError
 from core.experiments.report import write_csv
 from core.learn import learn_mapping
 from core.text import normalize
-
 
 WARMUP_BATCHES = 2
 
