@@ -337,11 +337,21 @@ class StreamMatcher:
         n_dispatch = max(1, int(spark.sparkContext.defaultParallelism))
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
+        text = F.col("text")
+        suspect = (
+            F.col("_corrupt_record").isNotNull()
+            | F.col("id").isNull()
+            | text.isNull()
+            | ~text.rlike("(?U)\\S")  # whitespace only (Unicode, as the Python check)
+            | (F.length(text) > MAX_TEXT_CHARS)
+        )
         raw = posts.select(
             F.col("id").alias("post_id"),
             "text",
             F.col("_corrupt_record").alias("corrupt_record"),
-            F.col("source_file"),
+            # the file only for records that may be quarantined: a path on every row
+            # would cross into Python 200k times per batch for nothing
+            F.when(suspect, F.col("source_file")).alias("source_file"),
         )
         routed = raw.mapInArrow(
             stream_tasks.route_posts(bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch),

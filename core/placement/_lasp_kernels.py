@@ -111,7 +111,9 @@ def place(
                 var = max(sq / n_matchers - mean * mean, 0.0)
                 cv = np.sqrt(var) / mean if mean > 0 else 0.0
                 u = -delta * cv
-                if u > best_u:
+                # ties go to the lowest matcher id, so the choice does not depend on
+                # how words happen to be numbered
+                if u > best_u or (u == best_u and i < eligible[best_j]):
                     best_u = u
                     best_j = j
             chosen_from, chosen_n = best_j, 1

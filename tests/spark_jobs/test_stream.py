@@ -170,7 +170,13 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     first = _publish_learned(lakehouse, landing, 4, "salb", split=True)
     posts = landing.write(
         600,
-        bad=["{not json", json.dumps({"id": "e1", "text": "   "}), json.dumps({"text": "no id"})],
+        bad=[
+            "{not json",
+            json.dumps({"id": "e1", "text": "   "}),
+            json.dumps({"id": "e2", "text": "\u3000\t"}),
+            json.dumps({"id": "e3", "text": "x" * 10_001}),
+            json.dumps({"text": "no id"}),
+        ],
     )
     query, handler = stream.start(lakehouse.spark, lakehouse, _args(tmp_path, landing))
     try:
@@ -198,9 +204,13 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
     assert sorted(r["reason"] for r in quarantine) == [
         "empty text",
+        "empty text",
         "malformed JSON record",
         "missing id",
+        "oversized text",
     ]
+    assert all(r["source_file"].endswith("posts-0000.jsonl") for r in quarantine)
+    assert {r["stage"] for r in quarantine} == {"stream"}
 
 
 def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: str | None):
