@@ -74,6 +74,21 @@ class BatchPlan:
     replayed: bool
 
 
+def task_slots(spark: Any) -> int:
+    """Tasks the application runs at once: the threads of a local master, else Spark's
+    default parallelism (the executors' cores)."""
+    import re
+
+    master = str(spark.sparkContext.master)
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if local:
+        threads = local.group(1)
+        if threads is None:
+            return 1
+        return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
 def word_frequencies(lakehouse: Any) -> dict[str, int]:
     """Post frequency of each word over ``gold.word_stats`` (empty when absent): the
     tries put rare words first."""
@@ -334,7 +349,8 @@ class StreamMatcher:
 
         spark = self.lakehouse.spark
         pkeys = self.partition_keys(snapshot.n_matchers)
-        n_dispatch = max(1, int(spark.sparkContext.defaultParallelism))
+        # one dispatch task per task slot: every Python task costs ~0.1 s of set-up here
+        n_dispatch = task_slots(spark)
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
         text = F.col("text")
@@ -525,6 +541,8 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
         )
     for key, value in STREAM_CONF.items():
         spark.conf.set(key, value)
+    # as many route tasks per landed file as task slots, not more (see task_slots)
+    spark.conf.set("spark.sql.files.minPartitionNum", str(task_slots(spark)))
     handler = StreamMatcher(lakehouse, args.checkpoint, seed=args.seed)
     writer = (
         source(spark, args)

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--subscriptions", type=int, default=100_000)
     p.add_argument(
         "--posts",
-        default="tweet=1000000,topic=200000",
+        default="tweet=1400000,topic=240000",
         help="posts streamed: one number, or per workload (topic-based subscriptions match "
         "~170 times per tweet, so their batches are output-bound)",
     )

@@ -316,3 +316,7 @@ def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
     rows = {r["sub_id"]: r for r in subscriptions.registry(lakehouse)}
     assert [rows[s]["words"] for s in added] == [["hous", "white"], ["obama"], ["debat", "tonight"]]
     assert {rows[s]["subscriber"] for s in added} == {"alice"}
+
+
+def test_task_slots_follow_the_master(spark):
+    assert stream.task_slots(spark) == 2  # the test session runs local[2]
