@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from core.stream.dispatch import MATCHES_ARROW, dispatch_tables
+from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot
 from core.stream.worker import MatcherCache, batch_seed, gather, route
 
@@ -347,7 +347,7 @@ def _dispatch_run(
             target = Path(staging[name]) / f"part-{part:05d}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            pq.write_table(data.cast(table(name).schema), temporary)
+            pq.write_table(data.cast(storage_schema(table(name).schema)), temporary)
             os.replace(temporary, target)
     figures = {
         "kind": "dispatch",

@@ -14,6 +14,9 @@ import pyarrow.compute as pc
 
 from core.errors import InputDataError
 
+# Bits an int64 sort key may use (post code, subscription rank, matcher id packed).
+PACKED_KEY_BITS = 62
+
 MATCHES_ARROW = pa.schema(
     [("post_id", pa.string()), ("sub_id", pa.int64()), ("matcher_id", pa.int32())]
 )
@@ -66,34 +69,52 @@ def dispatch_tables(
     deliveries group a post's matches per subscriber, sub ids ascending.
     """
     posts = pc.dictionary_encode(matched.column("post_id").combine_chunks())
+    post_code = np.asarray(posts.indices, dtype=np.int64)
     sub_ids = np.asarray(matched.column("sub_id").combine_chunks(), dtype=np.int64)
-    # columns (post code, subscriber code, sub id, matcher id), all int64
-    rows = np.stack(
-        [
-            np.asarray(posts.indices, dtype=np.int64),
-            subscribers.codes(sub_ids).astype(np.int64),
-            sub_ids,
-            np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int64),
-        ]
-    )
-    # one row per (post, subscription): sort by post, subscriber, sub, matcher; keep firsts
-    rows = rows[:, np.lexsort(rows[::-1])]
-    first = np.ones(rows.shape[1], dtype=bool)
-    first[1:] = (rows[0, 1:] != rows[0, :-1]) | (rows[2, 1:] != rows[2, :-1])
-    post_code, owner, sub_id, matcher = rows[:, first]
+    matcher_ids = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int64)
+    # Rank the batch's subscriptions by (subscriber, sub id), then sort the rows by one
+    # int64 key (post, rank, matcher): a single sort instead of a 4-key lexsort.
+    subs, sub_row = np.unique(sub_ids, return_inverse=True)
+    sub_owner = subscribers.codes(subs).astype(np.int64)
+    by_owner = np.lexsort((subs, sub_owner))
+    rank = np.empty(subs.shape[0], dtype=np.int64)
+    rank[by_owner] = np.arange(subs.shape[0])
+    row_rank = rank[sub_row]
+    rank_bits = max(int(subs.shape[0]).bit_length(), 1)
+    matcher_bits = max(int(matcher_ids.max(initial=0)).bit_length(), 1)
+    post_bits = max(int(post_code.max(initial=0)).bit_length(), 1)
+    if post_bits + rank_bits + matcher_bits <= PACKED_KEY_BITS:
+        key = (post_code << (rank_bits + matcher_bits)) | (row_rank << matcher_bits) | matcher_ids
+        order = np.argsort(key, kind="stable")
+    else:  # too many to pack: the same order by lexsort
+        order = np.lexsort((matcher_ids, row_rank, post_code))
+    post_code, row_rank, matcher_ids = post_code[order], row_rank[order], matcher_ids[order]
+    # one row per (post, subscription): the first, i.e. the lowest matcher id
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = (post_code[1:] != post_code[:-1]) | (row_rank[1:] != row_rank[:-1])
+    post_code, row_rank, matcher = post_code[first], row_rank[first], matcher_ids[first]
+    ranked = subs[by_owner]
+    sub_id = ranked[row_rank]
+    owner = sub_owner[by_owner][row_rank]
     n = post_code.shape[0]
-    post_ids = posts.dictionary.take(pa.array(post_code))
+
+    def coded(codes: np.ndarray, values: pa.Array) -> pa.DictionaryArray:
+        # dictionary-encoded: no copy of the strings per row (Parquet stores them so anyway)
+        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), values)
+
+    def constant(value: int, size: int, kind: pa.DataType) -> pa.Array:
+        return pa.repeat(pa.scalar(value, kind), size)
+
+    stamp = pa.scalar(now_micros(now), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     matches = pa.table(
         {
-            "post_id": post_ids,
+            "post_id": coded(post_code, posts.dictionary),
             "sub_id": pa.array(sub_id, pa.int64()),
-            "subscriber": subscribers.names.take(pa.array(owner)),
-            "routing_version": pa.array(np.full(n, routing_version, dtype=np.int64)),
+            "subscriber": coded(owner, subscribers.names),
+            "routing_version": constant(routing_version, n, pa.int64()),
             "matcher_id": pa.array(matcher, pa.int32()),
-            "matched_at": pa.array(np.full(n, now_micros(now), dtype=np.int64)).cast(
-                pa.timestamp("us", tz="UTC")
-            ),
-            "batch_id": pa.array(np.full(n, batch_id, dtype=np.int64)),
+            "matched_at": pa.repeat(stamp, n),
+            "batch_id": constant(batch_id, n, pa.int64()),
         }
     )
     # rows are sorted by (post, subscriber, sub): each (post, subscriber) run is a delivery
@@ -104,17 +125,25 @@ def dispatch_tables(
     offsets = np.append(starts, n).astype(np.int32)
     deliveries = pa.table(
         {
-            "post_id": post_ids.take(pa.array(starts)),
-            "subscriber": subscribers.names.take(pa.array(owner[starts])),
+            "post_id": coded(post_code[starts], posts.dictionary),
+            "subscriber": coded(owner[starts], subscribers.names),
             "sub_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(sub_id, pa.int64())),
-            "routing_version": pa.array(np.full(m, routing_version, dtype=np.int64)),
-            "delivered_at": pa.array(np.full(m, now_micros(now), dtype=np.int64)).cast(
-                pa.timestamp("us", tz="UTC")
-            ),
-            "batch_id": pa.array(np.full(m, batch_id, dtype=np.int64)),
+            "routing_version": constant(routing_version, m, pa.int64()),
+            "delivered_at": pa.repeat(stamp, m),
+            "batch_id": constant(batch_id, m, pa.int64()),
         }
     )
     return matches, deliveries
+
+
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its string columns dictionary-encoded, as dispatch builds them."""
+    return pa.schema(
+        [
+            f.with_type(pa.dictionary(pa.int32(), pa.string())) if f.type == pa.string() else f
+            for f in schema
+        ]
+    )
 
 
 def now_micros(now: dt.datetime) -> int:

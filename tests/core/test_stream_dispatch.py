@@ -23,8 +23,19 @@ raw_matches = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(raw_matches)
-def test_dispatch_equals_the_plain_reference(rows) -> None:
+@given(raw_matches, st.booleans())
+def test_dispatch_equals_the_plain_reference(rows, packed) -> None:
+    import core.stream.dispatch as dispatch
+
+    # both orderings: the packed int64 key, and the lexsort used when it would overflow
+    saved, dispatch.PACKED_KEY_BITS = dispatch.PACKED_KEY_BITS, (62 if packed else 0)
+    try:
+        _check_dispatch(rows)
+    finally:
+        dispatch.PACKED_KEY_BITS = saved
+
+
+def _check_dispatch(rows) -> None:
     matched = pa.Table.from_pylist(
         [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
     )
