@@ -307,6 +307,31 @@ def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path
     assert handler.figures[-1]["subscriptions"] == len(active)
 
 
+def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, capsys):
+    landing = scene
+    _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    landing.write(200)
+    landing.write(200)
+    query, _ = stream.start(
+        lakehouse.spark, lakehouse, _args(tmp_path, landing, available_now=True)
+    )
+    query.awaitTermination()
+    assert query.exception() is None
+    capsys.readouterr()
+    assert stream.run(Namespace(action="status", last=5), lakehouse) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["batch_id"] for r in rows] == [0, 1]
+    assert [r["posts"] for r in rows] == [200, 200]
+    assert {r["stage"] for r in rows} == {"committed"}
+
+
+def test_stream_refuses_to_start_without_a_published_version(lakehouse, scene, tmp_path):
+    from core.errors import InputDataError
+
+    with pytest.raises(InputDataError, match="no published routing version"):
+        stream.start(lakehouse.spark, lakehouse, _args(tmp_path, scene))
+
+
 def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
     from spark_jobs import subscriptions
 
