@@ -208,3 +208,17 @@ def holdout_mask(n_posts: int, holdout_fraction: float, seed: int) -> np.ndarray
     if n_posts < 0:
         raise InvalidArgumentError(f"n_posts must be >= 0, got {n_posts}")
     return np.random.default_rng(seed).random(n_posts) < holdout_fraction
+
+
+def take_rows(
+    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a CSR, in the given order (a row may repeat): ``(indptr int64, indices int32)``.
+
+    Raises:
+        InvalidArgumentError: for a row outside the CSR.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= indptr.shape[0] - 1):
+        raise InvalidArgumentError("rows must index the CSR")
+    return _kernels.select_rows(indptr, indices, rows)

@@ -104,3 +104,36 @@ def route_post(table: RoutingTable, words: Iterable[str], rng: np.random.Generat
         pick = 0 if versions.shape[0] == 1 else int(rng.integers(versions.shape[0]))
         targets.add(int(versions[pick]))
     return sorted(targets)
+
+
+def route_csr(
+    indptr: np.ndarray,
+    word_ids: np.ndarray,
+    part_start: np.ndarray,
+    part_count: np.ndarray,
+    part_matchers: np.ndarray,
+    n_matchers: int,
+    *,
+    seed: int = 0,
+) -> RoutedPosts:
+    """Route posts given as CSR of word ids, each id's versions given by
+    ``part_matchers[part_start[w]:part_start[w] + part_count[w]]`` (every id routes).
+
+    Raises:
+        InvalidArgumentError: on ids outside ``part_start`` or a negative seed.
+    """
+    if seed < 0:
+        raise InvalidArgumentError(f"seed must be >= 0, got {seed}")
+    if word_ids.size and (word_ids.min() < 0 or word_ids.max() >= part_start.shape[0]):
+        raise InvalidArgumentError("word ids must index part_start")
+    routed_indptr, matchers = _router_kernels.route_posts(
+        indptr,
+        word_ids,
+        part_start,
+        part_count,
+        part_matchers,
+        np.ones(part_start.shape[0], dtype=np.bool_),
+        n_matchers,
+        int(seed),
+    )
+    return RoutedPosts(n_matchers, routed_indptr, matchers)

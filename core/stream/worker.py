@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
 from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
-from core.routing import _router_kernels
-from core.stream import _kernels as K
+from core.routing.router import route_csr
 from core.stream.snapshot import MatcherSnapshot
 from core.text.normalize import normalize_token, word_tokens
 
@@ -81,26 +81,25 @@ def route(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Route encoded posts: ``(pair_post int64, pair_matcher int32)``, one row per
     (post, matcher it is multicast to); posts with no subscription word get no row."""
-    if word_ids.size and (word_ids.min() < 0 or word_ids.max() >= snapshot.n_words):
-        raise InvalidArgumentError("word ids must come from the snapshot's dictionary")
-    routed_indptr, matchers = _router_kernels.route_posts(
+    routed = route_csr(
         indptr,
         word_ids,
         snapshot.part_start,
         snapshot.part_count,
         snapshot.part_matchers,
-        np.ones(snapshot.n_words, dtype=np.bool_),
         snapshot.n_matchers,
-        int(seed),
+        seed=seed,
     )
-    return K.expand_pairs(routed_indptr), matchers
+    pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), routed.spreads())
+    return pair_post, routed.matchers
 
 
 def gather(
     indptr: np.ndarray, word_ids: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The word-id sets of ``rows`` as ``(offsets int32, values int32)`` (Arrow list layout)."""
-    return K.gather_sets(indptr, word_ids, rows)
+    offsets, values = take_rows(indptr, word_ids, rows)
+    return offsets.astype(np.int32), values
 
 
 class _CachedTrie:
@@ -155,8 +154,8 @@ class MatcherCache:
         rows = np.array([i for i, sub in enumerate(wanted) if sub not in held], dtype=np.int64)
         if rows.size:
             # snapshot sets are sorted (dictionary order), as the trie wants them
-            new_indptr, new_words = K.gather_sets(indptr, words, rows)
-            cached.trie.insert_many(sub_ids[rows], new_indptr.astype(np.int64), new_words)
+            new_indptr, new_words = take_rows(indptr, words, rows)
+            cached.trie.insert_many(sub_ids[rows], new_indptr, new_words)
             cached.subs.update(sub_ids[rows].tolist())
         if held:
             self.updates += 1
