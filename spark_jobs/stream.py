@@ -11,12 +11,13 @@ default; Kafka on a cluster) and, in ``foreachBatch``, for each micro-batch:
    ``routing.placements``), cancelled ones taken off; the result is broadcast as a snapshot;
 3. runs ONE Spark job: normalise + route each post to its matchers (multicast; a split word
    picks one version), ``repartition(N)`` so matcher m is task m, match on that matcher's
-   trie (cached in the worker across batches);
-4. dispatches: ``matches`` (each (post, subscription) once: an all-hot-word subscription is
-   placed on several matchers, so duplicates are dropped) and ``deliveries`` (a post once
-   per subscriber, with the ids it matched), each written with the batch id as a Delta
-   transaction, so a replayed batch is never written twice; bad records go to
-   ``silver.posts_quarantine`` with the reason.
+   trie (cached in the worker across batches), ``repartition(P)`` by post, dispatch:
+   ``matches`` (each (post, subscription) once: an all-hot-word subscription is placed on
+   several matchers, so duplicates are dropped) and ``deliveries`` (a post once per
+   subscriber, with the ids it matched) written as Parquet files by the dispatch tasks;
+4. commits each output table's files in one Delta transaction carrying the batch id, so a
+   replayed batch is never written twice; bad records go to ``silver.posts_quarantine``
+   with the reason.
 
 A batch routes and matches with exactly one routing version; a newly published version is
 picked up at the next batch boundary.
