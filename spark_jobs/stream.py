@@ -350,7 +350,7 @@ class StreamMatcher:
 
         spark = self.lakehouse.spark
         pkeys = self.partition_keys(snapshot.n_matchers)
-        # one dispatch task per task slot: every Python task costs ~0.1 s of set-up here
+        # one dispatch task per task slot: every Python task costs 0.05-0.1 s of set-up here
         n_dispatch = task_slots(spark)
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
