@@ -80,26 +80,13 @@ def _subscriptions(workload: str, training: Corpus, n: int, seed: int) -> list[l
 
 
 def _register(lakehouse: Any, word_sets: list[list[str]], subscribers: int) -> None:
-    from schemas import table
-    from spark_jobs.routing_store import now_utc
+    from spark_jobs.subscriptions import register_word_sets
 
-    now = now_utc()
-    lakehouse.write_arrow(
-        pa.Table.from_pylist(
-            [
-                {
-                    "sub_id": i + 1,
-                    "subscriber": f"subscriber-{i % subscribers:05d}",
-                    "phrase": " ".join(words),
-                    "words": sorted(set(words)),
-                    "created_at": now,
-                    "cancelled_at": None,
-                }
-                for i, words in enumerate(word_sets)
-            ],
-            schema=table("subscriptions.registry").schema,
-        ),
-        "subscriptions.registry",
+    register_word_sets(
+        lakehouse,
+        [" ".join(words) for words in word_sets],
+        word_sets,
+        [f"subscriber-{i % subscribers:05d}" for i in range(len(word_sets))],
     )
 
 
@@ -206,7 +193,7 @@ def run_workload(
     wall = time.perf_counter() - query_started
     if query.exception() is not None:
         raise InputDataError(f"stream query failed: {query.exception()}")
-    figures = handler.figures
+    figures = list(handler.figures)
     # Warm-up: each Python worker builds the tries of the matchers it meets (2 batches
     # here) and fills its token cache; reported apart from the steady state.
     warmup = WARMUP_BATCHES

@@ -30,6 +30,7 @@ import datetime as dt
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +159,8 @@ class StreamMatcher:
         self.seed = seed
         self.state = _Driver()
         self.query_id: str | None = None
-        self.figures: list[dict[str, Any]] = []
+        # the latest batches' figures (bounded: the query may run for months)
+        self.figures: deque[dict[str, Any]] = deque(maxlen=10_000)
         self._pkeys: dict[int, np.ndarray] = {}
 
     # -- identity and plan -----------------------------------------------------------------

@@ -64,11 +64,16 @@ def track_phrases(track: str) -> list[str]:
 
 
 def register_word_sets(
-    lakehouse: Any, phrases: Sequence[str], word_sets: Sequence[Sequence[str]], subscriber: str
+    lakehouse: Any,
+    phrases: Sequence[str],
+    word_sets: Sequence[Sequence[str]],
+    subscriber: str | Sequence[str],
 ) -> list[int]:
-    """Register already-normalised word sets (stored sorted and distinct)."""
-    if not subscriber:
-        raise InvalidArgumentError("a subscriber name is required")
+    """Register already-normalised word sets (stored sorted and distinct) in one commit;
+    ``subscriber`` names the owner of all of them, or of each one."""
+    owners = [subscriber] * len(phrases) if isinstance(subscriber, str) else list(subscriber)
+    if len(owners) != len(phrases) or not all(owners):
+        raise InvalidArgumentError("a subscriber name is required for every subscription")
     word_sets = [sorted(set(w)) for w in word_sets]
     if any(not w for w in word_sets):
         raise InvalidArgumentError("every subscription needs at least one word")
@@ -79,13 +84,13 @@ def register_word_sets(
         [
             {
                 "sub_id": i,
-                "subscriber": subscriber,
+                "subscriber": o,
                 "phrase": p,
                 "words": w,
                 "created_at": now,
                 "cancelled_at": None,
             }
-            for i, p, w in zip(ids, phrases, word_sets, strict=True)
+            for i, o, p, w in zip(ids, owners, phrases, word_sets, strict=True)
         ],
         schema=table("subscriptions.registry").schema,
     )
@@ -212,12 +217,12 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         word_sets = [sorted(s.tolist()) for s in sets]
         rng = np.random.default_rng(args.seed)
         owners = rng.integers(args.subscribers, size=len(word_sets))
-        ids: list[int] = []
-        for owner in np.unique(owners):
-            chosen = [w for w, o in zip(word_sets, owners, strict=True) if o == owner]
-            ids += register_word_sets(
-                lakehouse, [" ".join(w) for w in chosen], chosen, f"subscriber-{owner:04d}"
-            )
+        ids = register_word_sets(
+            lakehouse,
+            [" ".join(w) for w in word_sets],
+            word_sets,
+            [f"subscriber-{owner:04d}" for owner in owners],
+        )
         log.info("registered %d topic-based subscriptions from %d topics", len(ids), len(topics))
         print(json.dumps({"added": len(ids), "topics": topics[:3]}))
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,20 @@ def subscriptions(
     return rows
 
 
+def _training_samples(work: Workloads, sizes: Sequence[int]) -> Iterator[Corpus]:
+    """Seeded samples of the training posts, one per size (sizes above the corpus skipped)."""
+    full = work.training
+    for size in sizes:
+        if size > full.n_posts:
+            print(f"  {size:,} training posts exceed the corpus; skipped")
+            continue
+        yield (
+            full
+            if size >= full.n_posts
+            else full.select(holdout_mask(full.n_posts, size / full.n_posts, work.seed))
+        )
+
+
 def corpus_size(
     work: Workloads,
     sizes: Sequence[int],
@@ -200,16 +214,7 @@ def corpus_size(
     subs = work.get("topic", n_subs)
     cost = work.cost("topic", n_subs)
     rows: list[dict[str, Any]] = []
-    full = work.training
-    for size in sizes:
-        if size > full.n_posts:
-            print(f"  {size:,} training posts exceed the corpus; skipped")
-            continue
-        sample = (
-            full
-            if size >= full.n_posts
-            else full.select(holdout_mask(full.n_posts, size / full.n_posts, work.seed))
-        )
+    for sample in _training_samples(work, sizes):
         for row in _against_hash(sample, work, subs, cost, n_matchers, variants, repeats):
             rows.append({"workload": "topic", "training_posts": sample.n_posts, **row})
             print(
@@ -243,16 +248,7 @@ def learning_time(
     """Fig. 9: learning time vs learning-corpus size, SALB vs the METIS-based baselines."""
     words = subscribed_words(work.get("tweet", min(n_subs, work.training.n_posts)))
     rows: list[dict[str, Any]] = []
-    full = work.training
-    for size in sizes:
-        if size > full.n_posts:
-            print(f"  {size:,} training posts exceed the corpus; skipped")
-            continue
-        sample = (
-            full
-            if size >= full.n_posts
-            else full.select(holdout_mask(full.n_posts, size / full.n_posts, work.seed))
-        )
+    for sample in _training_samples(work, sizes):
         for variant in variants:
             algorithm, split = VARIANTS[variant]
             started = time.perf_counter()

@@ -50,12 +50,6 @@ class MatcherSnapshot:
     def n_words(self) -> int:
         return len(self.words)
 
-    @property
-    def n_subscriptions(self) -> int:
-        """Placed subscriptions (a multicast one counted once)."""
-        ids = [subs for subs, _, _ in self.matcher_subs if subs.size]
-        return int(np.unique(np.concatenate(ids)).shape[0]) if ids else 0
-
 
 def snapshot_of(
     placement: LivePlacement,

@@ -116,6 +116,7 @@ class MatcherCache:
         self._version: int | None = None
         self._tries: dict[int, _CachedTrie] = {}
         self._encoder: tuple[int, PostEncoder] | None = None
+        self._identity = np.zeros(0, dtype=np.int32)
         self.rebuilds = 0
         self.updates = 0
 
@@ -173,5 +174,6 @@ class MatcherCache:
     ) -> Matches:
         """Match posts (CSR of dictionary ids) against matcher ``matcher``'s subscriptions."""
         trie = self.trie(snapshot, matcher)
-        identity = np.arange(snapshot.n_words, dtype=np.int32)
-        return trie.match(offsets, word_ids, identity)
+        if self._identity.shape[0] != snapshot.n_words:  # ids are the dictionary's own
+            self._identity = np.arange(snapshot.n_words, dtype=np.int32)
+        return trie.match(offsets, word_ids, self._identity)
