@@ -28,8 +28,8 @@ test-fast: setup
 	$(BIN)/python -m pytest -x -q -m "not realdata"
 
 lint: setup
-	$(BIN)/ruff check core spark_jobs schemas dags tests
-	$(BIN)/ruff format --check core spark_jobs schemas dags tests
+	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm dags tests
 
 typecheck: setup
 	$(BIN)/mypy

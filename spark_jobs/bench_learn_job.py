@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from core.bench.machine import machine_summary
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from s3tm.bench.machine import machine_summary
 from schemas import table
 
 

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from core.bench.machine import machine_summary
-from core.cli.format import format_table
 from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
 from core.errors import InputDataError
-from core.experiments.report import write_csv
+from core.formatting import format_table
 from core.learn import learn_mapping
 from core.text import normalize
+from s3tm.bench.machine import machine_summary
+from s3tm.experiments.report import write_csv
 
 WARMUP_BATCHES = 2
 

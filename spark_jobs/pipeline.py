@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.cli.format import format_table
+from core.formatting import format_table
 from spark_jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.common import job_main
 

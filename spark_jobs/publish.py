@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def render_versions(lakehouse: Any) -> str:
-    from core.cli.format import format_table
+    from core.formatting import format_table
 
     rows = []
     for v in versions(lakehouse):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.bench.realdata import real_corpus_path
+from s3tm.bench.realdata import real_corpus_path
 
 
 @pytest.fixture(scope="session")

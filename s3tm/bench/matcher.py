@@ -18,16 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from core.bench.machine import machine_summary, pin_to_one_core
-from core.cli.format import format_table
 from core.corpus import Corpus, holdout_mask
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
-from core.experiments.report import write_csv
+from core.formatting import format_table
 from core.matching.counting import CountingMatcher
 from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
 from core.subscriptions.workloads import tweet_subscriptions
+from s3tm.bench.machine import machine_summary, pin_to_one_core
+from s3tm.experiments.report import write_csv
 
 COUNTING_POSTS = 20_000
 

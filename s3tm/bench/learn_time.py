@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.bench.learn_memory import measure_in_child, save_corpus
-from core.bench.machine import machine_summary, pin_to_one_core
-from core.cli.format import format_table
 from core.corpus import Corpus
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from core.formatting import format_table
 from core.learn import algorithm_label, build_problem, learn_mapping, learn_salb
+from s3tm.bench.learn_memory import measure_in_child, save_corpus
+from s3tm.bench.machine import machine_summary, pin_to_one_core
 
 VARIANTS = (("hash", False), ("salb", False), ("salb", True))
 

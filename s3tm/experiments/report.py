@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.cli.format import format_table
+from core.formatting import format_table
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.main import main
+from s3tm.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -70,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run_matcher(args: argparse.Namespace) -> int:
-    from core.bench import matcher
-    from core.bench.realdata import real_corpus_path
+    from s3tm.bench import matcher
+    from s3tm.bench.realdata import real_corpus_path
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
@@ -79,7 +79,7 @@ def _run_matcher(args: argparse.Namespace) -> int:
 
 
 def _run_stream(args: argparse.Namespace) -> int:
-    from core.bench.realdata import real_corpus_path
+    from s3tm.bench.realdata import real_corpus_path
     from spark_jobs import bench_stream
 
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -128,8 +128,8 @@ def _run_learn_job(args: argparse.Namespace) -> int:
 
 
 def _run_learn(args: argparse.Namespace) -> int:
-    from core.bench import learn_time
-    from core.cli.demo import parse_int_list
+    from s3tm.bench import learn_time
+    from s3tm.cli.demo import parse_int_list
 
     learn_time.run(
         parse_int_list(args.sizes, "--sizes"), args.nodes, args.repeats, Path(args.out), args.seed
@@ -138,9 +138,9 @@ def _run_learn(args: argparse.Namespace) -> int:
 
 
 def _run_quality(args: argparse.Namespace) -> int:
-    from core.bench import quality
-    from core.bench.realdata import real_corpus_path
-    from core.cli.demo import parse_int_list
+    from s3tm.bench import quality
+    from s3tm.bench.realdata import real_corpus_path
+    from s3tm.cli.demo import parse_int_list
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     if path is None:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from core.cli.format import format_table
 from core.corpus import Corpus, holdout_mask
 from core.corpus.io import read_corpus, read_word_list
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
+from core.formatting import format_table
 from core.learn import ALGORITHMS, learn_mapping
 from core.routing.evaluate import Evaluation, evaluate_table
 from core.routing.metrics import routing_metrics

@@ -11,9 +11,9 @@ from core.errors import S3TMError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from core.bench import cli as bench_cli
-    from core.cli import commands, demo
-    from core.experiments import cli as experiment_cli
+    from s3tm.bench import cli as bench_cli
+    from s3tm.cli import commands, demo
+    from s3tm.experiments import cli as experiment_cli
 
     parser = argparse.ArgumentParser(prog="s3tm", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

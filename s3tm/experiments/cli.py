@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
-from core.experiments.runner import VARIANTS
+from s3tm.experiments.runner import VARIANTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,9 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from core.bench.realdata import real_corpus_path
-    from core.cli.demo import parse_int_list
-    from core.experiments import paper
+    from s3tm.bench.realdata import real_corpus_path
+    from s3tm.cli.demo import parse_int_list
+    from s3tm.experiments import paper
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     if path is None:

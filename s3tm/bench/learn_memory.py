@@ -1,4 +1,4 @@
-"""Peak memory of one learn, measured in a fresh process (``python -m core.bench.learn_memory``).
+"""Peak memory of one learn, measured in a fresh process (``python -m s3tm.bench.learn_memory``).
 
 In-process RSS peaks are unreliable because the allocator keeps freed pages, so each
 figure comes from a child that loads the corpus arrays, records its RSS, resets the kernel's
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.bench.machine import peak_rss_mib, reset_peak_rss, rss_mib
 from core.corpus import Corpus
+from s3tm.bench.machine import peak_rss_mib, reset_peak_rss, rss_mib
 
 
 def save_corpus(corpus: Corpus, path: Path) -> None:
@@ -30,7 +30,7 @@ def measure_in_child(corpus_file: Path, n_matchers: int, algorithm: str, split: 
         [
             sys.executable,
             "-m",
-            "core.bench.learn_memory",
+            "s3tm.bench.learn_memory",
             str(corpus_file),
             str(n_matchers),
             algorithm,

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from core.bench.machine import machine_summary
-from core.cli.commands import load_corpus
-from core.cli.format import format_table
 from core.corpus import Corpus, holdout_mask
 from core.errors import InvalidArgumentError
+from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
 from core.routing.evaluate import evaluate_table
+from s3tm.bench.machine import machine_summary
+from s3tm.cli.commands import load_corpus
 
 VARIANTS = (("hash", False), ("hash", True), ("salb", False), ("salb", True))
 HEADER = [

@@ -12,13 +12,13 @@ import logging
 import time
 from pathlib import Path
 
-from core.cli.commands import load_corpus
-from core.cli.format import format_table
 from core.corpus import holdout_mask
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InvalidArgumentError
+from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
 from core.routing.evaluate import evaluate_table
+from s3tm.cli.commands import load_corpus
 
 log = logging.getLogger("s3tm")
 

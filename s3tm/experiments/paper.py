@@ -16,13 +16,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.bench.machine import machine_summary
-from core.cli.commands import load_corpus
 from core.corpus import Corpus, holdout_mask
-from core.experiments.report import plot_panels, print_rows, write_csv
-from core.experiments.runner import VARIANTS, Workloads, run_configuration, subscribed_words
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
+from s3tm.bench.machine import machine_summary
+from s3tm.cli.commands import load_corpus
+from s3tm.experiments.report import plot_panels, print_rows, write_csv
+from s3tm.experiments.runner import VARIANTS, Workloads, run_configuration, subscribed_words
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.main import main
 from core.corpus import holdout_mask
 from core.corpus.io import read_corpus
 from core.routing import RoutingTable
 from core.routing.evaluate import evaluate_table
+from s3tm.cli.main import main
 
 
 @pytest.fixture(scope="module")
