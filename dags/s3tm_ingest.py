@@ -13,8 +13,13 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag
 
+from s3tm.orchestration.dag_support import (
+    DEFAULT_ARGS,
+    DEFAULT_LAKEHOUSE,
+    DEFAULT_LANDING,
+    spark_job,
+)
 from schemas.assets import asset
-from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, DEFAULT_LANDING, spark_job
 
 
 @dag(

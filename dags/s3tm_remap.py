@@ -20,8 +20,8 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
+from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
 from schemas.assets import asset
-from spark_jobs.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
 
 
 @dag(
@@ -75,19 +75,19 @@ def s3tm_remap() -> None:
 
     @task
     def validate(params: dict | None = None) -> dict:
-        from spark_jobs.remap_tasks import validate_candidate
+        from s3tm.orchestration.remap_tasks import validate_candidate
 
         return validate_candidate(params["lakehouse"])
 
     @task(outlets=[asset("routing.versions")])
     def publish(params: dict | None = None) -> dict:
-        from spark_jobs.remap_tasks import publish_if_better
+        from s3tm.orchestration.remap_tasks import publish_if_better
 
         return publish_if_better(params["lakehouse"], float(params["margin"]))
 
     @task(trigger_rule="all_done")
     def report(outcome: dict | None, params: dict | None = None, run_id: str | None = None) -> str:
-        from spark_jobs.remap_tasks import write_report
+        from s3tm.orchestration.remap_tasks import write_report
 
         return write_report(
             params["lakehouse"],

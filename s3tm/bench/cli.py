@@ -79,8 +79,8 @@ def _run_matcher(args: argparse.Namespace) -> int:
 
 
 def _run_stream(args: argparse.Namespace) -> int:
+    from s3tm.bench import stream as bench_stream
     from s3tm.bench.realdata import real_corpus_path
-    from spark_jobs import bench_stream
 
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     bad = sorted(set(workloads) - {"tweet", "topic"})
@@ -121,7 +121,7 @@ def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int
 
 
 def _run_learn_job(args: argparse.Namespace) -> int:
-    from spark_jobs import bench_learn_job
+    from s3tm.bench import learn_job as bench_learn_job
 
     bench_learn_job.run(args.posts, args.nodes, args.seed)
     return 0

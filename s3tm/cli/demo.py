@@ -112,7 +112,7 @@ def run_demo(args: argparse.Namespace) -> int:
     )
     if not args.no_airflow:
         # The CLI is where the layers meet: the full pipeline lives with the Spark jobs.
-        from spark_jobs.airflow_demo import run as run_airflow_demo
+        from s3tm.orchestration.airflow_demo import run as run_airflow_demo
 
         run_airflow_demo(
             out, corpus_path, nodes=args.airflow_nodes, subscriptions=args.subscriptions

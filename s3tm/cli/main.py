@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(sub)
     experiment_cli.register(sub)
     # The CLI is the one place the layers meet: the Spark jobs add their commands here.
-    from spark_jobs import cli as spark_cli
+    from s3tm.cli import jobs as spark_cli
 
     spark_cli.register(sub)
     return parser

@@ -18,7 +18,7 @@ AIRFLOW = Path(sys.executable).with_name("airflow")
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
     """The demo's embedded-default environment, with local[2], no retries, small driver."""
-    from spark_jobs.airflow_demo import airflow_env
+    from s3tm.orchestration.airflow_demo import airflow_env
 
     env = airflow_env(
         home,

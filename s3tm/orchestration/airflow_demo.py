@@ -18,7 +18,7 @@ from pathlib import Path
 
 from core.errors import S3TMError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class DemoStepFailed(S3TMError):

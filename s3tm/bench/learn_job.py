@@ -88,7 +88,7 @@ def run(n_posts: int, nodes: int, seed: int) -> dict[str, object]:
     edges = write_edges(root, n_posts, seed)
     print(f"wrote {edges:,} edges of {n_posts:,} synthetic posts to {root}", flush=True)
     done = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.bench_learn_job", str(root), str(nodes)],
+        [sys.executable, "-m", "s3tm.bench.learn_job", str(root), str(nodes)],
         capture_output=True,
         text=True,
         check=True,

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "spark_jobs"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
