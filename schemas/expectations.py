@@ -10,7 +10,7 @@ adds the table's semantic rules (DESIGN.md, issue 5):
   eligible (the matcher owns one of the subscription's words).
 
 Derived columns the rules need (``n_parts``, ``eligible``) are computed by the caller
-(``spark_jobs.validation``) before validation.
+(``spark_jobs.lake.validation``) before validation.
 """
 
 from __future__ import annotations

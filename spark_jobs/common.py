@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -47,8 +48,8 @@ def window_start(frame: Any, day_column: str, window_days: int) -> Any:
 
 def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
     """Build the session and lakehouse, run ``body``, report time; 2 on a user error."""
-    from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.session import build_session
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.session import build_session
 
     if not logging.getLogger().handlers:
         logging.basicConfig(
@@ -76,8 +77,10 @@ def job_main(
     body: JobBody,
     argv: Sequence[str] | None,
 ) -> int:
-    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/<job>.py``."""
-    parser = argparse.ArgumentParser(prog=f"spark_jobs/{name}.py", description=description)
+    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py``."""
+    # The script spark-submit ran (spark_jobs/jobs/<job>.py, spark_jobs/stream/job.py).
+    prog = os.path.relpath(sys.argv[0]) if sys.argv[0].endswith(".py") else f"s3tm {name}"
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     add_common_arguments(parser)
     add_arguments(parser)
     return run_job(name, parser.parse_args(argv), body)

@@ -13,7 +13,7 @@ from s3tm.bench.realdata import real_corpus_path
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local[2] SparkSession from the jobs' builder: UI off, few shuffle partitions."""
-    from spark_jobs.session import build_session
+    from spark_jobs.lake.session import build_session
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = build_session(
@@ -33,7 +33,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture()
 def lakehouse(spark: object, tmp_path: Path):
     """An empty lakehouse under a tmp dir, with the engine the session supports."""
-    from spark_jobs.delta_io import Lakehouse
+    from spark_jobs.lake.delta_io import Lakehouse
 
     return Lakehouse(spark, tmp_path / "lakehouse")
 

@@ -44,9 +44,9 @@ def write_edges(lakehouse_root: Path, n_posts: int, seed: int) -> int:
 
 
 def _child(lakehouse_root: str, nodes: int) -> None:
-    from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.learn import learn_version
-    from spark_jobs.session import build_session
+    from spark_jobs.jobs.learn import learn_version
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.session import build_session
 
     spark = build_session("s3tm-bench-learn-job")
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())

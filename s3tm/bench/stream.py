@@ -7,7 +7,7 @@ for N matchers on their words, places them (LASP), and publishes the version. Th
 20% are written to the landing directory as JSON lines, replayed with fresh ids until the
 asked number of posts, in files of ``--file-posts`` posts (one file per micro-batch).
 
-Measured: the real query (``spark_jobs.stream``) with ``availableNow``: every batch reads
+Measured: the real query (``spark_jobs.stream.job``) with ``availableNow``: every batch reads
 JSON, normalises, routes, shuffles to N matcher tasks, matches on cached tries, dispatches
 (dedupe, deliveries, Parquet) in P tasks and commits ``matches`` and ``deliveries`` to Delta.
 Reported: sustained posts/s after 2 warm-up batches (each Python worker builds the tries of
@@ -80,7 +80,7 @@ def _subscriptions(workload: str, training: Corpus, n: int, seed: int) -> list[l
 
 
 def _register(lakehouse: Any, word_sets: list[list[str]], subscribers: int) -> None:
-    from spark_jobs.subscriptions import register_word_sets
+    from spark_jobs.lake.subscription_store import register_word_sets
 
     register_word_sets(
         lakehouse,
@@ -142,11 +142,11 @@ def run_workload(
 ) -> dict[str, Any]:
     import argparse
 
-    from spark_jobs import stream
-    from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.place import place_version
-    from spark_jobs.publish import publish
-    from spark_jobs.routing_store import register_table
+    from spark_jobs.jobs.place import place_version
+    from spark_jobs.jobs.publish import publish
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import register_table
+    from spark_jobs.stream import job as stream
 
     started = time.perf_counter()
     mask = holdout_mask(len(texts), 0.2, 7)
@@ -243,7 +243,7 @@ def run(
     out: Path,
     master: str | None,
 ) -> list[dict[str, Any]]:
-    from spark_jobs.session import build_session
+    from spark_jobs.lake.session import build_session
 
     print(f"machine: {machine_summary()}")
     print(f"corpus: {corpus if corpus else 'synthetic (real tweets absent)'}")

@@ -1,4 +1,5 @@
-"""The Spark jobs as ``s3tm`` commands (same arguments as ``spark-submit spark_jobs/<job>.py``)."""
+"""The Spark jobs as ``s3tm`` commands (same arguments as ``spark-submit spark_jobs/jobs/<job>.py``
+and ``spark-submit spark_jobs/stream/job.py``)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,16 @@ import importlib
 from spark_jobs.common import add_common_arguments, run_job
 
 JOBS = {
-    "ingest": ("ingest", "landing JSON-lines files -> bronze.posts (+ quarantine)"),
-    "normalise": ("normalise", "bronze.posts -> silver.posts (normalised, sampled)"),
-    "graph": ("graph", "silver.posts -> gold.post_words, word_stats, cooccurrence"),
-    "learn-version": ("learn", "gold.post_words -> candidate routing version"),
-    "subscribe": ("subscriptions", "subscriptions.registry: add, cancel, load, topics"),
-    "place": ("place", "LASP placement of active subscriptions for a version"),
-    "evaluate-version": ("evaluate", "candidate vs published vs hash on held-out posts"),
-    "routing": ("publish", "routing versions: list, validate, publish, rollback"),
-    "pipeline": ("pipeline", "the whole chain in one Spark session"),
-    "stream": ("stream", "the streaming matcher: route, match, dispatch (run | status)"),
+    "ingest": ("jobs.ingest", "landing JSON-lines files -> bronze.posts (+ quarantine)"),
+    "normalise": ("jobs.normalise", "bronze.posts -> silver.posts (normalised, sampled)"),
+    "graph": ("jobs.graph", "silver.posts -> gold.post_words, word_stats, cooccurrence"),
+    "learn-version": ("jobs.learn", "gold.post_words -> candidate routing version"),
+    "subscribe": ("jobs.subscriptions", "subscriptions.registry: add, cancel, load, topics"),
+    "place": ("jobs.place", "LASP placement of active subscriptions for a version"),
+    "evaluate-version": ("jobs.evaluate", "candidate vs published vs hash on held-out posts"),
+    "routing": ("jobs.publish", "routing versions: list, validate, publish, rollback"),
+    "pipeline": ("jobs.pipeline", "the whole chain in one Spark session"),
+    "stream": ("stream.job", "the streaming matcher: route, match, dispatch (run | status)"),
 }
 
 
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _handler(module_name: str):  # type: ignore[no-untyped-def]
     def handle(args: argparse.Namespace) -> int:
         module = importlib.import_module(f"spark_jobs.{module_name}")
-        return run_job(module_name, args, module.run)
+        # The session's app name: the job (``ingest``), or ``stream`` for ``stream.job``.
+        package, leaf = module_name.split(".")
+        return run_job(package if leaf == "job" else leaf, args, module.run)
 
     return handle

@@ -132,10 +132,10 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
 
 
 def summarize(lakehouse_root: Path) -> None:
-    from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.publish import render_versions
-    from spark_jobs.routing_store import published_version, versions
-    from spark_jobs.validation import data_docs_index
+    from spark_jobs.jobs.publish import render_versions
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import published_version, versions
+    from spark_jobs.lake.validation import data_docs_index
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
     live = published_version(store)
@@ -158,7 +158,7 @@ def summarize(lakehouse_root: Path) -> None:
 
 
 def summarize_stream(lakehouse_root: Path) -> None:
-    from spark_jobs.delta_io import Lakehouse
+    from spark_jobs.lake.delta_io import Lakehouse
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
     batches = [

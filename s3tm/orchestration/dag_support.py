@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-JOBS = REPO / "spark_jobs"
+JOBS = REPO / "spark_jobs" / "jobs"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
 SPARK_CONN_ID = "spark_default"
@@ -29,7 +29,7 @@ DEFAULT_ARGS: dict[str, Any] = {
 def spark_job(
     task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (), **kwargs: Any
 ) -> Any:
-    """A SparkSubmitOperator running ``spark_jobs/<job>.py`` against ``spark_default``.
+    """A SparkSubmitOperator running ``spark_jobs/jobs/<job>.py`` against ``spark_default``.
 
     The lakehouse root comes from the DAG run's ``lakehouse`` param; executors use this
     interpreter (the one with the project installed).

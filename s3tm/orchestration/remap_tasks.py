@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import S3TMError
-from spark_jobs.delta_io import Lakehouse
+from spark_jobs.lake.delta_io import Lakehouse
 
 
 class ValidationFailed(S3TMError):
@@ -21,8 +21,8 @@ def _lakehouse(root: str) -> Lakehouse:
 
 def validate_candidate(root: str) -> dict[str, Any]:
     """Validate the latest candidate; raise (failing the task) when a suite fails."""
-    from spark_jobs.routing_store import latest_with_status
-    from spark_jobs.validation import validate_with_expectations
+    from spark_jobs.lake.routing_store import latest_with_status
+    from spark_jobs.lake.validation import validate_with_expectations
 
     lakehouse = _lakehouse(root)
     version = latest_with_status(lakehouse, "candidate")
@@ -39,16 +39,16 @@ def validate_candidate(root: str) -> dict[str, Any]:
 
 def publish_if_better(root: str, margin: float) -> dict[str, Any]:
     """Publish the validated candidate when it beats the published version by ``margin``."""
-    from spark_jobs.publish import publish
+    from spark_jobs.jobs.publish import publish
 
     return publish(_lakehouse(root), None, margin=margin)
 
 
 def write_report(root: str, run_id: str, outcome: dict[str, Any]) -> str:
     """Write the run report (versions, metrics, decision) as Markdown under the lakehouse."""
-    from spark_jobs.publish import render_versions
-    from spark_jobs.routing_store import versions
-    from spark_jobs.validation import data_docs_index
+    from spark_jobs.jobs.publish import render_versions
+    from spark_jobs.lake.routing_store import versions
+    from spark_jobs.lake.validation import data_docs_index
 
     lakehouse = _lakehouse(root)
     rows = versions(lakehouse)

@@ -95,8 +95,8 @@ def airflow_runs(tmp_path_factory):
     outputs = {"migrate": airflow("db", "migrate")}
     outputs["ingest"] = airflow("dags", "test", "s3tm_ingest", "2026-01-01T00:00:00+00:00")
     outputs["remap"] = airflow("dags", "test", "s3tm_remap", "2026-01-02T02:00:00+00:00")
-    from spark_jobs.delta_io import Lakehouse
-    from spark_jobs.routing_store import published_version
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import published_version
 
     store = Lakehouse(None, lakehouse, engine="rs")
     outputs["first_published"] = str(published_version(store))
@@ -113,7 +113,7 @@ def airflow_runs(tmp_path_factory):
 
 @pytest.mark.spark
 def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
-    from spark_jobs.routing_store import published_version, versions
+    from spark_jobs.lake.routing_store import published_version, versions
 
     assert airflow_runs["migrate"].startswith("exit=0")
     for run in ("ingest", "remap", "worse"):

@@ -20,15 +20,15 @@ import pytest
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, render_post_text
 from core.learn import learn_mapping
 from core.text import normalize
-from spark_jobs import stream
-from spark_jobs.place import place_version
-from spark_jobs.publish import publish
-from spark_jobs.routing_store import register_table
-from spark_jobs.subscriptions import (
+from spark_jobs.jobs.place import place_version
+from spark_jobs.jobs.publish import publish
+from spark_jobs.lake.routing_store import register_table
+from spark_jobs.lake.subscription_store import (
     add_subscriptions,
     cancel_subscriptions,
     register_word_sets,
 )
+from spark_jobs.stream import job as stream
 
 pytestmark = pytest.mark.spark
 
@@ -228,7 +228,7 @@ def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: st
         [
             sys.executable,
             "-m",
-            "spark_jobs.stream",
+            "spark_jobs.stream.job",
             "--lakehouse",
             str(lakehouse.root),
             "--master",
@@ -333,7 +333,7 @@ def test_stream_refuses_to_start_without_a_published_version(lakehouse, scene, t
 
 
 def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
-    from spark_jobs import subscriptions
+    from spark_jobs.jobs import subscriptions
 
     args = Namespace(
         action="add", phrase="White House, obama ,, debates tonight", subscriber="alice"

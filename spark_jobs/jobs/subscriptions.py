@@ -1,4 +1,5 @@
-"""subscriptions: the ``subscriptions.registry`` table and its commands.
+"""subscribe: the commands over the ``subscriptions.registry`` table (the table itself:
+``spark_jobs.lake.subscription_store``).
 
 ``add`` / ``cancel`` / ``load`` change the small registry on the driver (one Delta commit
 each; a cancelled subscription keeps its row with ``cancelled_at``). ``generate-topics``
@@ -16,106 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from core.errors import InputDataError, InvalidArgumentError
+from core.errors import InputDataError
 from core.subscriptions.workloads import sample_topic_word_sets
-from core.text import normalize
-from schemas import table
 from spark_jobs.common import add_common_arguments, job_main, log
-from spark_jobs.routing_store import now_utc
-
-
-def registry(lakehouse: Any) -> list[dict[str, Any]]:
-    return sorted(
-        lakehouse.read_arrow("subscriptions.registry").to_pylist(), key=lambda r: r["sub_id"]
-    )
-
-
-def active_subscriptions(lakehouse: Any) -> list[dict[str, Any]]:
-    """Subscriptions not cancelled, by sub id."""
-    return [r for r in registry(lakehouse) if r["cancelled_at"] is None]
-
-
-def add_subscriptions(lakehouse: Any, phrases: Sequence[str], subscriber: str) -> list[int]:
-    """Register phrases (each normalised to a word set); returns their new sub ids.
-
-    Raises:
-        InvalidArgumentError: if a phrase has no word left after normalisation.
-    """
-    word_sets = [normalize(p) for p in phrases]
-    empty = [p for p, w in zip(phrases, word_sets, strict=True) if not w]
-    if empty:
-        raise InvalidArgumentError(f"no word left after normalisation in {empty[:3]}")
-    return register_word_sets(lakehouse, phrases, word_sets, subscriber)
-
-
-def track_phrases(track: str) -> list[str]:
-    """Twitter-``track``-style phrases: comma-separated phrases are ORed (one subscription
-    each), the words of a phrase ANDed.
-
-    Raises:
-        InvalidArgumentError: when no phrase is given.
-    """
-    phrases = [p.strip() for p in track.split(",") if p.strip()]
-    if not phrases:
-        raise InvalidArgumentError(f"no phrase in {track!r}")
-    return phrases
-
-
-def register_word_sets(
-    lakehouse: Any,
-    phrases: Sequence[str],
-    word_sets: Sequence[Sequence[str]],
-    subscriber: str | Sequence[str],
-) -> list[int]:
-    """Register already-normalised word sets (stored sorted and distinct) in one commit;
-    ``subscriber`` names the owner of all of them, or of each one."""
-    owners = [subscriber] * len(phrases) if isinstance(subscriber, str) else list(subscriber)
-    if len(owners) != len(phrases) or not all(owners):
-        raise InvalidArgumentError("a subscriber name is required for every subscription")
-    word_sets = [sorted(set(w)) for w in word_sets]
-    if any(not w for w in word_sets):
-        raise InvalidArgumentError("every subscription needs at least one word")
-    start = max((r["sub_id"] for r in registry(lakehouse)), default=0) + 1
-    ids = list(range(start, start + len(phrases)))
-    now = now_utc()
-    data = pa.Table.from_pylist(
-        [
-            {
-                "sub_id": i,
-                "subscriber": o,
-                "phrase": p,
-                "words": w,
-                "created_at": now,
-                "cancelled_at": None,
-            }
-            for i, o, p, w in zip(ids, owners, phrases, word_sets, strict=True)
-        ],
-        schema=table("subscriptions.registry").schema,
-    )
-    lakehouse.write_arrow(data, "subscriptions.registry")
-    return ids
-
-
-def cancel_subscriptions(lakehouse: Any, sub_ids: Sequence[int]) -> int:
-    """Mark subscriptions cancelled (one commit); returns how many were active."""
-    rows = registry(lakehouse)
-    known = {r["sub_id"] for r in rows}
-    unknown = sorted(set(sub_ids) - known)
-    if unknown:
-        raise InputDataError(f"unknown subscription ids {unknown[:5]}")
-    now, changed = now_utc(), 0
-    for row in rows:
-        if row["sub_id"] in sub_ids and row["cancelled_at"] is None:
-            row["cancelled_at"] = now
-            changed += 1
-    lakehouse.write_arrow(
-        pa.Table.from_pylist(rows, schema=table("subscriptions.registry").schema),
-        "subscriptions.registry",
-        mode="overwrite",
-    )
-    return changed
+from spark_jobs.lake.subscription_store import (
+    active_subscriptions,
+    add_subscriptions,
+    cancel_subscriptions,
+    register_word_sets,
+    track_phrases,
+)
 
 
 def lda_topics(

@@ -17,9 +17,9 @@ from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
-from spark_jobs import evaluate, graph, ingest, learn, normalise, pipeline, place, publish
-from spark_jobs.routing_store import published_version, versions
-from spark_jobs.subscriptions import (
+from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, pipeline, place, publish
+from spark_jobs.lake.routing_store import published_version, versions
+from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
     cancel_subscriptions,
@@ -258,7 +258,7 @@ def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
 
 
 def test_generate_topic_subscriptions_with_spark_lda(spark, lakehouse):
-    from spark_jobs import subscriptions
+    from spark_jobs.jobs import subscriptions
 
     rows = []
     topics = [["alpha", "beta", "gamma", "delta"], ["red", "green", "blue", "black"]]

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from core.formatting import format_table
-from spark_jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.common import job_main
+from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs.common import add_common_arguments, job_main
-from spark_jobs.routing_store import (
+from spark_jobs.lake.routing_store import (
     get_version,
     latest_with_status,
     now_utc,
@@ -28,8 +28,8 @@ from spark_jobs.routing_store import (
 
 
 def validate_version(lakehouse: Any, version: int) -> dict[str, Any]:
-    """Validate a version with the expectation suites (``spark_jobs.validation``)."""
-    from spark_jobs.validation import validate_with_expectations
+    """Validate a version with the expectation suites (``spark_jobs.lake.validation``)."""
+    from spark_jobs.lake.validation import validate_with_expectations
 
     return validate_with_expectations(lakehouse, version)
 

@@ -46,14 +46,14 @@ from core.placement.live import LivePlacement
 from core.stream.dispatch import Subscribers
 from core.stream.snapshot import MatcherSnapshot, snapshot_of
 from schemas import table
-from spark_jobs import stream_tasks
 from spark_jobs.common import job_main, log
-from spark_jobs.routing_store import (
+from spark_jobs.lake.routing_store import (
     load_placements,
     load_routing_table,
     now_utc,
     published_version,
 )
+from spark_jobs.stream import tasks as stream_tasks
 
 SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record string"
 STREAM_CONF = {

@@ -24,8 +24,9 @@ from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from spark_jobs.common import job_main, log
-from spark_jobs.place import subscriptions_corpus
-from spark_jobs.routing_store import (
+from spark_jobs.jobs.place import subscriptions_corpus
+from spark_jobs.jobs.sampling import holdout_filter
+from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
     load_placements,
@@ -33,8 +34,7 @@ from spark_jobs.routing_store import (
     published_version,
     update_versions,
 )
-from spark_jobs.sampling import holdout_filter
-from spark_jobs.subscriptions import active_subscriptions
+from spark_jobs.lake.subscription_store import active_subscriptions
 
 
 def held_out_posts(

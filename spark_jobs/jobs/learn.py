@@ -27,9 +27,9 @@ from core.learn import ALGORITHMS, algorithm_label, learn_mapping
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from spark_jobs.common import job_main, log, window_start
-from spark_jobs.routing_store import add_version, next_version, now_utc, write_mapping
-from spark_jobs.sampling import holdout_filter
-from spark_jobs.subscriptions import active_subscriptions
+from spark_jobs.jobs.sampling import holdout_filter
+from spark_jobs.lake.routing_store import add_version, next_version, now_utc, write_mapping
+from spark_jobs.lake.subscription_store import active_subscriptions
 
 
 def window_edges(

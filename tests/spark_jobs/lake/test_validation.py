@@ -12,10 +12,10 @@ import pytest
 from core.corpus import corpus_from_word_lists
 from core.learn import learn_mapping
 from schemas import table
-from spark_jobs import publish
-from spark_jobs.routing_store import add_version, now_utc, write_mapping, write_placements
-from spark_jobs.subscriptions import add_subscriptions
-from spark_jobs.validation import data_docs_index
+from spark_jobs.jobs import publish
+from spark_jobs.lake.routing_store import add_version, now_utc, write_mapping, write_placements
+from spark_jobs.lake.subscription_store import add_subscriptions
+from spark_jobs.lake.validation import data_docs_index
 
 pytestmark = pytest.mark.spark
 
@@ -52,8 +52,8 @@ def _candidate(lakehouse, version: int, *, corrupt: str | None = None) -> None:
         },
     )
     from core.placement.lasp import place_subscriptions
-    from spark_jobs.place import subscriptions_corpus
-    from spark_jobs.subscriptions import active_subscriptions
+    from spark_jobs.jobs.place import subscriptions_corpus
+    from spark_jobs.lake.subscription_store import active_subscriptions
 
     placement = place_subscriptions(routing, subscriptions_corpus(active_subscriptions(lakehouse)))
     matchers = placement.matchers.copy()

@@ -17,8 +17,8 @@ from core.errors import InputDataError
 from core.placement.cost import fit_cost_model
 from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
 from spark_jobs.common import job_main, log
-from spark_jobs.routing_store import latest_pending, load_routing_table, write_placements
-from spark_jobs.subscriptions import active_subscriptions
+from spark_jobs.lake.routing_store import latest_pending, load_routing_table, write_placements
+from spark_jobs.lake.subscription_store import active_subscriptions
 
 
 def subscriptions_corpus(rows: Sequence[dict[str, Any]]) -> Corpus:

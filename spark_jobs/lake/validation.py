@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from schemas import expectations
-from spark_jobs.routing_store import get_version, load_routing_table, now_utc, update_versions
-from spark_jobs.subscriptions import active_subscriptions
+from spark_jobs.lake.routing_store import get_version, load_routing_table, now_utc, update_versions
+from spark_jobs.lake.subscription_store import active_subscriptions
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from core.errors import InvalidArgumentError
 from spark_jobs.common import job_main, log
-from spark_jobs.sampling import hash_fraction_filter
+from spark_jobs.jobs.sampling import hash_fraction_filter
 
 APP_ID = "s3tm.normalise"
 _WORDS_SCHEMA = "post_id string, words array<string>"

@@ -1,0 +1,1 @@
+"""The lake: Spark session, Delta I/O, routing store, subscription registry, validation."""

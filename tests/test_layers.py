@@ -1,0 +1,116 @@
+"""The layers (DESIGN.md section 3): nothing imports upward.
+
+core (pure) <- schemas <- spark_jobs (lake, jobs, stream) <- s3tm (application) and dags.
+Every import statement of every module is checked, the lazy ones inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# What each layer may not import (top-level package names).
+FORBIDDEN = {
+    "core": {
+        "schemas",
+        "spark_jobs",
+        "s3tm",
+        "dags",
+        "pyspark",
+        "airflow",
+        "deltalake",
+        "delta",
+        "great_expectations",
+    },
+    "schemas": {"spark_jobs", "s3tm", "dags"},
+    "spark_jobs": {"s3tm", "dags"},
+    "s3tm": {"dags"},
+}
+# Modules a DAG file may not load while it is parsed (the dag-processor parses every file
+# every few seconds: heavy imports belong inside tasks).
+HEAVY_AT_PARSE = [
+    "core",
+    "spark_jobs",
+    "pyspark",
+    "deltalake",
+    "numba",
+    "pandas",
+    "great_expectations",
+    "sklearn",
+    "scipy",
+    "matplotlib",
+]
+
+
+def imported_packages(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a module (lazy imports included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
+            # importlib.import_module("spark_jobs.x") / f"spark_jobs.{name}"
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                names.add(arg.value.split(".")[0])
+            elif isinstance(arg, ast.JoinedStr) and arg.values:
+                head = arg.values[0]
+                if isinstance(head, ast.Constant) and isinstance(head.value, str):
+                    names.add(head.value.split(".")[0])
+    return names
+
+
+def modules_of(layer: str) -> list[Path]:
+    return sorted((REPO / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_no_layer_imports_upward(layer):
+    modules = modules_of(layer)
+    assert modules, f"no module found under {layer}/"
+    offences = {
+        str(path.relative_to(REPO)): sorted(imported_packages(path) & FORBIDDEN[layer])
+        for path in modules
+    }
+    offences = {path: bad for path, bad in offences.items() if bad}
+    assert offences == {}, f"{layer} imports a layer above it: {offences}"
+
+
+def test_the_checker_sees_lazy_and_dynamic_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import os\n"
+        "def f():\n"
+        "    from spark_jobs.lake import delta_io\n"
+        "    import pyspark.sql\n"
+        "    return importlib.import_module(f'dags.{x}')\n"
+        "from . import sibling\n"
+    )
+    assert imported_packages(module) == {"os", "spark_jobs", "pyspark", "dags"}
+
+
+def test_dag_files_parse_without_heavy_imports():
+    dags = sorted(p.name for p in (REPO / "dags").glob("*.py"))
+    assert dags, "no DAG file found"
+    script = (
+        "import importlib, json, sys\n"
+        f"sys.path.insert(0, {str(REPO / 'dags')!r})\n"
+        f"for name in {[d[:-3] for d in dags]!r}: importlib.import_module(name)\n"
+        f"print(json.dumps([h for h in {HEAVY_AT_PARSE!r} if h in sys.modules]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"parsing {dags} loaded {loaded}"
