@@ -14,6 +14,7 @@ import pendulum
 from airflow.sdk import Param, dag
 
 from s3tm.orchestration.dag_support import (
+    BATCH_ID_TEMPLATE,
     DEFAULT_ARGS,
     DEFAULT_LAKEHOUSE,
     DEFAULT_LANDING,
@@ -45,8 +46,7 @@ def s3tm_ingest() -> None:
             "--landing",
             "{{ params.landing }}",
             "--batch-id",
-            "{{ logical_date.strftime('%Y%m%d%H%M') if logical_date else "
-            "run_after.strftime('%Y%m%d%H%M') }}",
+            BATCH_ID_TEMPLATE,
         ],
         outlets=[asset("bronze.posts"), asset("silver.posts_quarantine")],
     )

@@ -73,6 +73,13 @@ def s3tm_remap() -> None:
     place = spark_job("place", "place", [], outlets=[asset("routing.placements")])
     evaluate = spark_job("evaluate", "evaluate", [], outlets=[asset("routing.versions")])
 
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def has_posts(params: dict | None = None) -> bool:
+        """Skips the run (not fails it) while silver.posts is empty: run s3tm_ingest first."""
+        from s3tm.orchestration.remap_tasks import has_learning_input
+
+        return has_learning_input(params["lakehouse"])
+
     @task
     def validate(params: dict | None = None) -> dict:
         from s3tm.orchestration.remap_tasks import validate_candidate
@@ -92,7 +99,7 @@ def s3tm_remap() -> None:
         return write_report(
             params["lakehouse"],
             run_id or "manual",
-            outcome or {"published": None, "reason": "run failed"},
+            outcome,
         )
 
     @task
@@ -102,7 +109,7 @@ def s3tm_remap() -> None:
 
     checked = validate()
     decision = publish()
-    graph >> learn >> place >> checked >> evaluate >> decision
+    has_posts() >> graph >> learn >> place >> checked >> evaluate >> decision
     finished = done()
     report(decision) >> finished
     decision >> finished

@@ -129,6 +129,7 @@ def parse_json_record(raw: bytes, text_field: str = "text") -> tuple[dict[str, A
         line = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         return None, f"not UTF-8 ({err.reason} at byte {err.start})"
+    line = line.removeprefix("\ufeff")  # a byte-order mark (Windows exports) is no content
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
@@ -140,6 +141,12 @@ def parse_json_record(raw: bytes, text_field: str = "text") -> tuple[dict[str, A
     reason = _check_text(record[text_field])
     if reason:
         return None, reason
+    post_id = record.get("id")
+    # An id names one post: a string or an integer (JSON true is no id, 1.5 no tweet id).
+    if post_id is not None and (isinstance(post_id, bool) or not isinstance(post_id, str | int)):
+        return None, f"id is {type(post_id).__name__}, not a string or integer"
+    if isinstance(post_id, str) and not post_id.strip():
+        return None, "empty id"
     return record, ""
 
 

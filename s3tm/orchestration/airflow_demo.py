@@ -125,9 +125,8 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
     summarize(lakehouse)
     summarize_stream(lakehouse)
     print(
-        "\nSee the DAGs and runs in the Airflow UI:\n"
-        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={REPO / 'dags'} "
-        f"{airflow} standalone"
+        "\nSee the DAGs and runs in the Airflow UI, and trigger them there:\n"
+        f"  {s3tm} airflow --out {out}"
     )
 
 

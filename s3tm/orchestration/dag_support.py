@@ -18,6 +18,10 @@ JOBS = REPO / "spark_jobs" / "jobs"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
 SPARK_CONN_ID = "spark_default"
+# The ingest batch id of a run: its run_after time to the second. Not ``logical_date``: a
+# run triggered from the UI or the REST API has none (the template then failed), and two
+# manual runs in one minute must not share a batch id (the second would be skipped).
+BATCH_ID_TEMPLATE = "{{ dag_run.run_after.strftime('%Y%m%d%H%M%S') }}"
 
 DEFAULT_ARGS: dict[str, Any] = {
     "owner": "s3tm-platform",

@@ -19,6 +19,11 @@ def _lakehouse(root: str) -> Lakehouse:
     return Lakehouse(None, root, engine="rs")
 
 
+def has_learning_input(root: str) -> bool:
+    """Whether ``silver.posts`` holds posts to learn on (from the Delta log, no scan)."""
+    return _lakehouse(root).row_count("silver.posts") > 0
+
+
 def validate_candidate(root: str) -> dict[str, Any]:
     """Validate the latest candidate; raise (failing the task) when a suite fails."""
     from spark_jobs.lake.routing_store import latest_with_status
@@ -44,13 +49,21 @@ def publish_if_better(root: str, margin: float) -> dict[str, Any]:
     return publish(_lakehouse(root), None, margin=margin)
 
 
-def write_report(root: str, run_id: str, outcome: dict[str, Any]) -> str:
-    """Write the run report (versions, metrics, decision) as Markdown under the lakehouse."""
+def write_report(root: str, run_id: str, outcome: dict[str, Any] | None) -> str:
+    """Write the run report (versions, metrics, decision) as Markdown under the lakehouse;
+    ``outcome`` is the publish step's, None when the run stopped before it."""
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.routing_store import versions
     from spark_jobs.lake.validation import data_docs_index
 
     lakehouse = _lakehouse(root)
+    if outcome is None:
+        reason = (
+            "run failed before publish (see the failed task's log)"
+            if has_learning_input(root)
+            else "skipped: silver.posts is empty (run s3tm_ingest first)"
+        )
+        outcome = {"published": None, "reason": reason}
     rows = versions(lakehouse)
     latest = rows[-1] if rows else None
     evaluation = json.loads(latest["metrics"] or "{}").get("evaluation", {}) if latest else {}

@@ -1,10 +1,12 @@
 """ingest: landing JSON-lines files -> ``bronze.posts``; bad records -> quarantine.
 
 Every line is judged by ``core.corpus.io.parse_json_record`` (the same rules as the file
-reader): malformed JSON, non-UTF-8, missing/empty/oversized text are quarantined with the
-reason, as are unparseable ``created_at`` values and duplicate ids (within the batch or
-already in bronze). Files already ingested are skipped, so a re-run adds nothing; the
-commits carry the batch id (Delta transaction), so a retried batch is not written twice.
+reader): malformed JSON, non-UTF-8, missing/empty/oversized text, ids that are not strings
+or integers, and blank lines are quarantined with the reason, as are unparseable
+``created_at`` values and duplicate ids (within the batch or already in bronze). Line ends
+are LF, CRLF or a lone CR, so every line of a file is one bronze or one quarantine row.
+Files already ingested are skipped, so a re-run adds nothing; the commits carry the batch
+id (Delta transaction), so a retried batch is not written twice.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -51,16 +54,26 @@ _PARSED_ARROW = pa.schema(
 )
 
 
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of a landing file: ends are LF, CRLF or a lone CR (as Spark's text source
+    reads them); a last line break does not start a line."""
+    lines = _LINE_BREAK.split(data)
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
 def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (path, content) of landing files -> one row per non-blank line."""
     for batch in batches:
         out: list[dict[str, Any]] = []
         columns = batch.to_pydict()
         for path, content in zip(columns["path"], columns["content"], strict=True):
-            for number, raw in enumerate(_gunzip_if_needed(bytes(content)).split(b"\n"), start=1):
-                if not raw.strip():
-                    continue
-                record, reason = parse_json_record(raw)
+            for number, raw in enumerate(split_lines(_gunzip_if_needed(bytes(content))), 1):
+                record, reason = parse_json_record(raw) if raw.strip() else (None, "blank line")
                 preview = raw[: 2 * MAX_TEXT_CHARS].decode("utf-8", errors="replace")
                 if record is None:
                     out.append(

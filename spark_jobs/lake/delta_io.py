@@ -81,6 +81,11 @@ def _partition_values(relative: str, columns: Sequence[str]) -> dict[str, str | 
     return values
 
 
+def _local_path(uri: str) -> str:
+    """A file URI of delta-rs as a local path (``file:///x`` -> ``/x``; paths unchanged)."""
+    return unquote(uri[len("file://") :]) if uri.startswith("file://") else uri
+
+
 class Lakehouse:
     """The Delta tables under one root, read and written through one engine."""
 
@@ -111,6 +116,14 @@ class Lakehouse:
             )
         return DeltaTable(str(self.path(name)), version=version)
 
+    def delta_table(self, name: str, version: int | None = None) -> Any:
+        """The table's ``deltalake.DeltaTable`` (for maintenance: optimize, vacuum, ...).
+
+        Raises:
+            InputDataError: when the table does not exist.
+        """
+        return self._delta(name, version)
+
     def version(self, name: str) -> int | None:
         """The table's latest version, or None when it does not exist."""
         return self._delta(name).version() if self.exists(name) else None
@@ -118,6 +131,16 @@ class Lakehouse:
     def history(self, name: str, limit: int | None = None) -> list[dict[str, Any]]:
         """Commit history, newest first (operation, version, timestamp, parameters...)."""
         return list(self._delta(name).history(limit))
+
+    def row_count(self, name: str) -> int:
+        """Rows of the table's latest version, from the Delta log's file statistics
+        (0 when the table does not exist)."""
+        if not self.exists(name):
+            return 0
+        import pyarrow.compute as pc
+
+        actions = pa.table(self._delta(name).get_add_actions(flatten=True))
+        return int(pc.sum(actions.column("num_records")).as_py() or 0)
 
     def last_batch(self, name: str, app_id: str) -> int | None:
         """The latest batch id committed to ``name`` by ``app_id`` (Delta txn action)."""
@@ -139,17 +162,66 @@ class Lakehouse:
             files = self._delta(name, version).file_uris()
             if not files:
                 return self.spark.createDataFrame([], spec.spark_schema())
-            frame = self.spark.read.option("basePath", location).parquet(*files)
+            frame = self._read_files(spec, files)
         schema = spec.spark_schema()
         return frame.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
 
+    def _read_files(self, spec: TableSpec, files: Sequence[str]) -> Any:
+        """The Parquet files of a version, partition columns taken from each file's path.
+
+        Not Spark's partition discovery: files sit at different depths once delta-rs has
+        compacted a table (``<table>/part-*.parquet`` beside the staged
+        ``<table>/s3tm_write=.../part-*.parquet``), which discovery rejects.
+        """
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        data_schema = pa.schema([f for f in spec.schema if f.name not in spec.partition_by])
+        frame = self.spark.read.schema(from_arrow_schema(data_schema)).parquet(*files)
+        path = F.col("_metadata.file_path")
+        for column in spec.partition_by:
+            raw = F.regexp_extract(path, f"/{column}=([^/]*)/", 1)
+            value = F.url_decode(raw)
+            frame = frame.withColumn(
+                column, F.when(value == "__HIVE_DEFAULT_PARTITION__", None).otherwise(value)
+            )
+        return frame
+
     def read_arrow(self, name: str, version: int | None = None) -> pa.Table:
-        """The table as a pyarrow Table, read by delta-rs on the driver (small tables)."""
+        """The table as a pyarrow Table, on the driver (small tables).
+
+        delta-rs resolves the files of the version; pyarrow reads them with its own file
+        system. Not ``DeltaTable.to_pyarrow_table()``: that scans through delta-rs' Python
+        file-system handler, whose Rust runtime and Arrow's I/O threads are torn down in
+        the wrong order at interpreter exit, so about one process in ten aborted with
+        ``terminate called without an active exception`` after finishing its work
+        (delta-rs issue 2184; tests/spark_jobs/lake/test_clean_exit.py).
+        """
+        import pyarrow.dataset as pads
+
         spec = table(name)
         if not self.exists(name):
             return spec.schema.empty_table()
-        data = self._delta(name, version).to_pyarrow_table()
-        return data.select(spec.columns).cast(spec.schema)
+        files = self._delta(name, version).file_uris()
+        if not files:
+            return spec.schema.empty_table()
+        location = self.path(name)
+        pieces = []
+        for uri in files:
+            piece = pads.dataset(uri, format="parquet").to_table()
+            # Partition columns live in the path (Hive style), not in the file.
+            values = _partition_values(os.path.relpath(_local_path(uri), location), spec.columns)
+            columns = []
+            for field in spec.schema:
+                if field.name in spec.partition_by:
+                    column = pa.array([values.get(field.name)] * piece.num_rows, pa.string())
+                elif field.name in piece.column_names:
+                    column = piece[field.name]
+                else:  # a column added after this file was written
+                    column = pa.nulls(piece.num_rows, field.type)
+                columns.append(column.cast(field.type))
+            pieces.append(pa.Table.from_arrays(columns, schema=spec.schema))
+        return pa.concat_tables(pieces)
 
     # -- writes ------------------------------------------------------------------------------
     def write(

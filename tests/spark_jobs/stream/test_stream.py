@@ -27,6 +27,7 @@ from spark_jobs.lake.subscription_store import (
     add_subscriptions,
     cancel_subscriptions,
     register_word_sets,
+    registry,
 )
 from spark_jobs.stream import job as stream
 
@@ -340,7 +341,7 @@ def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
     )
     assert subscriptions.run(args, lakehouse) == 0
     added = json.loads(capsys.readouterr().out)["added"]
-    rows = {r["sub_id"]: r for r in subscriptions.registry(lakehouse)}
+    rows = {r["sub_id"]: r for r in registry(lakehouse)}
     assert [rows[s]["words"] for s in added] == [["hous", "white"], ["obama"], ["debat", "tonight"]]
     assert {rows[s]["subscriber"] for s in added} == {"alice"}
 

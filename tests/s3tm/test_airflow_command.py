@@ -1,0 +1,306 @@
+"""``s3tm airflow`` tried as a user would: start it, trigger the DAGs through the REST API the
+UI uses and by clicking Trigger in headless Chromium, and wait for green runs.
+
+The same command on PostgreSQL with the LocalExecutor (the production setting) runs
+``s3tm_remap`` end to end when Debian's PostgreSQL server is installed (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+RUN_TIMEOUT_S = 900
+PROJECT_DAGS = sorted(p.stem for p in (Path(__file__).parents[2] / "dags").glob("s3tm_*.py"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class AirflowApi:
+    """The REST API the UI uses (``/auth/token``, ``/api/v2``), as the admin user."""
+
+    def __init__(self, base_url: str, password: str) -> None:
+        self.base_url = base_url
+        token = self._call("POST", "/auth/token", {"username": "admin", "password": password})
+        self.token = token["access_token"]
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        if getattr(self, "token", None):
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"{}")
+
+    def dag_ids(self) -> list[str]:
+        return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags")["dags"])
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        run = self._call(
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
+        )
+        return str(run["dag_run_id"])
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"])
+
+    def wait_for(self, dag_id: str, run_id: str) -> str:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            state = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+            if state in ("success", "failed"):
+                return str(state)
+            time.sleep(3)
+        return "timeout"
+
+    def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
+        tasks = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return [t["task_id"] for t in tasks["task_instances"] if t["state"] == "failed"]
+
+
+def _start(out: Path, port: int, *extra: str) -> Iterator[dict[str, Any]]:
+    """Runs ``s3tm airflow`` until its ready line; yields the API client and the paths."""
+    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+
+    write_demo_corpus(
+        out / "landing" / "posts.jsonl.gz",
+        SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9),
+        days=2,
+    )
+    env = {**os.environ, "S3TM_DRIVER_MEMORY": "1g"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "s3tm.cli.main",
+            "airflow",
+            "--out",
+            str(out),
+            "--port",
+            str(port),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    printed: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            printed.append(line)
+            if line.startswith("Press Ctrl-C"):
+                break
+        output = "".join(printed)
+        assert "Airflow is up: http://127.0.0.1:" in output, output[-3000:]
+        password = output.split("with password '", 1)[1].split("'", 1)[0]
+        base_url = f"http://127.0.0.1:{port}"
+        yield {
+            "api": AirflowApi(base_url, password),
+            "base_url": base_url,
+            "password": password,
+            "printed": output,
+            "out": out,
+        }
+    finally:
+        process.terminate()  # SIGTERM: the command stops Airflow's whole process group
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+    assert process.returncode == 0, f"s3tm airflow exited {process.returncode}"
+
+
+@pytest.fixture(scope="module")
+def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield from _start(tmp_path_factory.mktemp("s3tm-airflow"), _free_port())
+
+
+def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
+    """Logs in, opens s3tm_remap, clicks Trigger and confirms the dialog, like a user."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{base_url}/dags/s3tm_remap")
+            page.get_by_label("Username").fill("admin")
+            page.get_by_label("Password").fill(password)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url("**/dags/s3tm_remap**")
+            page.get_by_role("button", name="Trigger").first.click()
+            page.get_by_role("dialog").get_by_role("button", name="Trigger").click()
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(screenshot_dir / "trigger.png"))
+        finally:
+            browser.close()
+
+
+def _dags_page(base_url: str, password: str, screenshot: Path) -> str:
+    """The DAG list page's text after login, and a screenshot of it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 800})
+            page.goto(f"{base_url}/dags")
+            page.get_by_label("Username").fill("admin")
+            page.get_by_label("Password").fill(password)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url("**/dags")
+            page.get_by_text("s3tm_remap").first.wait_for()
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(screenshot))
+            return page.inner_text("body")
+        finally:
+            browser.close()
+
+
+def test_the_command_prints_where_and_how_to_log_in(airflow_ui):
+    printed = airflow_ui["printed"]
+    assert "log in as 'admin' with password" in printed
+    assert str(airflow_ui["out"] / "lakehouse") in printed
+    assert airflow_ui["api"].dag_ids() == PROJECT_DAGS  # and no example DAGs
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is absent (Debian package 'chromium'; .ci/run installs it)"
+)
+def test_runs_triggered_by_rest_and_by_the_trigger_button_succeed(airflow_ui, tmp_path):
+    api: AirflowApi = airflow_ui["api"]
+    ingest = api.trigger("s3tm_ingest")
+    assert api.wait_for("s3tm_ingest", ingest) == "success", api.failed_tasks("s3tm_ingest", ingest)
+    remap = api.trigger("s3tm_remap", {"nodes": 4})
+    assert api.wait_for("s3tm_remap", remap) == "success", api.failed_tasks("s3tm_remap", remap)
+
+    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+    _click_trigger(airflow_ui["base_url"], airflow_ui["password"], tmp_path)
+    clicked = [
+        r
+        for r in api.runs("s3tm_remap")
+        if r["dag_run_id"] not in before and r["run_type"] == "manual"
+    ]
+    assert len(clicked) == 1, "the Trigger button created no run"
+    clicked_id = clicked[0]["dag_run_id"]
+    assert api.wait_for("s3tm_remap", clicked_id) == "success", api.failed_tasks(
+        "s3tm_remap", clicked_id
+    )
+    # Every run of both DAGs is green (scheduled, asset-triggered and manual alike).
+    states = {(d, r["dag_run_id"]): r["state"] for d in PROJECT_DAGS for r in api.runs(d)}
+    assert set(states.values()) <= {"success", "running", "queued"}, states
+
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import published_version
+
+    lakehouse = Lakehouse(None, airflow_ui["out"] / "lakehouse", engine="rs")
+    assert published_version(lakehouse) is not None  # the runs used the demo's lakehouse
+
+    screenshot_dir = Path(os.environ.get("S3TM_SCREENSHOT_DIR", tmp_path))
+    text = _dags_page(
+        airflow_ui["base_url"], airflow_ui["password"], screenshot_dir / "airflow-ui-dags.png"
+    )
+    assert f"{len(PROJECT_DAGS)} Dags" in text and all(d in text for d in PROJECT_DAGS)
+    assert "example_" not in text
+
+
+@pytest.fixture(scope="module")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throw-away PostgreSQL cluster on loopback (Debian's server binaries)."""
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not bins:
+        pytest.skip(
+            "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"
+        )
+    bin_dir = bins[-1]
+    data = tmp_path_factory.mktemp("pg") / "data"
+    port = _free_port()
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:  # the server refuses to run as root
+        shutil.chown(data.parent, "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*as_postgres, str(bin_dir / "initdb"), "-D", str(data), "-U", "airflow", "-A", "trust"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_postgres,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(data.parent / "log"),
+            "-o",
+            f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1",
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        subprocess.run(
+            [
+                str(bin_dir / "createdb"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "airflow",
+                "airflow",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql+psycopg2://airflow@127.0.0.1:{port}/airflow"
+    finally:
+        subprocess.run(
+            [*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
+            check=False,
+            capture_output=True,
+        )
+
+
+def test_remap_on_postgresql_with_the_local_executor(postgres_url, tmp_path):
+    for airflow in _start(tmp_path, _free_port(), "--database-url", postgres_url):
+        api: AirflowApi = airflow["api"]
+        assert "metadata database: postgresql" in airflow["printed"]
+        ingest = api.trigger("s3tm_ingest")
+        assert api.wait_for("s3tm_ingest", ingest) == "success"
+        remap = api.trigger("s3tm_remap", {"nodes": 4})
+        assert api.wait_for("s3tm_remap", remap) == "success", api.failed_tasks("s3tm_remap", remap)
+        report = (tmp_path / "lakehouse" / "reports").glob("remap-*.md")
+        assert any('"published": ' in p.read_text() for p in report)
