@@ -165,7 +165,11 @@ def maintain_table(
     report.rows_before = lakehouse.row_count(name)
     if policy.dry_run:
         report.files_after, report.rows_after = report.files_before, report.rows_before
-        report.files_vacuumed = len(delta.vacuum(retention_hours=policy.vacuum_hours, dry_run=True))
+        report.files_vacuumed = len(
+            delta.vacuum(
+                retention_hours=policy.vacuum_hours, dry_run=True, enforce_retention_duration=False
+            )
+        )
         report.note = "dry run"
         return report
     days = policy.keep_days.get(name, 0)
@@ -179,7 +183,14 @@ def maintain_table(
     delta = lakehouse.delta_table(name)
     delta.create_checkpoint()
     delta.cleanup_metadata()  # log entries older than the table's log retention
-    report.files_vacuumed = len(delta.vacuum(retention_hours=policy.vacuum_hours, dry_run=False))
+    report.files_vacuumed = len(
+        delta.vacuum(
+            retention_hours=policy.vacuum_hours,
+            dry_run=False,
+            # Our floor (MIN_VACUUM_HOURS) replaces delta-rs' 7-day default check.
+            enforce_retention_duration=False,
+        )
+    )
     delta = lakehouse.delta_table(name)
     report.version_after = delta.version()
     report.files_after = len(delta.file_uris())
