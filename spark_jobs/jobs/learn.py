@@ -28,7 +28,7 @@ from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from spark_jobs.common import job_main, log, window_start
 from spark_jobs.jobs.sampling import holdout_filter
-from spark_jobs.lake.routing_store import add_version, next_version, now_utc, write_mapping
+from spark_jobs.lake.routing_store import add_candidate, now_utc
 from spark_jobs.lake.subscription_store import active_subscriptions
 
 
@@ -112,8 +112,6 @@ def learn_version(
         corpus, nodes, algorithm, split=split, subscribed_words=words, seed=seed
     )
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
-    version = next_version(lakehouse)
-    rows = write_mapping(lakehouse, version, learned.table)
     params = {
         "split": split,
         "seed": seed,
@@ -129,10 +127,10 @@ def learn_version(
         "training_edges": corpus.n_edges,
         "subscriptions": len(subs),
     }
-    add_version(
+    version = add_candidate(
         lakehouse,
+        learned.table,
         {
-            "routing_version": version,
             "algorithm": algorithm,
             "n_matchers": nodes,
             "params": json.dumps(params),
@@ -156,7 +154,7 @@ def learn_version(
         "routing_version": version,
         "label": params["label"],
         "n_matchers": nodes,
-        "mapping_rows": rows,
+        "mapping_rows": len(learned.table.to_frame()),
         **inputs,
         "learn_seconds": round(learned.learn_seconds, 3),
         "read_seconds": round(read_s, 3),

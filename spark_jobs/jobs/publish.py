@@ -41,7 +41,21 @@ def publish(
     margin: float | None = None,
     skip_validation: bool = False,
 ) -> dict[str, Any]:
-    """Publish a version atomically; returns what happened (published or kept, and why)."""
+    """Publish a version atomically; returns what happened (published or kept, and why).
+
+    The decision and the commit hold the ``routing.versions`` lock: two publishes at once
+    see each other's result, never a stale published version."""
+    with lakehouse.locked("routing.versions"):
+        return _publish(lakehouse, version, margin=margin, skip_validation=skip_validation)
+
+
+def _publish(
+    lakehouse: Any,
+    version: int | None,
+    *,
+    margin: float | None,
+    skip_validation: bool,
+) -> dict[str, Any]:
     chosen = version
     if chosen is None:
         chosen = latest_with_status(lakehouse, "validated")

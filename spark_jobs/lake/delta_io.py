@@ -16,13 +16,16 @@ subscription registry) can be written straight from Arrow with :meth:`Lakehouse.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -86,6 +89,11 @@ def _local_path(uri: str) -> str:
     return unquote(uri[len("file://") :]) if uri.startswith("file://") else uri
 
 
+# Locks this thread holds, by lock-file path: re-entrant, so a locked read-modify-write may
+# call another one on the same table (flock would deadlock on a second open of the file).
+_HELD = threading.local()
+
+
 class Lakehouse:
     """The Delta tables under one root, read and written through one engine."""
 
@@ -115,6 +123,34 @@ class Lakehouse:
                 f"table {name} does not exist under {self.root} (run the job that writes it first)"
             )
         return DeltaTable(str(self.path(name)), version=version)
+
+    @contextlib.contextmanager
+    def locked(self, name: str) -> Iterator[None]:
+        """Hold the lakehouse's lock of table ``name`` (an exclusive ``flock`` on
+        ``<root>/_locks/<name>.lock``): a read-modify-write of a small driver-side table
+        (allocating the next routing version or subscription id, updating version statuses)
+        is serialised with every other process of this lakehouse's machine or shared file
+        system. Appends need no lock: Delta commits them atomically.
+        """
+        lock_path = self.root / "_locks" / f"{name}.lock"
+        held: dict[str, int] = _HELD.__dict__.setdefault("paths", {})
+        key = str(lock_path)
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with lock_path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            held[key] = 1
+            try:
+                yield
+            finally:
+                held.pop(key, None)
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def delta_table(self, name: str, version: int | None = None) -> Any:
         """The table's ``deltalake.DeltaTable`` (for maintenance: optimize, vacuum, ...).

@@ -70,7 +70,13 @@ def add_version(lakehouse: Any, row: dict[str, Any]) -> None:
 
 
 def update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None:
-    """Apply field changes to several versions in one commit (rewrites the small table)."""
+    """Apply field changes to several versions in one commit (rewrites the small table,
+    under the table's lock: a concurrent change is never overwritten by a stale copy)."""
+    with lakehouse.locked("routing.versions"):
+        _update_versions(lakehouse, changes)
+
+
+def _update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None:
     rows = versions(lakehouse)
     known = {r["routing_version"] for r in rows}
     missing = set(changes) - known
@@ -158,12 +164,10 @@ def register_table(
     inputs: dict[str, Any] | None = None,
 ) -> int:
     """Store a routing table learned elsewhere as a new candidate version; returns it."""
-    version = next_version(lakehouse)
-    write_mapping(lakehouse, version, routing)
-    add_version(
+    return add_candidate(
         lakehouse,
+        routing,
         {
-            "routing_version": version,
             "algorithm": algorithm,
             "n_matchers": routing.n_matchers,
             "params": json.dumps(params or {}),
@@ -179,4 +183,14 @@ def register_table(
             "retired_at": None,
         },
     )
+
+
+def add_candidate(lakehouse: Any, routing: RoutingTable, row: dict[str, Any]) -> int:
+    """Allocate the next version number, write its mapping, then its ``routing.versions``
+    row, under the table's lock: two remaps at once get two versions, and a version's row
+    (what makes it visible) exists only once its mapping is complete."""
+    with lakehouse.locked("routing.versions"):
+        version = next_version(lakehouse)
+        write_mapping(lakehouse, version, routing)
+        add_version(lakehouse, {**row, "routing_version": version})
     return version

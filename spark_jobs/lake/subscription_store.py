@@ -69,8 +69,20 @@ def register_word_sets(
     word_sets = [sorted(set(w)) for w in word_sets]
     if any(not w for w in word_sets):
         raise InvalidArgumentError("every subscription needs at least one word")
-    start = max((r["sub_id"] for r in registry(lakehouse)), default=0) + 1
-    ids = list(range(start, start + len(phrases)))
+    with lakehouse.locked("subscriptions.registry"):  # ids are allocated once
+        start = max((r["sub_id"] for r in registry(lakehouse)), default=0) + 1
+        ids = list(range(start, start + len(phrases)))
+        _append_registry(lakehouse, ids, owners, phrases, word_sets)
+    return ids
+
+
+def _append_registry(
+    lakehouse: Any,
+    ids: Sequence[int],
+    owners: Sequence[str],
+    phrases: Sequence[str],
+    word_sets: Sequence[Sequence[str]],
+) -> None:
     now = now_utc()
     data = pa.Table.from_pylist(
         [
@@ -87,11 +99,15 @@ def register_word_sets(
         schema=table("subscriptions.registry").schema,
     )
     lakehouse.write_arrow(data, "subscriptions.registry")
-    return ids
 
 
 def cancel_subscriptions(lakehouse: Any, sub_ids: Sequence[int]) -> int:
     """Mark subscriptions cancelled (one commit); returns how many were active."""
+    with lakehouse.locked("subscriptions.registry"):  # a rewrite: no registration lost
+        return _cancel(lakehouse, sub_ids)
+
+
+def _cancel(lakehouse: Any, sub_ids: Sequence[int]) -> int:
     rows = registry(lakehouse)
     known = {r["sub_id"] for r in rows}
     unknown = sorted(set(sub_ids) - known)

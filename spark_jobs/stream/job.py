@@ -53,6 +53,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     published_version,
 )
+from spark_jobs.stream import failpoints
 from spark_jobs.stream import tasks as stream_tasks
 
 SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record string"
@@ -356,6 +357,7 @@ class StreamMatcher:
         n_dispatch = task_slots(spark)
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
+        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
         text = F.col("text")
         suspect = (
             F.col("_corrupt_record").isNotNull()
@@ -373,25 +375,34 @@ class StreamMatcher:
             F.when(suspect, F.col("source_file")).alias("source_file"),
         )
         routed = raw.mapInArrow(
-            stream_tasks.route_posts(bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch),
+            stream_tasks.route_posts(
+                bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, crash=crash
+            ),
             stream_tasks.ROUTED_SCHEMA,
         )
         matched = routed.repartition(snapshot.n_matchers, "pkey").mapInArrow(
             stream_tasks.match_posts(
-                bc, snapshot.key, {int(k): m for m, k in enumerate(pkeys.tolist())}, dkeys
+                bc,
+                snapshot.key,
+                {int(k): m for m, k in enumerate(pkeys.tolist())},
+                dkeys,
+                crash=crash,
             ),
             stream_tasks.MATCHED_SCHEMA,
         )
         return matched.repartition(n_dispatch, "dkey").mapInArrow(
-            stream_tasks.dispatch_matches(bc, snapshot.key, batch_id, now, staging),
+            stream_tasks.dispatch_matches(bc, snapshot.key, batch_id, now, staging, crash=crash),
             stream_tasks.DISPATCHED_SCHEMA,
         )
 
     def __call__(self, posts: Any, batch_id: int) -> None:
         """foreachBatch: route, match and dispatch one micro-batch."""
         started = time.perf_counter()
+        failpoints.crash_driver("before-plan", batch_id)
         plan = self.plan(batch_id)
+        failpoints.crash_driver("after-plan", batch_id)
         snapshot = self.sync(plan)
+        failpoints.crash_driver("after-sync", batch_id)
         synced = time.perf_counter()
         lake, app = self.lakehouse, self.app_id
         now = now_utc()
@@ -403,19 +414,22 @@ class StreamMatcher:
             ).collect()
         ]
         computed = time.perf_counter()
+        failpoints.crash_driver("after-dispatch", batch_id)
         # each output table in one Delta commit carrying the batch id: a replayed batch
         # finds it committed and drops its files instead
         written = {
             name: lake.commit_staged(name, staging[name], app_id=app, batch_id=batch_id)
             for name in ("matches",)
         }
-        _failpoint("after-matches", batch_id)
+        failpoints.crash_driver("after-matches", batch_id)
         written["deliveries"] = lake.commit_staged(
             "deliveries", staging["deliveries"], app_id=app, batch_id=batch_id
         )
+        failpoints.crash_driver("after-deliveries", batch_id)
         quarantined = [n for n in notes if n["kind"] == "quarantine"]
         if quarantined:
             self._quarantine(quarantined, batch_id, now)
+        failpoints.crash_driver("after-quarantine", batch_id)
         committed = time.perf_counter()
         log.debug(
             "stream: batch %d task notes %s",
@@ -442,6 +456,7 @@ class StreamMatcher:
             "seconds_total": round(committed - started, 4),
         }
         self._record(plan, "committed", figures)
+        failpoints.crash_driver("after-record", batch_id)
         self.figures.append(
             {
                 "batch_id": batch_id,
@@ -486,14 +501,6 @@ class StreamMatcher:
         self.lakehouse.write_arrow(
             data, "silver.posts_quarantine", app_id=self.app_id, batch_id=batch_id
         )
-
-
-def _failpoint(where: str, batch_id: int) -> None:
-    """Kill the process here when ``S3TM_STREAM_CRASH=<where>:<batch id>`` (crash tests:
-    the worst moment, one output table committed and the other not)."""
-    if os.environ.get("S3TM_STREAM_CRASH") == f"{where}:{batch_id}":
-        log.error("stream: S3TM_STREAM_CRASH=%s:%d: killing the process", where, batch_id)
-        os._exit(137)
 
 
 # -- the query ---------------------------------------------------------------------------------
@@ -605,6 +612,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    failpoints.arm()
     return job_main("stream", __doc__ or "", add_arguments, run, argv)
 
 

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot
 from core.stream.worker import MatcherCache, batch_seed, gather, route
+from spark_jobs.stream import failpoints
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"
@@ -136,11 +137,16 @@ def route_posts(
     pkeys: np.ndarray,
     max_text_chars: int,
     n_dispatch: int,
+    *,
+    crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA."""
+    """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA.
+    ``crash``: a kill point of the crash tests (``failpoints``), None in production."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_route_run, broadcast, key, pkeys, max_text_chars, n_dispatch)
+    return functools.partial(
+        _route_run, broadcast, key, pkeys, max_text_chars, n_dispatch, crash=crash
+    )
 
 
 def _route_run(
@@ -150,7 +156,10 @@ def _route_run(
     max_text_chars: int,
     n_dispatch: int,
     batches: Iterator[pa.RecordBatch],
+    *,
+    crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    failpoints.crash_from_task(crash, "route")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
     figures: dict[str, Any] = {
@@ -215,12 +224,14 @@ def match_posts(
     key: tuple[int, int],
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
+    *,
+    crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> MATCHED_SCHEMA:
     per dispatch partition, one payload of (post_id, sub_id, matcher_id) matches."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_match_run, broadcast, key, matcher_of_pkey, dkeys)
+    return functools.partial(_match_run, broadcast, key, matcher_of_pkey, dkeys, crash=crash)
 
 
 def _match_run(
@@ -229,7 +240,10 @@ def _match_run(
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
     batches: Iterator[pa.RecordBatch],
+    *,
+    crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
     figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
@@ -302,11 +316,13 @@ def dispatch_matches(
     batch_id: int,
     now: dt.datetime,
     staging: dict[str, str],
+    *,
+    crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: MATCHED_SCHEMA payloads of a set of posts -> ``matches`` and
     ``deliveries`` Parquet files in the tables' staging folders (committed by the driver in
     one Delta transaction each); only notes go back to the driver."""
-    return functools.partial(_dispatch_run, broadcast, key, batch_id, now, staging)
+    return functools.partial(_dispatch_run, broadcast, key, batch_id, now, staging, crash=crash)
 
 
 def _dispatch_run(
@@ -316,6 +332,8 @@ def _dispatch_run(
     now: dt.datetime,
     staging: dict[str, str],
     batches: Iterator[pa.RecordBatch],
+    *,
+    crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     from pyspark import TaskContext
 
@@ -349,6 +367,7 @@ def _dispatch_run(
             temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             pq.write_table(data.cast(storage_schema(table(name).schema)), temporary)
             os.replace(temporary, target)
+    failpoints.crash_from_task(crash, "dispatch")
     figures = {
         "kind": "dispatch",
         "rows": matched.num_rows,

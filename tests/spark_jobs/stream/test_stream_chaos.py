@@ -1,0 +1,65 @@
+"""Chaos: the streaming job killed at seeded kill points over the whole batch (the plan
+write, the sync, the route / match / dispatch tasks, each Delta commit, the batch record),
+restarted after each kill. Final ``matches`` and ``deliveries`` equal brute force exactly:
+nothing lost, nothing duplicated, every bad record quarantined once."""
+
+from __future__ import annotations
+
+import json
+import random
+from importlib import import_module
+
+import pytest
+
+from spark_jobs.stream.failpoints import DRIVER_POINTS, TASK_POINTS
+
+pytestmark = pytest.mark.spark
+
+SEED = 20261122
+FILES = 6  # one micro-batch each (--max-files-per-trigger 1)
+
+
+def kill_schedule(seed: int, batches: int) -> list[tuple[int, str]]:
+    """Every kill point once, each at a seeded batch, in the order the runs meet them."""
+    rng = random.Random(seed)
+    points = list(DRIVER_POINTS + TASK_POINTS)
+    rng.shuffle(points)
+    return sorted((rng.randrange(batches), point) for point in points)
+
+
+def test_the_schedule_covers_every_kill_point_in_batch_order():
+    schedule = kill_schedule(SEED, FILES)
+    assert sorted(p for _, p in schedule) == sorted(DRIVER_POINTS + TASK_POINTS)
+    assert len(schedule) >= 10
+    assert [b for b, _ in schedule] == sorted(b for b, _ in schedule)
+
+
+def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
+    harness = import_module("tests.spark_jobs.stream.test_stream")
+    landing = harness.Landing(tmp_path / "landing", seed=5)
+    sets = harness._subscription_sets(landing, 200, seed=6)
+    for owner in range(3):
+        harness.register_word_sets(
+            lakehouse, [" ".join(s) for s in sets[owner::3]], sets[owner::3], f"user{owner}"
+        )
+    harness._publish_learned(lakehouse, landing, 4, "salb", split=True)
+    posts: list[str] = []
+    for k in range(FILES):  # each file: posts plus one bad record (for the quarantine commit)
+        posts += landing.write(120, bad=[json.dumps({"id": f"bad{k}", "text": "  "})])
+    checkpoint = tmp_path / "checkpoint"
+
+    killed = []
+    for batch, point in kill_schedule(SEED, FILES):
+        run = harness._run_stream_process(lakehouse, landing, checkpoint, f"{point}:{batch}")
+        killed.append((point, batch, run.returncode))
+        assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
+    final = harness._run_stream_process(lakehouse, landing, checkpoint, None)
+    assert final.returncode == 0, final.stderr[-2000:]
+    assert {code for _, _, code in killed} <= {137, -9}, killed
+
+    expected = harness._expected(landing, posts, harness._active(lakehouse))
+    assert sum(expected.values()) > 200
+    assert harness._matches(lakehouse) == expected
+    harness._check_deliveries(lakehouse)
+    quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
+    assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(FILES))
