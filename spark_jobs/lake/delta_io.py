@@ -169,14 +169,19 @@ class Lakehouse:
         return list(self._delta(name).history(limit))
 
     def row_count(self, name: str) -> int:
-        """Rows of the table's latest version, from the Delta log's file statistics
-        (0 when the table does not exist)."""
+        """Rows of the table's latest version (0 when the table does not exist): from the
+        Delta log's file statistics, or the Parquet footer of a file committed without
+        them (no data is scanned)."""
         if not self.exists(name):
             return 0
-        import pyarrow.compute as pc
-
-        actions = pa.table(self._delta(name).get_add_actions(flatten=True))
-        return int(pc.sum(actions.column("num_records")).as_py() or 0)
+        delta = self._delta(name)
+        actions = pa.table(delta.get_add_actions(flatten=True)).to_pylist()
+        missing = {a["path"] for a in actions if a.get("num_records") is None}
+        counted = sum(int(a["num_records"]) for a in actions if a.get("num_records") is not None)
+        for uri in delta.file_uris():
+            if any(_local_path(uri).endswith(unquote(path)) for path in missing):
+                counted += pq.ParquetFile(_local_path(uri)).metadata.num_rows
+        return counted
 
     def last_batch(self, name: str, app_id: str) -> int | None:
         """The latest batch id committed to ``name`` by ``app_id`` (Delta txn action)."""

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -235,7 +236,7 @@ def test_runs_triggered_by_rest_and_by_the_trigger_button_succeed(airflow_ui, tm
 
 
 @pytest.fixture(scope="module")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_url() -> Iterator[str]:
     """A throw-away PostgreSQL cluster on loopback (Debian's server binaries)."""
     bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
     if not bins:
@@ -243,11 +244,14 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"
         )
     bin_dir = bins[-1]
-    data = tmp_path_factory.mktemp("pg") / "data"
+    # Not under pytest's tmp dir: its parents are private to root, and the server runs as
+    # the postgres user.
+    base = Path(tempfile.mkdtemp(prefix="s3tm-pg-"))
+    data = base / "data"
     port = _free_port()
     as_postgres: list[str] = []
     if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(data.parent, "postgres")
+        shutil.chown(base, "postgres")
         as_postgres = ["runuser", "-u", "postgres", "--"]
     subprocess.run(
         [*as_postgres, str(bin_dir / "initdb"), "-D", str(data), "-U", "airflow", "-A", "trust"],
@@ -292,6 +296,7 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             check=False,
             capture_output=True,
         )
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_remap_on_postgresql_with_the_local_executor(postgres_url, tmp_path):
