@@ -16,6 +16,7 @@ from core.corpus.arrays import Corpus, corpus_from_word_lists
 from core.errors import InputDataError
 from core.placement.cost import fit_cost_model
 from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
+from spark_jobs import failpoints
 from spark_jobs.common import job_main, log
 from spark_jobs.lake.routing_store import latest_pending, load_routing_table, write_placements
 from spark_jobs.lake.subscription_store import active_subscriptions
@@ -66,6 +67,7 @@ def place_version(
     if posts is not None and corpus.n_posts >= 8:
         cost = fit_cost_model(corpus, posts, seed=seed).model
     placement = place_subscriptions(routing, corpus, policy="lasp", cost=cost, seed=seed)
+    failpoints.crash("place:before-commit")
     rows = write_placements(
         lakehouse, chosen, placement.sub_ids, placement.indptr, placement.matchers
     )

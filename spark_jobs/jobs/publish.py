@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs import failpoints
 from spark_jobs.common import add_common_arguments, job_main
 from spark_jobs.lake.routing_store import (
     get_version,
@@ -94,6 +95,7 @@ def _publish(
     }
     if current is not None:
         changes[current] = {"status": "retired", "retired_at": now}
+    failpoints.crash("publish:before-commit")
     update_versions(lakehouse, changes)
     return {"published": chosen, "changed": True, "retired": current}
 

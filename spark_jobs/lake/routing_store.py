@@ -17,6 +17,7 @@ import pyarrow as pa
 from core.errors import InputDataError, InvalidArgumentError
 from core.routing.table import RoutingTable
 from schemas import table
+from spark_jobs import failpoints
 
 STATUSES = ("candidate", "validated", "published", "retired", "rejected")
 
@@ -192,5 +193,6 @@ def add_candidate(lakehouse: Any, routing: RoutingTable, row: dict[str, Any]) ->
     with lakehouse.locked("routing.versions"):
         version = next_version(lakehouse)
         write_mapping(lakehouse, version, routing)
+        failpoints.crash("learn:after-mapping")
         add_version(lakehouse, {**row, "routing_version": version})
     return version

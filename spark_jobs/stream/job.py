@@ -46,6 +46,7 @@ from core.placement.live import LivePlacement
 from core.stream.dispatch import Subscribers
 from core.stream.snapshot import MatcherSnapshot, snapshot_of
 from schemas import table
+from spark_jobs import failpoints
 from spark_jobs.common import job_main, log
 from spark_jobs.lake.routing_store import (
     load_placements,
@@ -53,7 +54,6 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     published_version,
 )
-from spark_jobs.stream import failpoints
 from spark_jobs.stream import tasks as stream_tasks
 
 SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record string"

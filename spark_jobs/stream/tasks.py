@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot
 from core.stream.worker import MatcherCache, batch_seed, gather, route
-from spark_jobs.stream import failpoints
+from spark_jobs import failpoints
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"

@@ -222,9 +222,9 @@ def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: st
     import sys
 
     env = dict(os.environ)
-    env.pop("S3TM_STREAM_CRASH", None)
+    env.pop("S3TM_CRASH", None)
     if crash:
-        env["S3TM_STREAM_CRASH"] = crash
+        env["S3TM_CRASH"] = crash
     return subprocess.run(
         [
             sys.executable,

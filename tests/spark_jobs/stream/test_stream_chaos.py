@@ -11,7 +11,7 @@ from importlib import import_module
 
 import pytest
 
-from spark_jobs.stream.failpoints import DRIVER_POINTS, TASK_POINTS
+from spark_jobs.failpoints import DRIVER_POINTS, TASK_POINTS
 
 pytestmark = pytest.mark.spark
 

@@ -1,10 +1,14 @@
-"""Kill points for the crash tests: ``S3TM_STREAM_CRASH=<point>:<batch id>`` kills the
-streaming job there, as a power cut or an OOM kill would.
+"""Kill points for the crash tests: ``S3TM_CRASH=<point>`` kills a job there, as a power
+cut or an OOM kill would (exit code 137). Unset, each point costs one dict lookup.
 
-Driver points (in ``foreachBatch``, in order): ``before-plan``, ``after-plan`` (the batch
-plan is in ``stream.batches``), ``after-sync``, ``after-dispatch`` (the tasks' Parquet
-files are staged, nothing committed), ``after-matches``, ``after-deliveries``,
-``after-quarantine``, ``after-record`` (everything committed, Spark's checkpoint not yet).
+Batch jobs: ``learn:after-mapping`` (a candidate's mapping written, its row not),
+``place:before-commit``, ``publish:before-commit`` (decided, not committed).
+
+The streaming job, ``S3TM_CRASH=<point>:<batch id>``: driver points (in ``foreachBatch``,
+in order): ``before-plan``, ``after-plan`` (the batch plan is in ``stream.batches``),
+``after-sync``, ``after-dispatch`` (the tasks' Parquet files are staged, nothing
+committed), ``after-matches``, ``after-deliveries``, ``after-quarantine``, ``after-record``
+(everything committed, Spark's checkpoint not yet).
 Task points (in the Python workers): ``route``, ``match``, ``dispatch`` (after the task
 wrote its staged files). A task point SIGKILLs the driver process: the JVM exits with it
 (it watches the driver's pipe), and so do the workers.
@@ -19,7 +23,7 @@ import time
 
 log = logging.getLogger(__name__)
 
-ENV = "S3TM_STREAM_CRASH"
+ENV = "S3TM_CRASH"
 DRIVER_PID_ENV = "S3TM_STREAM_DRIVER_PID"
 DRIVER_POINTS = (
     "before-plan",
@@ -42,6 +46,13 @@ def arm() -> None:
 
 def _armed(point: str, batch_id: int) -> bool:
     return os.environ.get(ENV) == f"{point}:{batch_id}"
+
+
+def crash(point: str) -> None:
+    """Kill this process here when ``S3TM_CRASH`` names ``point``."""
+    if os.environ.get(ENV) == point:
+        log.error("%s=%s: killing the process", ENV, point)
+        os._exit(137)
 
 
 def crash_driver(point: str, batch_id: int) -> None:
