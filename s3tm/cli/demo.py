@@ -1,8 +1,10 @@
 """``s3tm demo``: the README's first command, on generated data.
 
-Writes a seeded synthetic corpus, reads it back through the normaliser, keeps 20% of the
-posts out, learns hash, SALB and SALB+split mappings for a few N, and prints their metrics
-on the held-out posts side by side. Later issues grow this into the full pipeline.
+Part 1 (core, seconds): writes a seeded synthetic corpus, reads it back through the
+normaliser, keeps 20% of the posts out, learns hash, SALB and SALB+split mappings for a few
+N, and prints their metrics on the held-out posts side by side. Parts 2 and 3 (unless
+``--no-airflow``): the platform end to end through Airflow, Spark and Delta, then the
+streaming matcher (``s3tm.orchestration.airflow_demo``).
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def run_demo(args: argparse.Namespace) -> int:
         "(evaluate one with `s3tm evaluate --mapping DIR --corpus FILE`)"
     )
     if not args.no_airflow:
-        # The CLI is where the layers meet: the full pipeline lives with the Spark jobs.
+        # Airflow, Spark and Delta only load here: part 1 stays fast without them.
         from s3tm.orchestration.airflow_demo import run as run_airflow_demo
 
         run_airflow_demo(

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.errors import S3TMError
 from core.formatting import format_table
+from s3tm.orchestration.reports import write_report
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.maintenance import (
     REPORT_HEADER,
@@ -48,24 +49,22 @@ def run_maintenance(
     lakehouse = Lakehouse(None, root, engine="rs")
     reports = maintain(lakehouse, policy)
     rendered = format_table(REPORT_HEADER, [r.as_row() for r in reports])
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-    path = Path(root) / "reports" / f"maintenance-{safe_id}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "\n".join(
-            [
-                f"# s3tm maintenance run {run_id}",
-                "",
-                f"At {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S} UTC. Policy: keep days "
-                f"{dict(policy.keep_days)}, vacuum retention {policy.vacuum_hours} h"
-                + (", dry run" if policy.dry_run else ""),
-                "",
-                "```",
-                rendered,
-                "```",
-                "",
-            ]
-        )
+    path = write_report(
+        root,
+        "maintenance",
+        run_id,
+        [
+            f"# s3tm maintenance run {run_id}",
+            "",
+            f"At {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S} UTC. Policy: keep days "
+            f"{dict(policy.keep_days)}, vacuum retention {policy.vacuum_hours} h"
+            + (", dry run" if policy.dry_run else ""),
+            "",
+            "```",
+            rendered,
+            "```",
+            "",
+        ],
     )
     bad = failed(reports)
     if bad:

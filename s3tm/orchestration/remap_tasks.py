@@ -4,10 +4,10 @@ and written with delta-rs on the worker)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from core.errors import S3TMError
+from s3tm.orchestration import reports
 from spark_jobs.lake.delta_io import Lakehouse
 
 
@@ -67,31 +67,29 @@ def write_report(root: str, run_id: str, outcome: dict[str, Any] | None) -> str:
     rows = versions(lakehouse)
     latest = rows[-1] if rows else None
     evaluation = json.loads(latest["metrics"] or "{}").get("evaluation", {}) if latest else {}
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-    path = Path(root) / "reports" / f"remap-{safe_id}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "\n".join(
-            [
-                f"# s3tm_remap run {run_id}",
-                "",
-                f"Decision: `{json.dumps(outcome)}`",
-                "",
-                "## Routing versions",
-                "",
-                "```",
-                render_versions(lakehouse),
-                "```",
-                "",
-                "## Evaluation of the latest candidate",
-                "",
-                "```json",
-                json.dumps(evaluation, indent=2),
-                "```",
-                "",
-                f"Data Docs: {data_docs_index(lakehouse)}",
-                "",
-            ]
-        )
+    path = reports.write_report(
+        root,
+        "remap",
+        run_id,
+        [
+            f"# s3tm_remap run {run_id}",
+            "",
+            f"Decision: `{json.dumps(outcome)}`",
+            "",
+            "## Routing versions",
+            "",
+            "```",
+            render_versions(lakehouse),
+            "```",
+            "",
+            "## Evaluation of the latest candidate",
+            "",
+            "```json",
+            json.dumps(evaluation, indent=2),
+            "```",
+            "",
+            f"Data Docs: {data_docs_index(lakehouse)}",
+            "",
+        ],
     )
     return str(path)

@@ -7,6 +7,7 @@ The same command on PostgreSQL with the LocalExecutor (the production setting) r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -142,8 +143,9 @@ def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     yield from _start(tmp_path_factory.mktemp("s3tm-airflow"), _free_port())
 
 
-def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
-    """Logs in, opens s3tm_remap, clicks Trigger and confirms the dialog, like a user."""
+@contextlib.contextmanager
+def _logged_in(base_url: str, password: str, path: str, height: int) -> Iterator[Any]:
+    """A headless Chromium page on ``path``, after the login form, as a user would."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -151,41 +153,33 @@ def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
             executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
         )
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{base_url}/dags/s3tm_remap")
+            page = browser.new_page(viewport={"width": 1400, "height": height})
+            page.goto(f"{base_url}{path}")
             page.get_by_label("Username").fill("admin")
             page.get_by_label("Password").fill(password)
             page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url("**/dags/s3tm_remap**")
-            page.get_by_role("button", name="Trigger").first.click()
-            page.get_by_role("dialog").get_by_role("button", name="Trigger").click()
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(screenshot_dir / "trigger.png"))
+            page.wait_for_url(f"**{path}**")
+            yield page
         finally:
             browser.close()
+
+
+def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
+    """Opens s3tm_remap, clicks Trigger and confirms the dialog."""
+    with _logged_in(base_url, password, "/dags/s3tm_remap", 900) as page:
+        page.get_by_role("button", name="Trigger").first.click()
+        page.get_by_role("dialog").get_by_role("button", name="Trigger").click()
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(screenshot_dir / "trigger.png"))
 
 
 def _dags_page(base_url: str, password: str, screenshot: Path) -> str:
-    """The DAG list page's text after login, and a screenshot of it."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 800})
-            page.goto(f"{base_url}/dags")
-            page.get_by_label("Username").fill("admin")
-            page.get_by_label("Password").fill(password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url("**/dags")
-            page.get_by_text("s3tm_remap").first.wait_for()
-            page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(screenshot))
-            return page.inner_text("body")
-        finally:
-            browser.close()
+    """The DAG list page's text, and a screenshot of it."""
+    with _logged_in(base_url, password, "/dags", 800) as page:
+        page.get_by_text("s3tm_remap").first.wait_for()
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(screenshot))
+        return str(page.inner_text("body"))
 
 
 def test_the_command_prints_where_and_how_to_log_in(airflow_ui):
