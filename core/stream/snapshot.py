@@ -15,6 +15,9 @@ import numpy as np
 from core.placement.live import LivePlacement
 from core.stream.dispatch import Subscribers
 
+# (owner, routing version, epoch): names one immutable snapshot.
+SnapshotKey = tuple[str, int, int]
+
 
 @dataclass(frozen=True, eq=False)
 class MatcherSnapshot:
@@ -41,10 +44,14 @@ class MatcherSnapshot:
     matcher_subs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     subscribers: Subscribers
     seed: int = 0
+    # Which stream made the snapshot: worker caches live as long as the Python workers, so
+    # a second stream (or a restarted one) in the same Spark application, counting its own
+    # versions and epochs from the start, must not find the first one's tries and words.
+    owner: str = ""
 
     @property
-    def key(self) -> tuple[int, int]:
-        return (self.routing_version, self.epoch)
+    def key(self) -> SnapshotKey:
+        return (self.owner, self.routing_version, self.epoch)
 
     @property
     def n_words(self) -> int:
@@ -58,6 +65,7 @@ def snapshot_of(
     *,
     subscribers: Subscribers | None = None,
     seed: int = 0,
+    owner: str = "",
 ) -> MatcherSnapshot:
     """Freeze ``placement`` into a snapshot."""
     part_start, part_count, part_matchers = placement.word_versions()
@@ -73,4 +81,5 @@ def snapshot_of(
         matcher_subs=placement.by_matcher(),
         subscribers=subscribers or Subscribers.of({}),
         seed=seed,
+        owner=owner,
     )

@@ -113,7 +113,7 @@ class MatcherCache:
     """Per-matcher tries and post encoders of the current routing version."""
 
     def __init__(self) -> None:
-        self._version: int | None = None
+        self._version: tuple[str, int] | None = None
         self._tries: dict[int, _CachedTrie] = {}
         self._encoder: tuple[int, PostEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
@@ -121,8 +121,9 @@ class MatcherCache:
         self.updates = 0
 
     def _use(self, snapshot: MatcherSnapshot) -> None:
-        if snapshot.routing_version != self._version:
-            self._version = snapshot.routing_version
+        version = (snapshot.owner, snapshot.routing_version)
+        if version != self._version:
+            self._version = version
             self._tries.clear()
             self._encoder = None
 

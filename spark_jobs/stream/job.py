@@ -30,6 +30,7 @@ import datetime as dt
 import json
 import os
 import time
+import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -163,6 +164,8 @@ class StreamMatcher:
         # the latest batches' figures (bounded: the query may run for months)
         self.figures: deque[dict[str, Any]] = deque(maxlen=10_000)
         self._pkeys: dict[int, np.ndarray] = {}
+        # names this matcher's snapshots in the workers' caches (see MatcherSnapshot.owner)
+        self.instance = uuid.uuid4().hex
 
     # -- identity and plan -----------------------------------------------------------------
     def _query_id(self) -> str:
@@ -244,6 +247,7 @@ class StreamMatcher:
                 state.epoch,
                 subscribers=state.subscribers,
                 seed=self.seed,
+                owner=self.instance,
             )
             if state.broadcast is not None:
                 state.broadcast.unpersist()

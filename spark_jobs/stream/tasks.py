@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
-from core.stream.snapshot import MatcherSnapshot
+from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import MatcherCache, batch_seed, gather, route
 from spark_jobs import failpoints
 
@@ -61,7 +61,7 @@ CACHE = MatcherCache()
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
 
-def _snapshot(broadcast: Any, key: tuple[int, int]) -> MatcherSnapshot:
+def _snapshot(broadcast: Any, key: SnapshotKey) -> MatcherSnapshot:
     # A broadcast is deserialised once per worker and key, not once per task.
     if _SNAPSHOT["key"] != key:
         _SNAPSHOT["value"] = broadcast.value
@@ -133,7 +133,7 @@ def _by_matcher(
 
 def route_posts(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     pkeys: np.ndarray,
     max_text_chars: int,
     n_dispatch: int,
@@ -151,7 +151,7 @@ def route_posts(
 
 def _route_run(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     pkeys: np.ndarray,
     max_text_chars: int,
     n_dispatch: int,
@@ -221,7 +221,7 @@ def _route_run(
 
 def match_posts(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
     *,
@@ -236,7 +236,7 @@ def match_posts(
 
 def _match_run(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
     batches: Iterator[pa.RecordBatch],
@@ -312,7 +312,7 @@ def _match_run(
 
 def dispatch_matches(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     batch_id: int,
     now: dt.datetime,
     staging: dict[str, str],
@@ -327,7 +327,7 @@ def dispatch_matches(
 
 def _dispatch_run(
     broadcast: Any,
-    key: tuple[int, int],
+    key: SnapshotKey,
     batch_id: int,
     now: dt.datetime,
     staging: dict[str, str],

@@ -166,10 +166,19 @@ def _logged_in(base_url: str, password: str, path: str, height: int) -> Iterator
 
 def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
     """Opens s3tm_remap, clicks Trigger and confirms the dialog."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     with _logged_in(base_url, password, "/dags/s3tm_remap", 900) as page:
         page.get_by_role("button", name="Trigger").first.click()
-        page.get_by_role("dialog").get_by_role("button", name="Trigger").click()
-        page.wait_for_load_state("networkidle")
+        dialog = page.get_by_role("dialog")
+        page.wait_for_load_state("networkidle")  # the form loads the DAG's params first
+        for _ in range(3):  # on a loaded machine the form may still be validating
+            dialog.get_by_role("button", name="Trigger").click()
+            try:
+                dialog.wait_for(state="hidden", timeout=20_000)  # closes once the run exists
+                break
+            except PlaywrightTimeout:  # still open: click again
+                continue
         page.screenshot(path=str(screenshot_dir / "trigger.png"))
 
 
@@ -201,11 +210,16 @@ def test_runs_triggered_by_rest_and_by_the_trigger_button_succeed(airflow_ui, tm
 
     before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
     _click_trigger(airflow_ui["base_url"], airflow_ui["password"], tmp_path)
-    clicked = [
-        r
-        for r in api.runs("s3tm_remap")
-        if r["dag_run_id"] not in before and r["run_type"] == "manual"
-    ]
+    clicked: list[dict[str, Any]] = []
+    for _ in range(30):  # the UI's POST may land a moment after the dialog closed
+        clicked = [
+            r
+            for r in api.runs("s3tm_remap")
+            if r["dag_run_id"] not in before and r["run_type"] == "manual"
+        ]
+        if clicked:
+            break
+        time.sleep(1)
     assert len(clicked) == 1, "the Trigger button created no run"
     clicked_id = clicked[0]["dag_run_id"]
     assert api.wait_for("s3tm_remap", clicked_id) == "success", api.failed_tasks(

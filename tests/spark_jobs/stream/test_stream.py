@@ -348,3 +348,28 @@ def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
 
 def test_task_slots_follow_the_master(spark):
     assert stream.task_slots(spark) == 2  # the test session runs local[2]
+
+
+def test_two_streams_in_one_spark_application_do_not_share_worker_caches(lakehouse, tmp_path):
+    """Both start at routing version 1, epoch 1: the workers' cached tries and words of the
+    first must not serve the second (its subscriptions differ)."""
+    from spark_jobs.lake.delta_io import Lakehouse
+
+    results = []
+    for k, lake in enumerate((lakehouse, Lakehouse(lakehouse.spark, tmp_path / "second"))):
+        landing = Landing(tmp_path / f"landing{k}", seed=k)
+        sets = _subscription_sets(landing, 150, seed=10 + k)
+        register_word_sets(lake, [" ".join(s) for s in sets], sets, f"user{k}")
+        assert _publish_learned(lake, landing, 4, "salb", split=False) == 1
+        posts = landing.write(300)
+        query, _ = stream.start(
+            lake.spark, lake, _args(tmp_path / f"run{k}", landing, query_name=f"m{k}")
+        )
+        try:
+            _run(query)
+        finally:
+            query.stop()
+        expected = _expected(landing, posts, _active(lake))
+        results.append((sum(expected.values()), _matches(lake) == expected))
+    assert all(n > 100 for n, _ in results)
+    assert [same for _, same in results] == [True, True]
