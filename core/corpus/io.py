@@ -117,7 +117,18 @@ def _check_text(text: object) -> str | None:
         return "empty text"
     if len(text) > MAX_TEXT_CHARS:
         return f"oversized text ({len(text)} chars > {MAX_TEXT_CHARS})"
+    if not _is_unicode(text):
+        return "text has a lone surrogate (an escape like \\ud800), not Unicode"
     return None
+
+
+def _is_unicode(value: str) -> bool:
+    # json.loads turns an escaped lone surrogate into a str that no UTF-8 writer accepts
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_json_record(raw: bytes, text_field: str = "text") -> tuple[dict[str, Any] | None, str]:
@@ -147,6 +158,8 @@ def parse_json_record(raw: bytes, text_field: str = "text") -> tuple[dict[str, A
         return None, f"id is {type(post_id).__name__}, not a string or integer"
     if isinstance(post_id, str) and not post_id.strip():
         return None, "empty id"
+    if isinstance(post_id, str) and not _is_unicode(post_id):
+        return None, "id has a lone surrogate (an escape like \\ud800), not Unicode"
     return record, ""
 
 

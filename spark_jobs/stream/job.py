@@ -57,7 +57,6 @@ from spark_jobs.lake.routing_store import (
 )
 from spark_jobs.stream import tasks as stream_tasks
 
-SOURCE_SCHEMA = "id string, text string, created_at string, _corrupt_record string"
 STREAM_CONF = {
     # Bigger Arrow batches: fewer Python round trips per micro-batch.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
@@ -353,7 +352,6 @@ class StreamMatcher:
         route (one task per input split) -> repartition(N): matcher m is task m -> match ->
         repartition(P) by post -> dispatch (dedupe, deliveries, Parquet files).
         """
-        from pyspark.sql import functions as F
 
         spark = self.lakehouse.spark
         pkeys = self.partition_keys(snapshot.n_matchers)
@@ -362,22 +360,9 @@ class StreamMatcher:
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
         crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
-        text = F.col("text")
-        suspect = (
-            F.col("_corrupt_record").isNotNull()
-            | F.col("id").isNull()
-            | text.isNull()
-            | ~text.rlike("(?U)\\S")  # whitespace only (Unicode, as the Python check)
-            | (F.length(text) > MAX_TEXT_CHARS)
-        )
-        raw = posts.select(
-            F.col("id").alias("post_id"),
-            "text",
-            F.col("_corrupt_record").alias("corrupt_record"),
-            # the file only for records that may be quarantined: a path on every row
-            # would cross into Python 200k times per batch for nothing
-            F.when(suspect, F.col("source_file")).alias("source_file"),
-        )
+        # raw lines go to the route tasks as bytes: each is judged there by the ingest's
+        # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
+        raw = posts.select("line", "source_file")
         routed = raw.mapInArrow(
             stream_tasks.route_posts(
                 bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, crash=crash
@@ -509,7 +494,12 @@ class StreamMatcher:
 
 # -- the query ---------------------------------------------------------------------------------
 def source(spark: Any, args: argparse.Namespace) -> Any:
-    """The streaming DataFrame of raw posts: id, text, _corrupt_record, source_file."""
+    """The streaming DataFrame of raw input: ``line`` (a record's bytes) and ``source_file``.
+
+    Lines, not parsed JSON: Spark's JSON reader drops blank lines and turns a numeric or
+    nested ``id`` into a string, so a bad record could vanish or pass unseen; the route
+    tasks judge every line instead, as the batch ingest does.
+    """
     from pyspark.sql import functions as F
 
     if args.source == "kafka":
@@ -521,29 +511,22 @@ def source(spark: Any, args: argparse.Namespace) -> Any:
             .option("startingOffsets", "earliest")
             .load()
         )
-        value = F.col("value").cast("string")
-        parsed = raw.select(
-            F.from_json(value, "id string, text string", {"mode": "PERMISSIVE"}).alias("j"),
-            value.alias("value"),
+        return raw.select(
+            F.col("value").alias("line"),
             F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
-        )
-        return parsed.select(
-            F.col("j.id").alias("id"),
-            F.col("j.text").alias("text"),
-            F.when(F.col("j").isNull(), F.col("value")).alias("_corrupt_record"),
-            "source_file",
         )
     landing = Path(args.landing)
     if not landing.is_dir():
         raise InputDataError(f"landing directory not found: {landing}")
-    reader = spark.readStream.schema(SOURCE_SCHEMA).option(
-        "columnNameOfCorruptRecord", "_corrupt_record"
-    )
+    # the text source splits lines at LF, CRLF and a lone CR, like the ingest, and keeps
+    # blank ones; a cast to binary keeps bytes that are not UTF-8 as they were
+    reader = spark.readStream.format("text")
     if args.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", args.max_files_per_trigger)
-    posts = reader.json(str(landing))
-    return posts.select(
-        "id", "text", "_corrupt_record", F.col("_metadata.file_path").alias("source_file")
+    lines = reader.load(str(landing))
+    return lines.select(
+        F.col("value").cast("binary").alias("line"),
+        F.col("_metadata.file_path").alias("source_file"),
     )
 
 

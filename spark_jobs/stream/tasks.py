@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.corpus.json_lines import judge_lines
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import MatcherCache, batch_seed, gather, route
@@ -78,23 +79,6 @@ def _notes(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _quarantine(batch: pa.RecordBatch, max_text_chars: int) -> tuple[pa.Array, pa.Array]:
-    """(ok mask, reason per row) for raw posts (post_id, text, corrupt_record, source_file)."""
-    post_id, text, corrupt = (batch.column(n) for n in ("post_id", "text", "corrupt_record"))
-    trimmed = pc.utf8_length(pc.utf8_trim_whitespace(pc.fill_null(text, "")))
-    reasons = [
-        (pc.is_valid(corrupt), "malformed JSON record"),
-        (pc.or_(pc.is_null(post_id), pc.equal(pc.fill_null(post_id, ""), "")), "missing id"),
-        (pc.is_null(text), "missing text"),
-        (pc.equal(trimmed, 0), "empty text"),
-        (pc.greater(pc.utf8_length(pc.fill_null(text, "")), max_text_chars), "oversized text"),
-    ]
-    reason = pa.nulls(batch.num_rows, pa.string())
-    for test, label in reversed(reasons):  # the first failing rule names the reason
-        reason = pc.if_else(pc.fill_null(test, False), label, reason)
-    return pc.is_null(reason), reason
-
-
 def _by_matcher(
     post_ids: pa.Array,
     dpart: np.ndarray,
@@ -140,7 +124,7 @@ def route_posts(
     *,
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: (post_id, text, corrupt_record, source_file) -> ROUTED_SCHEMA.
+    """mapInArrow body: raw (line, source_file) -> ROUTED_SCHEMA.
     ``crash``: a kill point of the crash tests (``failpoints``), None in production."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
@@ -171,11 +155,12 @@ def _route_run(
     }
     for batch in batches:
         started = time.perf_counter()
-        ok, reason = _quarantine(batch, max_text_chars)
-        bad = batch.filter(pc.invert(ok))
-        if bad.num_rows:
-            figures["quarantined"] += bad.num_rows
-            raw = pc.coalesce(bad.column("corrupt_record"), bad.column("text"))
+        judged = judge_lines(batch.column("line"))
+        ok = judged.accepted
+        if not pc.all(ok).as_py():
+            rejected = pc.invert(ok)
+            lines = batch.column("line").filter(rejected)
+            figures["quarantined"] += len(lines)
             yield _notes(
                 [
                     {
@@ -183,19 +168,21 @@ def _route_run(
                         "reason": r,
                         "post_id": p,
                         "source_file": f,
-                        "raw": (x or "")[: 2 * max_text_chars],
+                        "raw": (x or b"")[: 2 * max_text_chars].decode("utf-8", "replace"),
                     }
                     for r, p, f, x in zip(
-                        reason.filter(pc.invert(ok)).to_pylist(),
-                        bad.column("post_id").to_pylist(),
-                        bad.column("source_file").to_pylist(),
-                        raw.to_pylist(),
+                        judged.reason.filter(rejected).to_pylist(),
+                        judged.post_id.filter(rejected).to_pylist(),
+                        batch.column("source_file").filter(rejected).to_pylist(),
+                        lines.to_pylist(),
                         strict=True,
                     )
                 ],
                 _ROUTED_ARROW,
             )
-        good = batch.filter(ok)
+        good = pa.RecordBatch.from_arrays(
+            [judged.post_id.filter(ok), judged.text.filter(ok)], names=["post_id", "text"]
+        )
         if good.num_rows == 0:
             continue
         post_ids = good.column("post_id")

@@ -205,11 +205,11 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
         rows = matches.filter(pc.equal(matches["batch_id"], batch))
         assert set(rows["routing_version"].to_pylist()) <= {version}
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
-    assert sorted(r["reason"] for r in quarantine) == [
+    assert sorted(r["reason"].split(" (")[0] for r in quarantine) == [
         "empty text",
         "empty text",
-        "malformed JSON record",
-        "missing id",
+        "invalid JSON",
+        "no 'id' field",
         "oversized text",
     ]
     assert all(r["source_file"].endswith("posts-0000.jsonl") for r in quarantine)
