@@ -17,6 +17,7 @@ subscription registry) can be written straight from Arrow with :meth:`Lakehouse.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import logging
@@ -32,6 +33,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.fs
 import pyarrow.parquet as pq
 
 from core.errors import InputDataError, InvalidArgumentError
@@ -60,6 +62,15 @@ class WriteResult:
     files: int
     rows: int
     skipped: bool = False
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """A table at one Delta version, as a lazy pyarrow dataset over that version's files."""
+
+    name: str
+    version: int
+    dataset: Any  # pyarrow.dataset.FileSystemDataset
 
 
 def _session_has_delta(spark: Any) -> bool:
@@ -263,6 +274,56 @@ class Lakehouse:
                 columns.append(column.cast(field.type))
             pieces.append(pa.Table.from_arrays(columns, schema=spec.schema))
         return pa.concat_tables(pieces)
+
+    def snapshot(self, name: str, as_of: int | dt.datetime | None = None) -> TableSnapshot:
+        """One version of a table as a lazy pyarrow dataset (for SQL engines: DuckDB,
+        Polars, ...): exactly the files of that version, partition values from their paths.
+
+        ``as_of``: a table version, a timestamp (the version current then), or None (latest).
+
+        Raises:
+            InputDataError: the table does not exist, or has no such version / no version
+                as early as that timestamp.
+        """
+        import pyarrow.dataset as pads
+
+        spec = table(name)
+        delta = self._delta(name)
+        try:
+            if isinstance(as_of, dt.datetime):
+                delta.load_as_version(as_of)
+            elif as_of is not None:
+                delta.load_as_version(int(as_of))
+        except Exception as err:  # delta-rs raises DeltaError / ValueError variants
+            latest = self._delta(name).version()
+            raise InputDataError(
+                f"table {name} has no version {as_of} (versions 0..{latest}): "
+                f"{str(err).splitlines()[0]}"
+            ) from err
+        location = self.path(name)
+        paths, partitions = [], []
+        for uri in delta.file_uris():
+            paths.append(_local_path(uri))
+            values = _partition_values(os.path.relpath(_local_path(uri), location), spec.columns)
+            expression = pads.scalar(True)
+            for column in spec.partition_by:
+                kind = spec.schema.field(column).type
+                value = values.get(column)
+                field = pads.field(column)
+                expression &= (
+                    field.is_null()
+                    if value is None
+                    else field == pa.scalar(value).cast(kind)
+                )
+            partitions.append(expression)
+        dataset = pads.FileSystemDataset.from_paths(
+            paths,
+            schema=spec.schema,
+            format=pads.ParquetFileFormat(),
+            filesystem=pa.fs.LocalFileSystem(),
+            partitions=partitions,
+        )
+        return TableSnapshot(name, delta.version(), dataset)
 
     # -- writes ------------------------------------------------------------------------------
     def write(

@@ -1,0 +1,1 @@
+"""The lakehouse's tables in Spark's catalog, and the SQL server (Spark Connect) over them."""

@@ -1,0 +1,151 @@
+"""Every lakehouse table in the Spark session's catalog under its own name
+(``routing.versions`` = database ``routing``, table ``versions``; ``matches`` in ``default``).
+
+Catalog tables, not temporary views: a Spark Connect client's session is a new session of
+the server's application and sees the shared catalog, never the server's temporary views.
+
+- ``spark`` engine (Delta's JVM jars present): ``USING delta LOCATION <table>``; Delta
+  itself serves the latest version.
+- ``rs`` engine (no jars): a Delta folder holds files that no version references any more
+  (removed, not yet vacuumed) and files being staged, so a plain Parquet table over it would
+  read wrong rows. Each table version gets a *snapshot folder* instead: hard links to exactly
+  the files of that version (delta-rs says which), laid out by partition value, the way
+  Delta's symlink manifests serve Presto. A new version gets a new folder and the catalog
+  table is pointed at it; the folder before it is kept for queries still reading it.
+  Hard links cost no space and outlive a vacuum of the originals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas import TableSpec
+from schemas.tables import TABLES
+from spark_jobs.lake.delta_io import _local_path, _partition_values
+
+log = logging.getLogger(__name__)
+
+SNAPSHOTS_DIR = "_sql_snapshots"
+KEEP_SNAPSHOTS = 2  # the current one and the one before (queries may still read it)
+
+
+@dataclass(frozen=True)
+class CatalogTable:
+    name: str  # lakehouse name: routing.versions
+    qualified: str  # Spark name: `routing`.`versions`
+    version: int | None  # Delta version served (None: Delta serves the latest itself)
+
+
+def spark_name(name: str) -> str:
+    database, table = name.split(".", 1) if "." in name else ("default", name)
+    return f"`{database}`.`{table}`"
+
+
+class LakehouseCatalog:
+    """Registers the lakehouse's tables in ``spark``'s catalog; :meth:`refresh` follows
+    new Delta versions."""
+
+    def __init__(self, spark: Any, lakehouse: Any) -> None:
+        self.spark = spark
+        self.lakehouse = lakehouse
+        self.tables: dict[str, CatalogTable] = {}
+        self.snapshots = lakehouse.root / SNAPSHOTS_DIR
+
+    def refresh(self) -> list[CatalogTable]:
+        """Register new tables and move changed ones to their latest version; returns
+        what changed."""
+        changed = []
+        for name, spec in TABLES.items():
+            if not self.lakehouse.exists(name):
+                continue
+            if self.lakehouse.engine == "spark":
+                if name not in self.tables:
+                    changed.append(self._register_delta(spec))
+                continue
+            version = self.lakehouse.version(name)
+            current = self.tables.get(name)
+            if current is not None and current.version == version:
+                continue
+            changed.append(self._register_snapshot(spec))
+        return changed
+
+    def _create_database(self, name: str) -> None:
+        if "." in name:
+            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{name.split('.', 1)[0]}`")
+
+    def _register_delta(self, spec: TableSpec) -> CatalogTable:
+        self._create_database(spec.name)
+        qualified = spark_name(spec.name)
+        location = str(self.lakehouse.path(spec.name))
+        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING delta LOCATION '{location}'")
+        entry = CatalogTable(spec.name, qualified, None)
+        self.tables[spec.name] = entry
+        return entry
+
+    def _register_snapshot(self, spec: TableSpec) -> CatalogTable:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        snapshot = self.lakehouse.snapshot(spec.name)
+        folder = self._link_files(spec, snapshot.version, snapshot.dataset.files)
+        self._create_database(spec.name)
+        qualified = spark_name(spec.name)
+        columns = ", ".join(
+            f"`{f.name}` {f.dataType.simpleString()}" for f in from_arrow_schema(spec.schema)
+        )
+        partitioned = (
+            f" PARTITIONED BY ({', '.join(f'`{c}`' for c in spec.partition_by)})"
+            if spec.partition_by
+            else ""
+        )
+        # drop + create: the catalog entry points at the new folder in one step
+        self.spark.sql(f"DROP TABLE IF EXISTS {qualified}")
+        self.spark.sql(
+            f"CREATE TABLE {qualified} ({columns}) USING parquet{partitioned} "
+            f"LOCATION '{folder.as_uri()}'"
+        )
+        if spec.partition_by:
+            self.spark.sql(f"ALTER TABLE {qualified} RECOVER PARTITIONS")
+        entry = CatalogTable(spec.name, qualified, snapshot.version)
+        self.tables[spec.name] = entry
+        self._prune(spec.name)
+        log.info("sql catalog: %s -> version %d", spec.name, snapshot.version)
+        return entry
+
+    def _link_files(self, spec: TableSpec, version: int, files: list[str]) -> Path:
+        """A folder of hard links to the version's files, under canonical partition folders."""
+        folder = self.snapshots / spec.name / f"v{version:08d}"
+        if folder.is_dir():
+            return folder
+        building = folder.with_name(folder.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        location = self.lakehouse.path(spec.name)
+        for uri in files:
+            source = Path(_local_path(uri))
+            relative = os.path.relpath(source, location)
+            values = _partition_values(relative, spec.partition_by)
+            parts = [
+                f"{c}={'__HIVE_DEFAULT_PARTITION__' if values.get(c) is None else values[c]}"
+                for c in spec.partition_by
+            ]
+            # unique per source path: compacted and staged files may share a base name
+            name = hashlib.sha1(relative.encode()).hexdigest()[:12] + "-" + source.name
+            target = building.joinpath(*parts, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:  # another file system: a symbolic link (breaks on vacuum)
+                os.symlink(source, target)
+        building.mkdir(parents=True, exist_ok=True)  # a table with no files yet
+        building.rename(folder)
+        return folder
+
+    def _prune(self, name: str) -> None:
+        folders = sorted(p for p in (self.snapshots / name).glob("v*") if p.is_dir())
+        for old in folders[:-KEEP_SNAPSHOTS]:
+            shutil.rmtree(old, ignore_errors=True)

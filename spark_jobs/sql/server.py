@@ -1,0 +1,139 @@
+"""``s3tm sql-server``: a SQL endpoint over the lakehouse for other tools (Spark Connect).
+
+A long-running Spark application with the Spark Connect service (shipped in pyspark's own
+jars) on ``--host``:``--port`` (default 127.0.0.1:15002). Every lakehouse table is in its
+catalog under its own name (``spark_jobs.sql.catalog``), refreshed every
+``--refresh-seconds`` when a table has a new Delta version. Clients:
+
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.remote("sc://127.0.0.1:15002").getOrCreate()
+    spark.sql("SELECT routing_version, status FROM routing.versions").show()
+
+or ``pyspark --remote sc://127.0.0.1:15002``. Stop it with Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs import common
+from spark_jobs.sql.catalog import LakehouseCatalog
+
+log = logging.getLogger("s3tm.sql_server")
+
+DEFAULT_PORT = 15002
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Spark Connect port")
+    parser.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=10.0,
+        help="how often new table versions are picked up (default 10)",
+    )
+
+
+def connect_conf(host: str, port: int) -> dict[str, str]:
+    """The session settings that start the Spark Connect service inside the application."""
+    return {
+        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise InvalidArgumentError(
+                f"cannot listen on {host}:{port} ({err.strerror}); is a server already "
+                "running? pick another --port"
+            ) from None
+
+
+def serve(
+    catalog: LakehouseCatalog, refresh_seconds: float, stop: threading.Event, ready: Any = None
+) -> None:
+    """Register the tables, then follow new versions until ``stop`` is set."""
+    changed = catalog.refresh()
+    log.info(
+        "sql-server: %d tables: %s",
+        len(catalog.tables),
+        ", ".join(f"{t.name}@{t.version}" for t in catalog.tables.values()),
+    )
+    if ready is not None:
+        ready(changed)
+    while not stop.wait(refresh_seconds):
+        try:
+            for table in catalog.refresh():
+                log.info("sql-server: %s now at version %s", table.name, table.version)
+        except Exception:  # a transient read error must not stop the endpoint
+            log.exception("sql-server: refresh failed; serving the previous versions")
+
+
+def run(args: argparse.Namespace, lakehouse: Any) -> int:
+    if args.refresh_seconds <= 0:
+        raise InvalidArgumentError("--refresh-seconds must be positive")
+    if not lakehouse.root.is_dir():
+        raise InputDataError(f"no lakehouse at {lakehouse.root} (`s3tm demo` builds one)")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    catalog = LakehouseCatalog(lakehouse.spark, lakehouse)
+
+    def announce(_: Any) -> None:
+        # the line a script waits for before it connects
+        print(f"sql-server: listening on sc://{args.host}:{args.port}", flush=True)
+
+    serve(catalog, args.refresh_seconds, stop, ready=announce)
+    log.info("sql-server: stopping")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark_jobs/sql/server.py``: the Connect service is started by the
+    session settings, so they are set before the session exists."""
+    parser = argparse.ArgumentParser(prog="spark_jobs/sql/server.py", description=__doc__)
+    common.add_common_arguments(parser)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_server(args)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    """Check the port, build the session with the Connect service, serve."""
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.session import build_session
+
+    try:
+        check_port_free(args.host, args.port)
+        spark = build_session(
+            "s3tm-sql-server",
+            master=getattr(args, "master", None),
+            conf=connect_conf(args.host, args.port),
+        )
+        started = time.perf_counter()
+        code = run(args, Lakehouse(spark, getattr(args, "lakehouse", None)))
+    except (InputDataError, InvalidArgumentError) as err:
+        print(f"s3tm sql-server: error: {err}", file=sys.stderr, flush=True)
+        return 2
+    log.info("sql-server ran %.0fs", time.perf_counter() - started)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

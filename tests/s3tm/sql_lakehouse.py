@@ -1,0 +1,104 @@
+"""A small lakehouse with every table the platform writes, built by the demo path's jobs:
+ingest (with bad lines), normalise, subscriptions of two subscribers, the remap chain twice
+(versions 1 and 2, version 2 published over 1, then a third candidate left unpublished),
+and the streaming matcher over two landed files. For the SQL tests."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from spark_jobs.jobs import ingest, normalise, pipeline
+from spark_jobs.jobs.publish import publish
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.subscription_store import add_subscriptions
+from spark_jobs.stream import job as stream
+
+BAD_LINES = b'{broken\n{"id":"q1","text":"  "}\n\xff\xfe\n'
+
+
+def _chain(lakehouse: Lakehouse, landing: Path, *, nodes: int, batch: int) -> int:
+    return pipeline.run(
+        argparse.Namespace(
+            landing=str(landing),
+            pattern="*.jsonl*",
+            default_day=dt.date(2026, 2, 1),
+            batch_id=batch,
+            sample_rate=1.0,
+            nodes=nodes,
+            algorithm="salb",
+            split=True,
+            holdout_fraction=0.2,
+            margin=-1.0,  # publish whatever validates: the tests want two published versions
+            no_cooccurrence=True,
+            seed=0,
+            report=None,
+        ),
+        lakehouse,
+    )
+
+
+def build(spark: object, root: Path) -> Lakehouse:
+    lakehouse = Lakehouse(spark, root / "lakehouse")
+    landing = root / "landing"
+    write_demo_corpus(
+        landing / "demo.jsonl.gz", SyntheticCorpusSpec(n_posts=1200, n_words=800, seed=4), days=3
+    )
+    (landing / "bad.jsonl").write_bytes(BAD_LINES)
+    assert ingest.run(
+        argparse.Namespace(
+            landing=str(landing), pattern="*.jsonl*", batch_id=1, default_day=dt.date(2026, 2, 1)
+        ),
+        lakehouse,
+    ) == 0
+    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    rows = lakehouse.read("silver.posts").orderBy("post_id").limit(60).collect()
+    add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in rows[:40]], "alice")
+    add_subscriptions(lakehouse, [" ".join(r.words[:1]) for r in rows[40:]], "bob")
+    assert _chain(lakehouse, landing, nodes=8, batch=2) == 0
+    assert _chain(lakehouse, landing, nodes=4, batch=3) == 0
+    for version in (1, 2):  # in order, whatever the margin decided
+        publish(lakehouse, version, skip_validation=True)
+    # the stream: the demo posts again (fresh ids), one file per micro-batch, plus bad lines
+    stream_landing = root / "stream-landing"
+    stream_landing.mkdir()
+    with gzip.open(landing / "demo.jsonl.gz", "rb") as posts:
+        lines = posts.read().splitlines()[:600]
+    for k in range(2):
+        part = [line.replace(b'"id": "', f'"id": "s{k}-'.encode(), 1) for line in lines[k::2]]
+        (stream_landing / f"posts-{k}.jsonl").write_bytes(b"\n".join(part) + b"\n" + BAD_LINES)
+    query, _ = stream.start(
+        spark,
+        lakehouse,
+        SimpleNamespace(
+            source="files",
+            landing=str(stream_landing),
+            checkpoint=str(root / "checkpoint"),
+            query_name="sql_fixture",
+            max_files_per_trigger=1,
+            trigger_seconds=0.0,
+            available_now=False,
+            seed=0,
+        ),
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    shutil.rmtree(landing)
+    return lakehouse
+
+
+if __name__ == "__main__":  # a lakehouse to try queries on: python -m tests.s3tm.sql_lakehouse DIR
+    import sys
+
+    from spark_jobs.lake.session import build_session
+
+    target = Path(sys.argv[1])
+    build(build_session("sql-fixture", master="local[2]"), target)
+    print(f"S3TM_LAKEHOUSE={target / 'lakehouse'}")
