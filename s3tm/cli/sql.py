@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="read TABLE at a Delta version or timestamp (repeatable)",
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output (default: table)")
-    p.add_argument("--max-rows", type=int, default=1000, help="rows printed as a table (default 1000)")
+    p.add_argument(
+        "--max-rows", type=int, default=1000, help="rows printed as a table (default 1000)"
+    )
     p.add_argument("--examples", action="store_true", help="list the documented example queries")
     p.add_argument("--example", metavar="NAME", help="run one documented example query")
     p.set_defaults(handler=_run)
@@ -95,7 +97,9 @@ def _run(args: argparse.Namespace) -> int:
     engine = LakehouseSQL(lakehouse, as_of)
     for name, registered in sorted(engine.tables.items()):
         if registered.as_of is not None:
-            print(f"-- {name} as of {registered.as_of}: version {registered.version}", file=sys.stderr)
+            print(
+                f"-- {name} as of {registered.as_of}: version {registered.version}", file=sys.stderr
+            )
     query = example(args.example).sql if args.example else args.query
     if query is None:
         return _prompt(engine, args)
@@ -117,7 +121,9 @@ def _prompt(engine: Any, args: argparse.Namespace) -> int:
     failed = False
     while True:
         try:
-            line = input("s3tm> " if not buffer else "  ... ") if interactive else sys.stdin.readline()
+            line = (
+                input("s3tm> " if not buffer else "  ... ") if interactive else sys.stdin.readline()
+            )
         except EOFError:
             line = ""
             if interactive:
@@ -142,7 +148,9 @@ def _prompt(engine: Any, args: argparse.Namespace) -> int:
             failed = True
     if buffer and "\n".join(buffer).strip():
         try:
-            write_result(engine.query("\n".join(buffer)), args.format, sys.stdout, max_rows=args.max_rows)
+            write_result(
+                engine.query("\n".join(buffer)), args.format, sys.stdout, max_rows=args.max_rows
+            )
         except S3TMError as err:
             print(f"error: {err}", file=sys.stderr)
             failed = True

@@ -36,10 +36,14 @@ def parse_as_of(items: Iterable[str]) -> dict[str, AsOfValue]:
     for item in items:
         match = _AS_OF.match(item.strip())
         if not match:
-            raise InvalidArgumentError(f"--as-of takes TABLE=VERSION or TABLE=TIMESTAMP, got {item!r}")
+            raise InvalidArgumentError(
+                f"--as-of takes TABLE=VERSION or TABLE=TIMESTAMP, got {item!r}"
+            )
         name, value = match["table"], match["value"].strip()
         if name not in TABLES:
-            raise InvalidArgumentError(f"--as-of: unknown table {name!r} (tables: {', '.join(TABLES)})")
+            raise InvalidArgumentError(
+                f"--as-of: unknown table {name!r} (tables: {', '.join(TABLES)})"
+            )
         if value.isdigit():
             pinned[name] = int(value)
             continue

@@ -57,8 +57,7 @@ ORDER BY word
     ),
     Example(
         "subscriptions-moved",
-        "How many subscriptions changed matchers between the published version and the "
-        "one before?",
+        "How many subscriptions changed matchers between the published version and the one before?",
         f"""
 SELECT count(*) AS subscriptions, sum(CASE WHN_PLACEHOLDER END) AS moved
 FROM (SELECT sub_id, array_sort(array_agg(matcher_id)) AS matchers

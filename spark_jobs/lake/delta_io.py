@@ -289,17 +289,21 @@ class Lakehouse:
 
         spec = table(name)
         delta = self._delta(name)
-        try:
-            if isinstance(as_of, dt.datetime):
-                delta.load_as_version(as_of)
-            elif as_of is not None:
-                delta.load_as_version(int(as_of))
-        except Exception as err:  # delta-rs raises DeltaError / ValueError variants
-            latest = self._delta(name).version()
-            raise InputDataError(
-                f"table {name} has no version {as_of} (versions 0..{latest}): "
-                f"{str(err).splitlines()[0]}"
-            ) from err
+        if as_of is not None:
+            history = delta.history()
+            first, latest = min(h["version"] for h in history), max(h["version"] for h in history)
+            created = dt.datetime.fromtimestamp(min(h["timestamp"] for h in history) / 1000, dt.UTC)
+            # delta-rs loads the first version for a time before it: say so instead
+            if isinstance(as_of, dt.datetime) and as_of < created:
+                raise InputDataError(
+                    f"table {name} did not exist yet at {as_of} (created {created})"
+                )
+            try:
+                delta.load_as_version(as_of if isinstance(as_of, dt.datetime) else int(as_of))
+            except Exception as err:  # delta-rs raises DeltaError / ValueError variants
+                raise InputDataError(
+                    f"table {name} has no version {as_of} (versions {first}..{latest})"
+                ) from err
         location = self.path(name)
         paths, partitions = [], []
         for uri in delta.file_uris():
@@ -311,9 +315,7 @@ class Lakehouse:
                 value = values.get(column)
                 field = pads.field(column)
                 expression &= (
-                    field.is_null()
-                    if value is None
-                    else field == pa.scalar(value).cast(kind)
+                    field.is_null() if value is None else field == pa.scalar(value).cast(kind)
                 )
             partitions.append(expression)
         dataset = pads.FileSystemDataset.from_paths(

@@ -50,6 +50,8 @@ def connect_conf(host: str, port: int) -> dict[str, str]:
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
+        # every timestamp of the lakehouse is UTC; dates of them are UTC dates, as in s3tm sql
+        "spark.sql.session.timeZone": "UTC",
     }
 
 

@@ -50,12 +50,18 @@ def build(spark: object, root: Path) -> Lakehouse:
         landing / "demo.jsonl.gz", SyntheticCorpusSpec(n_posts=1200, n_words=800, seed=4), days=3
     )
     (landing / "bad.jsonl").write_bytes(BAD_LINES)
-    assert ingest.run(
-        argparse.Namespace(
-            landing=str(landing), pattern="*.jsonl*", batch_id=1, default_day=dt.date(2026, 2, 1)
-        ),
-        lakehouse,
-    ) == 0
+    assert (
+        ingest.run(
+            argparse.Namespace(
+                landing=str(landing),
+                pattern="*.jsonl*",
+                batch_id=1,
+                default_day=dt.date(2026, 2, 1),
+            ),
+            lakehouse,
+        )
+        == 0
+    )
     assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
     rows = lakehouse.read("silver.posts").orderBy("post_id").limit(60).collect()
     add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in rows[:40]], "alice")
