@@ -177,6 +177,28 @@ def corpus_from_pairs(
     )
 
 
+def corpus_from_codes(
+    post_codes: np.ndarray, word_codes: np.ndarray, vocabulary: Sequence[str], n_posts: int
+) -> Corpus:
+    """Build a corpus from edges already encoded as integers: post ``post_codes[i]``
+    (0..n_posts-1) has word ``vocabulary[word_codes[i]]``. Repeated pairs collapse.
+
+    Raises:
+        InvalidArgumentError: lengths differ, or a code is out of range.
+    """
+    posts = np.ascontiguousarray(post_codes, dtype=np.int64)
+    words = np.ascontiguousarray(word_codes, dtype=np.int32)
+    if posts.shape != words.shape:
+        raise InvalidArgumentError("post_codes and word_codes must have equal length")
+    if posts.size and (posts.min() < 0 or posts.max() >= n_posts):
+        raise InvalidArgumentError(f"post codes must lie in 0..{n_posts - 1}")
+    if words.size and (words.min() < 0 or words.max() >= len(vocabulary)):
+        raise InvalidArgumentError(f"word codes must lie in 0..{len(vocabulary) - 1}")
+    indptr, indices = _kernels.group_by_key(posts, words, n_posts)
+    indptr, indices = _kernels.dedupe_sort_rows(indptr, indices)
+    return Corpus(np.asarray(vocabulary, dtype=object), indptr, indices)
+
+
 def corpus_from_arrays(
     vocabulary: Sequence[str],
     indptr: np.ndarray,

@@ -114,3 +114,28 @@ def test_fingerprint_depends_on_content() -> None:
     a = corpus_from_word_lists([["a", "b"], ["c"]])
     assert a.fingerprint() == corpus_from_word_lists([["b", "a"], ["c"]]).fingerprint()
     assert a.fingerprint() != corpus_from_word_lists([["a", "b"], ["d"]]).fingerprint()
+
+
+def test_corpus_from_codes_equals_corpus_from_pairs():
+    from core.corpus.arrays import corpus_from_codes, corpus_from_pairs
+
+    rng = np.random.default_rng(7)
+    posts = rng.integers(0, 50, 600)
+    words = rng.integers(0, 30, 600)
+    vocabulary = [f"w{k}" for k in range(30)]
+    coded = corpus_from_codes(posts, words, vocabulary, 50)
+    paired = corpus_from_pairs([f"p{p}" for p in posts], [vocabulary[w] for w in words])
+
+    def word_sets(corpus, order):
+        return [
+            set(corpus.vocabulary[corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]]])
+            for p in order
+        ]
+
+    present = sorted(set(posts.tolist()))
+    by_id = {pid: k for k, pid in enumerate(paired.post_ids)}
+    assert [s for s in word_sets(coded, present)] == word_sets(
+        paired, [by_id[f"p{p}"] for p in present]
+    )
+    with pytest.raises(InvalidArgumentError, match="word codes"):
+        corpus_from_codes(np.array([0]), np.array([30]), vocabulary, 1)

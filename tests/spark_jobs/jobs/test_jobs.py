@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pyspark.sql import Row
 
@@ -349,3 +350,25 @@ def test_window_days_keeps_the_last_days_present(spark, lakehouse, capsys):
     )
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["start"] == "2026-03-02" and summary["training_posts"] == 60
+
+
+def test_training_corpus_is_built_in_spark_exactly(spark):
+    rng = np.random.default_rng(3)
+    pairs = [(f"p{int(rng.integers(300))}", f"w{int(rng.zipf(1.5)) % 97}") for _ in range(4000)]
+    pairs += pairs[:50]  # a repeated edge collapses
+    edges = spark.createDataFrame(pairs, "post_id string, word string").repartition(3)
+    corpus = learn.training_corpus(edges)
+    frequency = Counter(word for _, word in pairs)
+    # ids by edge count (gold.post_words holds an edge once: the post frequency), ties by word
+    assert list(corpus.vocabulary) == sorted(frequency, key=lambda w: (-frequency[w], w))
+    expected: dict[str, set[str]] = {}
+    for post, word in pairs:
+        expected.setdefault(post, set()).add(word)
+    got = [
+        frozenset(corpus.vocabulary[corpus.indices[corpus.indptr[p] : corpus.indptr[p + 1]]])
+        for p in range(corpus.n_posts)
+    ]
+    assert Counter(got) == Counter(frozenset(words) for words in expected.values())
+    empty = spark.createDataFrame([], "post_id string, word string")
+    with pytest.raises(InputDataError, match="no training edges"):
+        learn.training_corpus(empty)
