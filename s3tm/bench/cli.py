@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--posts", type=int, default=1_000_000)
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    _compare_arguments(p)
     p.set_defaults(handler=_run_learn_job)
 
     p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
@@ -56,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _compare_arguments(p)
     p.set_defaults(handler=_run_stream)
 
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
@@ -67,6 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--topic-pool", type=int, default=3000)
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.set_defaults(handler=_run_quality)
+
+
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also run it at git revision REV (a worktree), alternating runs, and print the ratio",
+    )
+    p.add_argument("--runs", type=int, default=3, help="runs per side with --compare (default 3)")
+
+
+def _check_runs(args: argparse.Namespace) -> None:
+    if args.runs < 1:
+        raise InputDataError("--runs must be at least 1")
 
 
 def _run_matcher(args: argparse.Namespace) -> int:
@@ -86,6 +102,23 @@ def _run_stream(args: argparse.Namespace) -> int:
     bad = sorted(set(workloads) - {"tweet", "topic"})
     if bad or not workloads:
         raise InputDataError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    if args.compare:
+        from s3tm.bench.compare import compare_stream
+
+        _check_runs(args)
+        compare_stream(
+            args.compare,
+            corpus=Path(args.corpus) if args.corpus else real_corpus_path(),
+            workloads=workloads,
+            nodes=args.nodes,
+            subscriptions=args.subscriptions,
+            posts=per_workload(args.posts, workloads, "--posts"),
+            file_posts=per_workload(args.file_posts, workloads, "--file-posts"),
+            seed=args.seed,
+            runs=args.runs,
+            out=Path(args.out),
+        )
+        return 0
     bench_stream.run(
         Path(args.corpus) if args.corpus else real_corpus_path(),
         workloads=workloads,
@@ -123,6 +156,19 @@ def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int
 def _run_learn_job(args: argparse.Namespace) -> int:
     from s3tm.bench import learn_job as bench_learn_job
 
+    if args.compare:
+        from s3tm.bench.compare import compare_learn_job
+
+        _check_runs(args)
+        compare_learn_job(
+            args.compare,
+            posts=args.posts,
+            nodes=args.nodes,
+            seed=args.seed,
+            runs=args.runs,
+            out=Path("docs/bench"),
+        )
+        return 0
     bench_learn_job.run(args.posts, args.nodes, args.seed)
     return 0
 

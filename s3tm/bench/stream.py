@@ -13,7 +13,12 @@ JSON, normalises, routes, shuffles to N matcher tasks, matches on cached tries, 
 Reported: sustained posts/s after 2 warm-up batches (each Python worker builds the tries of
 the matchers it meets; their times are reported apart), the batch latency p50/p95, and where
 the time goes: task seconds of route (normalise + route), match and dispatch, the Spark
-job's wall time, and the driver's plan/sync and Delta commits.
+job's wall time, and the driver's plan/sync and Delta commits. Then the machine's limit for
+this pipeline on the same files: a no-op query (the stream's source into Python workers,
+nothing written), and the matcher's rate as a share of it.
+
+``--compare REV`` (``s3tm.bench.compare``) runs this in a git worktree of REV and in this
+tree, alternating, and prints both rates and their ratio.
 """
 
 from __future__ import annotations
@@ -127,6 +132,41 @@ def _land(landing: Path, ids: list[str], texts: list[str], total: int, per_file:
     return files
 
 
+def _count_rows(batches: Any) -> Any:
+    """mapInArrow body of the no-op query: touch every batch, keep nothing."""
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
+def noop_rate(spark: Any, args: Any) -> float:
+    """The machine's limit for this pipeline: posts/s of a query that reads the same landed
+    posts through the stream's own source into Python workers (``mapInArrow``) and writes
+    nothing; steady batches only (the first is warm-up)."""
+    from spark_jobs.stream import job as stream
+
+    seconds: list[float] = []
+    rows: list[int] = []
+
+    def each(posts: Any, batch_id: int) -> None:
+        started = time.perf_counter()
+        counted = posts.mapInArrow(_count_rows, "rows long").collect()
+        seconds.append(time.perf_counter() - started)
+        rows.append(sum(r["rows"] for r in counted))
+
+    query = (
+        stream.source(spark, args)
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    steady = slice(1, None) if len(seconds) > 1 else slice(None)
+    return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
+
+
 def run_workload(
     spark: Any,
     root: Path,
@@ -194,6 +234,12 @@ def run_workload(
     if query.exception() is not None:
         raise InputDataError(f"stream query failed: {query.exception()}")
     figures = list(handler.figures)
+    noop = noop_rate(
+        spark,
+        argparse.Namespace(
+            **{**vars(args), "checkpoint": str(root / workload / "noop-checkpoint")}
+        ),
+    )
     # Warm-up: each Python worker builds the tries of the matchers it meets (2 batches
     # here) and fills its token cache; reported apart from the steady state.
     warmup = WARMUP_BATCHES
@@ -228,6 +274,8 @@ def run_workload(
         "spread": round(share("routed_pairs") / max(steady_posts, 1), 2),
         "matches/post": round(share("matches") / max(steady_posts, 1), 2),
         "deliveries/post": round(share("deliveries") / max(steady_posts, 1), 2),
+        "noop posts/s": round(noop),
+        "of noop": round(steady_posts / sum(total) / noop, 2),
     }
 
 

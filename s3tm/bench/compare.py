@@ -1,0 +1,234 @@
+"""Side-by-side speed: the same benchmark in a git worktree of an earlier revision and in
+this tree, alternating runs on the same machine, so that the machine's noise and its
+1.5x spread between machines of one kind cancel out in the ratio.
+
+Each run is a fresh process (``python -m s3tm.cli.main bench ...``) with the tree first on
+``PYTHONPATH``, so the Spark Python workers it starts import the same tree too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import InputDataError
+
+TREE = Path(__file__).resolve().parents[2]
+
+
+def _git(*argv: str, cwd: Path = TREE) -> str:
+    done = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise InputDataError(f"git {' '.join(argv)}: {done.stderr.strip().splitlines()[-1:]}")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[tuple[Path, str]]:
+    """A detached worktree of ``rev`` in a temporary folder: (path, full commit id)."""
+    if not (TREE / ".git").exists():
+        raise InputDataError(f"--compare needs a git checkout; {TREE} is not one")
+    commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    folder = Path(tempfile.mkdtemp(prefix="s3tm-compare-")) / "tree"
+    _git("worktree", "add", "--detach", str(folder), commit)
+    try:
+        yield folder, commit
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=TREE, check=False)
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def run_bench(tree: Path, argv: Sequence[str]) -> None:
+    """``s3tm <argv>`` with ``tree``'s code; its output goes to ours, prefixed."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, "-m", "s3tm.cli.main", *argv],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise InputDataError(
+            f"benchmark in {tree} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str
+    tree: Path
+    values: list[dict[str, float]]
+
+
+def alternate(
+    baseline: Path,
+    runs: int,
+    one_run: Callable[[Path, Path], dict[str, float]],
+    scratch: Path,
+) -> tuple[Side, Side]:
+    """``runs`` x (baseline, new), alternating; ``one_run(tree, out_dir)`` -> figures."""
+    old = Side("baseline", baseline, [])
+    new = Side("new", TREE, [])
+    for k in range(runs):
+        for side in (old, new):
+            out = scratch / f"{side.name}-{k}"
+            figures = one_run(side.tree, out)
+            side.values.append(figures)
+            shown = ", ".join(f"{key} {value:,.1f}" for key, value in figures.items())
+            print(f"  run {k + 1}/{runs} {side.name:8s} {shown}", flush=True)
+    return old, new
+
+
+def median(values: list[dict[str, float]], key: str) -> float:
+    present = [v[key] for v in values if key in v]
+    return float(statistics.median(present)) if present else float("nan")
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _write(rows: list[dict[str, object]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+def compare_stream(
+    rev: str,
+    *,
+    corpus: Path | None,
+    workloads: list[str],
+    nodes: int,
+    subscriptions: int,
+    posts: dict[str, int],
+    file_posts: dict[str, int],
+    seed: int,
+    runs: int,
+    out: Path,
+) -> list[dict[str, object]]:
+    """``s3tm bench stream`` at ``rev`` and here, alternating; ``stream_compare.csv``."""
+    from core.formatting import format_table
+    from s3tm.bench.machine import machine_summary
+
+    print(f"machine: {machine_summary()}")
+    rows: list[dict[str, object]] = []
+    with worktree(rev) as (baseline, commit):
+        print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
+        scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-out-"))
+        try:
+            for workload in workloads:
+                argv = [
+                    "bench", "stream", "--workloads", workload, "--nodes", str(nodes),
+                    "--subscriptions", str(subscriptions), "--posts", str(posts[workload]),
+                    "--file-posts", str(file_posts[workload]), "--seed", str(seed),
+                ]  # fmt: skip
+                if corpus is not None:
+                    argv += ["--corpus", str(corpus.resolve())]
+
+                def one_run(tree: Path, run_out: Path, argv: list[str] = argv) -> dict[str, float]:
+                    run_bench(tree, [*argv, "--out", str(run_out)])
+                    row = read_csv_rows(run_out / "stream.csv")[0]
+                    figures = {"posts/s": float(row["posts/s (steady)"])}
+                    if row.get("noop posts/s"):
+                        figures["noop posts/s"] = float(row["noop posts/s"])
+                    return figures
+
+                print(f"[{workload}] {runs} alternating runs per side", flush=True)
+                old, new = alternate(baseline, runs, one_run, scratch / workload)
+                base, mine = median(old.values, "posts/s"), median(new.values, "posts/s")
+                rows.append(
+                    {
+                        "workload": workload,
+                        "baseline_rev": commit[:12],
+                        "baseline_posts_s": round(base),
+                        "new_posts_s": round(mine),
+                        "ratio": round(mine / base, 3),
+                        "noop_posts_s": round(median(new.values, "noop posts/s")),
+                        "runs": runs,
+                        "baseline_min_max": "{:.0f}-{:.0f}".format(
+                            min(v["posts/s"] for v in old.values),
+                            max(v["posts/s"] for v in old.values),
+                        ),
+                        "new_min_max": "{:.0f}-{:.0f}".format(
+                            min(v["posts/s"] for v in new.values),
+                            max(v["posts/s"] for v in new.values),
+                        ),
+                    }
+                )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    header = list(rows[0])
+    print("\nstreaming matcher, steady posts/s, medians of alternating runs (same machine)")
+    print(format_table(header, [[r[h] for h in header] for r in rows]))
+    _write(rows, out / "stream_compare.csv")
+    return rows
+
+
+def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int, out: Path):  # type: ignore[no-untyped-def]
+    """The learn job at ``rev`` and here on the same ``gold.post_words``, alternating:
+    wall seconds and the Python driver's peak RSS; ``learn_job_compare.csv``."""
+    import json
+
+    from core.formatting import format_table
+    from s3tm.bench.learn_job import write_edges
+    from s3tm.bench.machine import machine_summary
+
+    print(f"machine: {machine_summary()}")
+    root = Path(tempfile.mkdtemp(prefix="s3tm-compare-learn-"))
+    try:
+        edges = write_edges(root, posts, seed)
+        print(f"wrote {edges:,} edges of {posts:,} synthetic posts to {root}", flush=True)
+
+        def one_run(tree: Path, _: Path) -> dict[str, float]:
+            done = subprocess.run(
+                [sys.executable, "-m", "s3tm.bench.learn_job", str(root), str(nodes)],
+                cwd=tree,
+                env={**os.environ, "PYTHONPATH": str(tree)},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise InputDataError(f"learn job in {tree} failed: {done.stderr[-2000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            return {"wall s": result["wall_s"], "driver MiB": result["python_peak_mib"]}
+
+        with worktree(rev) as (baseline, commit):
+            print(f"baseline {rev} = {commit[:12]}; new = {TREE} (working tree)", flush=True)
+            old, new = alternate(baseline, runs, one_run, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    row = {
+        "posts": posts,
+        "nodes": nodes,
+        "baseline_rev": commit[:12],
+        "baseline_wall_s": round(median(old.values, "wall s"), 2),
+        "new_wall_s": round(median(new.values, "wall s"), 2),
+        "speedup": round(median(old.values, "wall s") / median(new.values, "wall s"), 2),
+        "baseline_driver_mib": round(median(old.values, "driver MiB")),
+        "new_driver_mib": round(median(new.values, "driver MiB")),
+        "driver_ratio": round(
+            median(new.values, "driver MiB") / median(old.values, "driver MiB"), 2
+        ),
+        "runs": runs,
+    }
+    print("\nlearn job (SALB+split), medians of alternating runs (same machine, same edges)")
+    print(format_table(list(row), [list(row.values())]))
+    _write([row], out / "learn_job_compare.csv")
+    return row
