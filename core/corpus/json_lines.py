@@ -21,6 +21,7 @@ the rest against ``parse_json_record`` with generated lines (hypothesis).
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,8 +149,26 @@ def _python_decides(raw: pa.Array) -> pa.Array:
 def _python_judge(line: bytes, require_id: bool) -> tuple[str | None, str | None, str | None]:
     record, reason = parse_json_record(line)
     if record is None:
-        return None, None, reason
+        return record_id(line), None, reason
     post_id = record.get("id")
     if post_id is None:
         return (None, None, NO_ID) if require_id else (None, record["text"], None)
     return str(post_id), record["text"], None
+
+
+def record_id(line: bytes) -> str | None:
+    """The id of a rejected record, when it has one a quarantine row can keep (a string
+    that is valid Unicode, or an integer), else None."""
+    try:
+        record = json.loads(line.decode("utf-8").removeprefix("\ufeff"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    post_id = record.get("id") if isinstance(record, dict) else None
+    if isinstance(post_id, bool) or not isinstance(post_id, str | int):
+        return None
+    text = str(post_id)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 writer takes it
+        return None
+    return text

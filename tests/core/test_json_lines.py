@@ -19,10 +19,26 @@ def reference(line: bytes | None, require_id: bool) -> tuple[str | None, str | N
         return None, None, BLANK_LINE
     record, reason = parse_json_record(line)
     if record is None:
-        return None, None, reason
+        return _id_of_rejected(line), None, reason
     if record.get("id") is None:
         return (None, None, NO_ID) if require_id else (None, record["text"], None)
     return str(record["id"]), record["text"], None
+
+
+def _id_of_rejected(line: bytes) -> str | None:
+    """A quarantine row keeps the id of a JSON object with a string or integer id."""
+    try:
+        record = json.loads(line.decode("utf-8").removeprefix("\ufeff"))
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or type(record.get("id")) not in (str, int):
+        return None
+    post_id = str(record["id"])
+    return (
+        post_id
+        if post_id.encode("utf-8", "surrogatepass").decode("utf-8", "ignore") == post_id
+        else None
+    )
 
 
 def _judged(lines: list[bytes | None], require_id: bool) -> list[tuple]:

@@ -1,0 +1,188 @@
+"""A real Spark standalone cluster on loopback: a master and two 1-core workers started from
+pyspark's own distribution (``bin/spark-class ...Master`` / ``...Worker``). The whole remap
+chain runs on it with ``--master spark://127.0.0.1:PORT`` and its tables equal a
+``local[2]`` run on the same input; then a streaming micro-batch runs on it and its
+matches equal brute force."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyspark
+import pytest
+
+from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.text import normalize
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as reply:
+            state = json.load(reply)
+    except OSError:
+        return 0
+    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """spark://127.0.0.1:PORT of a master with two registered 1-core workers."""
+    base = tmp_path_factory.mktemp("cluster")
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_CLASS.parent.parent),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(base / "logs"),
+        "PYSPARK_PYTHON": sys.executable,  # executors run the project's interpreter
+    }
+    port, ui_port = _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    processes = []
+
+    def start(name: str, argv: list[str]) -> None:
+        log = (base / f"{name}.log").open("w")
+        processes.append(
+            subprocess.Popen(
+                [str(SPARK_CLASS), *argv],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+    start(
+        "master",
+        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+         "--webui-port", str(ui_port)],
+    )  # fmt: skip
+    for k in range(2):
+        start(
+            f"worker{k}",
+            ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
+             "--memory", "2g", "--work-dir", str(base / f"work{k}"),
+             "--webui-port", str(_free_port()), url],
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while _alive_workers(ui_port) < 2:
+            logs = {p.name: p.read_text()[-1500:] for p in base.glob("*.log")}
+            assert time.monotonic() < deadline, f"cluster did not come up: {logs}"
+            assert all(p.poll() is None for p in processes), f"a daemon exited: {logs}"
+            time.sleep(1)
+        yield url
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def _s3tm(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "s3tm.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "S3TM_SPARK_LOG_LEVEL": "ERROR"},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return run
+
+
+def _stable(table: pa.Table, key: list[str]) -> list[dict]:
+    """Rows without what differs between two runs by design (ingest times and batch
+    labels), in key order."""
+    drop = {"ingested_at", "ingest_batch", "source_file"}
+    kept = table.select([c for c in table.column_names if c not in drop])
+    return kept.sort_by([(k, "ascending") for k in key]).to_pylist()
+
+
+def _chain(master: str, lakehouse: Path, landing: Path) -> None:
+    _s3tm(
+        "pipeline", "--master", master, "--lakehouse", str(lakehouse), "--landing", str(landing),
+        "--batch-id", "1", "--nodes", "8", "--no-cooccurrence",
+    )  # fmt: skip
+
+
+def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_path):
+    landing = tmp_path / "landing"
+    write_demo_corpus(
+        landing / "demo.jsonl.gz", SyntheticCorpusSpec(n_posts=3000, n_words=1500, seed=8), days=2
+    )
+    on_cluster, on_local = tmp_path / "cluster-lake", tmp_path / "local-lake"
+    for root in (on_cluster, on_local):  # the same subscriptions before each chain
+        lake = Lakehouse(None, root, engine="rs")
+        add_subscriptions(lake, ["white house", "vote", "news today", "bado baba"], "alice")
+    _chain(cluster, on_cluster, landing)
+    _chain("local[2]", on_local, landing)
+
+    a, b = Lakehouse(None, on_cluster, engine="rs"), Lakehouse(None, on_local, engine="rs")
+    for name, key in (
+        ("bronze.posts", ["post_id"]),
+        ("silver.posts", ["post_id"]),
+        ("gold.post_words", ["post_id", "word"]),
+        ("gold.word_stats", ["day", "word"]),
+    ):
+        assert _stable(a.read_arrow(name), key) == _stable(b.read_arrow(name), key), name
+    versions = [lake.read_arrow("routing.versions").to_pylist() for lake in (a, b)]
+    for rows in versions:
+        assert [r["status"] for r in rows] == ["published"]
+    assert versions[0][0]["n_matchers"] == versions[1][0]["n_matchers"] == 8
+    words = [set(lake.read_arrow("routing.mappings")["word"].to_pylist()) for lake in (a, b)]
+    assert words[0] == words[1] and words[0]
+    placed = [lake.read_arrow("routing.placements").num_rows for lake in (a, b)]
+    assert placed[0] >= 4 and placed[1] >= 4
+
+    # one streaming micro-batch on the cluster: matches = brute force
+    stream_landing = tmp_path / "stream-landing"
+    stream_landing.mkdir()
+    source = landing / "demo.jsonl.gz"
+    shutil.copy(source, stream_landing / "posts.jsonl.gz")
+    _s3tm(
+        "stream", "--master", cluster, "--lakehouse", str(on_cluster), "run",
+        "--landing", str(stream_landing), "--available-now",
+        "--checkpoint", str(tmp_path / "checkpoint"),
+    )  # fmt: skip
+    import gzip
+
+    posts = [json.loads(line) for line in gzip.open(source, "rt")]
+    subs = {r["sub_id"]: set(r["words"]) for r in active_subscriptions(a)}
+    expected = {
+        (p["id"], sub) for p in posts for sub, ws in subs.items() if ws <= set(normalize(p["text"]))
+    }
+    matches = a.read_arrow("matches")
+    got = list(zip(matches["post_id"].to_pylist(), matches["sub_id"].to_pylist(), strict=True))
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert expected, "the subscriptions match some posts"
+    batches = [r for r in a.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"]
+    assert sum(r["posts"] for r in batches) == len(posts)
