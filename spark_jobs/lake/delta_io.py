@@ -71,6 +71,8 @@ class TableSnapshot:
     name: str
     version: int
     dataset: Any  # pyarrow.dataset.FileSystemDataset
+    files: list[str]  # local paths of the version's Parquet files
+    partitions: list[dict[str, str | None]]  # each file's partition values (from its path)
 
 
 def _session_has_delta(spark: Any) -> bool:
@@ -305,10 +307,11 @@ class Lakehouse:
                     f"table {name} has no version {as_of} (versions {first}..{latest})"
                 ) from err
         location = self.path(name)
-        paths, partitions = [], []
+        paths, values_of, partitions = [], [], []
         for uri in delta.file_uris():
             paths.append(_local_path(uri))
-            values = _partition_values(os.path.relpath(_local_path(uri), location), spec.columns)
+            values = _partition_values(os.path.relpath(paths[-1], location), spec.partition_by)
+            values_of.append(values)
             expression = pads.scalar(True)
             for column in spec.partition_by:
                 kind = spec.schema.field(column).type
@@ -325,7 +328,7 @@ class Lakehouse:
             filesystem=pa.fs.LocalFileSystem(),
             partitions=partitions,
         )
-        return TableSnapshot(name, delta.version(), dataset)
+        return TableSnapshot(name, delta.version(), dataset, paths, values_of)
 
     # -- writes ------------------------------------------------------------------------------
     def write(

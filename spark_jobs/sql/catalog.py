@@ -27,7 +27,7 @@ from typing import Any
 
 from schemas import TableSpec
 from schemas.tables import TABLES
-from spark_jobs.lake.delta_io import _local_path, _partition_values
+from spark_jobs.lake.delta_io import TableSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class LakehouseCatalog:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         snapshot = self.lakehouse.snapshot(spec.name)
-        folder = self._link_files(spec, snapshot.version, snapshot.dataset.files)
+        folder = self._link_files(spec, snapshot)
         self._create_database(spec.name)
         qualified = spark_name(spec.name)
         columns = ", ".join(
@@ -117,18 +117,17 @@ class LakehouseCatalog:
         log.info("sql catalog: %s -> version %d", spec.name, snapshot.version)
         return entry
 
-    def _link_files(self, spec: TableSpec, version: int, files: list[str]) -> Path:
+    def _link_files(self, spec: TableSpec, snapshot: TableSnapshot) -> Path:
         """A folder of hard links to the version's files, under canonical partition folders."""
-        folder = self.snapshots / spec.name / f"v{version:08d}"
+        folder = self.snapshots / spec.name / f"v{snapshot.version:08d}"
         if folder.is_dir():
             return folder
         building = folder.with_name(folder.name + ".building")
         shutil.rmtree(building, ignore_errors=True)
         location = self.lakehouse.path(spec.name)
-        for uri in files:
-            source = Path(_local_path(uri))
+        for path, values in zip(snapshot.files, snapshot.partitions, strict=True):
+            source = Path(path)
             relative = os.path.relpath(source, location)
-            values = _partition_values(relative, spec.partition_by)
             parts = [
                 f"{c}={'__HIVE_DEFAULT_PARTITION__' if values.get(c) is None else values[c]}"
                 for c in spec.partition_by

@@ -13,34 +13,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
-from spark_jobs.jobs import ingest, normalise, pipeline
+from spark_jobs.jobs import ingest, normalise
 from spark_jobs.jobs.publish import publish
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import add_subscriptions
 from spark_jobs.stream import job as stream
+from tests.spark_jobs.jobs.test_jobs import _chain
 
 BAD_LINES = b'{broken\n{"id":"q1","text":"  "}\n\xff\xfe\n'
-
-
-def _chain(lakehouse: Lakehouse, landing: Path, *, nodes: int, batch: int) -> int:
-    return pipeline.run(
-        argparse.Namespace(
-            landing=str(landing),
-            pattern="*.jsonl*",
-            default_day=dt.date(2026, 2, 1),
-            batch_id=batch,
-            sample_rate=1.0,
-            nodes=nodes,
-            algorithm="salb",
-            split=True,
-            holdout_fraction=0.2,
-            margin=-1.0,  # publish whatever validates: the tests want two published versions
-            no_cooccurrence=True,
-            seed=0,
-            report=None,
-        ),
-        lakehouse,
-    )
 
 
 def build(spark: object, root: Path) -> Lakehouse:
@@ -66,8 +46,9 @@ def build(spark: object, root: Path) -> Lakehouse:
     rows = lakehouse.read("silver.posts").orderBy("post_id").limit(60).collect()
     add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in rows[:40]], "alice")
     add_subscriptions(lakehouse, [" ".join(r.words[:1]) for r in rows[40:]], "bob")
-    assert _chain(lakehouse, landing, nodes=8, batch=2) == 0
-    assert _chain(lakehouse, landing, nodes=4, batch=3) == 0
+    # margin -1: publish whatever validates (the tests want two published versions)
+    assert _chain(lakehouse, landing, nodes=8, margin=-1.0, batch=2) == 0
+    assert _chain(lakehouse, landing, nodes=4, margin=-1.0, batch=3) == 0
     for version in (1, 2):  # in order, whatever the margin decided
         publish(lakehouse, version, skip_validation=True)
     # the stream: the demo posts again (fresh ids), one file per micro-batch, plus bad lines
