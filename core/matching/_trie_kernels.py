@@ -184,7 +184,7 @@ def match_posts(
     nodes: np.ndarray,
     slot_next: np.ndarray,
     slot_sub: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.int64]:
+) -> tuple[np.ndarray, np.ndarray, np.int64, np.ndarray]:
     """Scoped traversal of the trie for every post.
 
     Args:
@@ -193,19 +193,22 @@ def match_posts(
         table, root_child, nodes, slot_next, slot_sub: the trie.
 
     Returns:
-        ``(match_indptr int64, matched_sub_ids int64, operations)``: operations counts hash
-        probes and child-word tests (the lookups of Fig. 3).
+        ``(match_indptr int64, matched_sub_ids int64, operations, post_operations int64)``:
+        operations counts hash probes and child-word tests (the lookups of Fig. 3), in total
+        and per post.
     """
     n_posts = post_indptr.shape[0] - 1
     out_indptr = np.zeros(n_posts + 1, dtype=np.int64)
     out = np.empty(max(16, n_posts), dtype=np.int64)
     n_out = 0
     ops = np.int64(0)
+    post_ops = np.zeros(n_posts, dtype=np.int64)
     buf = np.empty(64, dtype=np.int64)
     stack_node = np.empty(64, dtype=np.int64)
     stack_pos = np.empty(64, dtype=np.int64)
     n_root = root_child.shape[0]  # larger word ids are in no subscription of this trie
     for p in range(n_posts):
+        post_ops_before = ops
         start = post_indptr[p]
         stop = post_indptr[p + 1]
         if stop - start > buf.shape[0]:
@@ -292,7 +295,8 @@ def match_posts(
                     stack_pos[top] = next_pos
                     top += 1
         out_indptr[p + 1] = n_out
-    return out_indptr, out[:n_out].copy(), ops
+        post_ops[p] = ops - post_ops_before
+    return out_indptr, out[:n_out].copy(), ops, post_ops
 
 
 @njit(cache=True)

@@ -17,11 +17,13 @@ class Matches:
         indptr: ``(n_posts + 1,)`` int64.
         sub_ids: int64 subscription ids; post ``p`` matched ``sub_ids[indptr[p]:indptr[p+1]]``.
         operations: lookups (trie: hash probes; counting: counter increments).
+        post_operations: ``(n_posts,)`` int64 lookups per post, when the matcher counts them.
     """
 
     indptr: np.ndarray
     sub_ids: np.ndarray
     operations: int
+    post_operations: np.ndarray | None = None
 
     @property
     def n_posts(self) -> int:

@@ -192,7 +192,7 @@ class TrieMatcher:
             word_map: id -> matcher word id (-1: in no subscription); identity when None.
         """
         ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
-        indptr, subs, ops = K.match_posts(
+        indptr, subs, ops, post_ops = K.match_posts(
             ptr,
             words,
             mapping,
@@ -202,7 +202,7 @@ class TrieMatcher:
             self._slot_next,
             self._slot_sub,
         )
-        return Matches(indptr, subs, int(ops))
+        return Matches(indptr, subs, int(ops), post_ops)
 
     def unique_words(self) -> int:
         """|H|: distinct words over the subscriptions held (for LASP's cost model)."""

@@ -48,6 +48,80 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--seed", type=int, default=7)
         p.add_argument("--out", default="docs/experiments")
         p.set_defaults(handler=_run, experiment_name=name)
+    _register_shedding(kinds)
+
+
+def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = kinds.add_parser(
+        "shedding", help="Fig. 8a: accuracy vs load shed, per utility and spread cap"
+    )
+    p.add_argument("--corpus", help="corpus file (default: ../shared/data tweets)")
+    p.add_argument("--nodes", default="16,64", help="comma-separated N values")
+    p.add_argument("--subscriptions", type=int, default=100_000)
+    p.add_argument("--workloads", default="tweet,topic", help="tweet,topic")
+    p.add_argument(
+        "--caps",
+        default="8,7.5,7,6.5,6,5.5,5,4.5,4,3.5,3,2.5,2,1.5,1",
+        help="spread caps m (fractional: the last matcher with that probability)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line per row")
+    p.add_argument("--lda-iterations", type=int, default=5)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default="docs/experiments")
+    p.set_defaults(handler=_run_shedding, experiment_name="shedding")
+    c = kinds.add_parser(
+        "shedding-control", help="Fig. 8b: the shedding level under input steps (simulated)"
+    )
+    c.add_argument("--corpus", help="corpus file (default: ../shared/data tweets)")
+    c.add_argument("--nodes", default="16", help="N")
+    c.add_argument("--subscriptions", type=int, default=100_000)
+    c.add_argument("--buffer-seconds", type=float, default=2.0, help="b, in seconds of capacity")
+    c.add_argument("--duration", type=float, default=2000.0, help="simulated seconds")
+    c.add_argument("--lda-iterations", type=int, default=5)
+    c.add_argument("--seed", type=int, default=7)
+    c.add_argument("--out", default="docs/experiments")
+    c.set_defaults(handler=_run_shedding, experiment_name="shedding-control")
+
+
+def _run_shedding(args: argparse.Namespace) -> int:
+    import contextlib
+    import sys
+
+    from s3tm.bench.realdata import real_corpus_path
+    from s3tm.cli.demo import parse_int_list
+    from s3tm.experiments import paper, shedding
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if path is None:
+        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
+    nodes = parse_int_list(args.nodes, "--nodes")
+    out = Path(args.out)
+    if args.experiment_name == "shedding-control":
+        work = paper.prepare(path, args.seed, args.lda_iterations)
+        shedding.shedding_control(
+            work,
+            nodes[0],
+            args.subscriptions,
+            out,
+            buffer_seconds=args.buffer_seconds,
+            duration=args.duration,
+        )
+        return 0
+    kinds = [k for k in args.workloads.split(",") if k]
+    if not kinds or any(k not in ("tweet", "topic") for k in kinds):
+        raise InvalidArgumentError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    try:
+        caps = [float(c) for c in args.caps.split(",") if c]
+    except ValueError as error:
+        raise InvalidArgumentError(f"--caps takes numbers, got {args.caps!r}") from error
+    if not caps or min(caps) < 1:
+        raise InvalidArgumentError("--caps needs spread caps >= 1")
+    # --json: stdout carries only the JSON lines; progress goes to stderr
+    progress = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with progress:
+        work = paper.prepare(path, args.seed, args.lda_iterations)
+    shedding.shedding(work, kinds, nodes, args.subscriptions, caps, out, as_json=args.json)
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

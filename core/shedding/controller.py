@@ -1,0 +1,132 @@
+"""How much to shed (paper 001, Sect. 5.2.2): the 3-segment buffer and the level controller.
+
+The buffer's fullness (posts waiting) is read once per adaptation period. Below the *ideal*
+segment's top the level goes down, above the buffer size ``b`` (the *overload* segment) it
+goes up, in the *stable* segment between them it holds. After a move, the controller moves
+again in the same direction only if the fullness has not improved since the last period
+(the paper's anti-oscillation rule).
+
+Segment sizes from the loads per level, L(l) (work kept at level l over work at level 0):
+queue length is proportional to load (Little's law), so a step down from the top of the
+ideal segment multiplies the fullness by at most max_l L(l-1)/L(l). The ideal segment is
+therefore ``b * min_l L(l)/L(l-1)``, and no single step down can leave it for the overload
+segment, nor a step up leave overload for ideal (the paper's Eq. 8; its Eq. 9 as printed
+is the complement, the stable segment's share).
+
+Two step rules:
+- ``"one"`` (the paper): one level per period;
+- ``"rate"`` (default): given the measured input rate and the capacity at level 0, jump to
+  the least shedding level whose capacity covers the input with ``headroom``, so one input
+  step needs one or two level changes, not one per period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import InvalidArgumentError
+
+STEP_RULES = ("one", "rate")
+
+
+def ideal_fraction(loads: np.ndarray) -> float:
+    """The ideal segment's share of the buffer size ``b``: min over levels of L(l)/L(l-1)."""
+    loads = np.asarray(loads, dtype=np.float64)
+    if loads.ndim != 1 or loads.shape[0] < 2 or loads[0] != 1.0:
+        raise InvalidArgumentError("loads must start with L(0) = 1 and have >= 2 levels")
+    if (loads <= 0).any() or (np.diff(loads) > 1e-12).any():
+        raise InvalidArgumentError("loads must be positive and not increase with the level")
+    return float((loads[1:] / loads[:-1]).min())
+
+
+@dataclass(frozen=True)
+class Decision:
+    level: int
+    segment: str  # ideal | stable | overload
+    moved: int  # -k, 0, +k levels
+
+
+class SheddingController:
+    """A pure state machine: ``adapt(fullness)`` once per period returns the level.
+
+    Args:
+        loads: L(l) per level, L(0) = 1, not increasing.
+        buffer_size: b, the fullness where the overload segment starts (posts).
+        step: ``"rate"`` or ``"one"`` (see the module docstring).
+        capacity: posts per second the matchers take at level 0 (``"rate"`` rule).
+        headroom: capacity to keep above the input rate when jumping (``"rate"`` rule).
+    """
+
+    def __init__(
+        self,
+        loads: np.ndarray,
+        buffer_size: float,
+        *,
+        step: str = "rate",
+        capacity: float | None = None,
+        headroom: float = 1.1,
+    ) -> None:
+        if buffer_size <= 0:
+            raise InvalidArgumentError(f"buffer size must be > 0, got {buffer_size}")
+        if step not in STEP_RULES:
+            raise InvalidArgumentError(f"step must be one of {STEP_RULES}, got {step!r}")
+        if headroom < 1.0:
+            raise InvalidArgumentError(f"headroom must be >= 1, got {headroom}")
+        self.loads = np.asarray(loads, dtype=np.float64)
+        self.ideal_top = ideal_fraction(self.loads) * buffer_size
+        self.buffer_size = float(buffer_size)
+        self.step = step
+        self.capacity = capacity
+        self.headroom = headroom
+        self.level = 0
+        self._last_fullness: float | None = None
+        self._last_move = 0
+
+    @property
+    def max_level(self) -> int:
+        return int(self.loads.shape[0] - 1)
+
+    def segment(self, fullness: float) -> str:
+        if fullness >= self.buffer_size:
+            return "overload"
+        return "ideal" if fullness < self.ideal_top else "stable"
+
+    def _covering_level(self, input_rate: float) -> int | None:
+        """The least shedding level whose capacity covers ``input_rate`` with headroom."""
+        if self.capacity is None or self.capacity <= 0:
+            return None
+        fits = np.flatnonzero(self.capacity / self.loads >= self.headroom * input_rate)
+        return int(fits[0]) if fits.size else self.max_level
+
+    def adapt(self, fullness: float, input_rate: float | None = None) -> Decision:
+        """One adaptation period: the buffer's ``fullness`` now (and, for the ``"rate"``
+        rule, the input rate measured over the period) -> the level to run at."""
+        if fullness < 0:
+            raise InvalidArgumentError(f"fullness must be >= 0, got {fullness}")
+        segment = self.segment(fullness)
+        last, previous_move = self._last_fullness, self._last_move
+        self._last_fullness = fullness
+        target = self.level
+        use_rate = self.step == "rate" and input_rate is not None
+        covering = self._covering_level(input_rate) if use_rate else None  # type: ignore[arg-type]
+        if segment == "overload" and self.level < self.max_level:
+            improving = last is not None and fullness < last
+            if not (previous_move > 0 and improving):
+                target = self.level + 1
+                if covering is not None and covering > target:
+                    target = covering
+        elif segment == "ideal" and self.level > 0:
+            worsening = last is not None and fullness > last
+            if not (previous_move < 0 and worsening):
+                if covering is None:
+                    target = self.level - 1
+                elif covering < self.level:
+                    target = covering
+        moved = target - self.level
+        self.level = target
+        self._last_move = (
+            int(np.sign(moved)) if moved else (previous_move if segment != "stable" else 0)
+        )
+        return Decision(target, segment, moved)
