@@ -248,6 +248,9 @@ DELIVERIES = TableSpec(
             _f("routing_version", pa.int64(), False),
             _f("delivered_at", _UTC, False),
             _f("batch_id", pa.int64(), False),
+            # the post's load-shedding level when a spread cap kept it from some of its
+            # matchers (it may have missed matches), else 0; null in rows written before
+            _f("shedding_level", pa.int32()),
         ]
     ),
     key=("post_id", "subscriber"),
@@ -278,6 +281,15 @@ STREAM_BATCHES = TableSpec(
             _f("seconds_commit", pa.float64()),
             _f("seconds_total", pa.float64()),
             _f("recorded_at", _UTC, False),
+            # load shedding: the plan (utility, level, cap m, backlog it was decided on) and,
+            # once written, the limit notices: posts capped, pairs not forwarded (per matcher)
+            _f("shedding", pa.string()),
+            _f("shedding_level", pa.int32()),
+            _f("max_spread", pa.float64()),
+            _f("backlog_posts", pa.int64()),
+            _f("capped_posts", pa.int64()),
+            _f("shed_pairs", pa.int64()),
+            _f("shed_pairs_by_matcher", pa.list_(pa.int64())),
         ]
     ),
     key=("query_id", "batch_id", "stage"),

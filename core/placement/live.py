@@ -107,6 +107,16 @@ class LivePlacement:
             grown[:, : self._word_count.shape[1]] = self._word_count
             self._word_count = grown
 
+    def slot_subscriptions(self) -> np.ndarray:
+        """Per version slot (index of ``part_matchers``): the subscriptions on the slot's
+        matcher that contain the slot's word (the ``subscription`` shedding utility)."""
+        n_words = len(self.dictionary)
+        word_of_slot = np.repeat(np.arange(n_words), self._part_count[:n_words])
+        order = np.argsort(self._part_start[:n_words], kind="stable")
+        # slots are laid out word after word in id order, so a repeat of the ids follows them
+        assert np.array_equal(order, np.arange(n_words))
+        return self._word_count[self._part_matchers, word_of_slot].astype(np.float64)
+
     def word_versions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per dictionary id: ``(part_start, part_count, part_matchers)`` (copies)."""
         return self._part_start.copy(), self._part_count.copy(), self._part_matchers.copy()

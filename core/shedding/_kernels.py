@@ -19,7 +19,7 @@ DROP_SALT = -3  # the random-drop baseline
 @njit(cache=True)
 def unit_draw(seed: int, post: int, salt: int) -> float:
     """A uniform [0, 1) draw per (seed, post, salt), order- and thread-independent."""
-    h = version_draw(seed, post, np.uint64(np.int64(salt)))
+    h = version_draw(seed, post, np.uint64(np.int64(salt)))  # type: ignore[arg-type]
     return float(h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 

@@ -88,6 +88,19 @@ class SheddingController:
     def max_level(self) -> int:
         return int(self.loads.shape[0] - 1)
 
+    def retune(self, loads: np.ndarray, buffer_size: float, capacity: float | None = None) -> None:
+        """New measurements of L(l), b and the capacity; the level and history are kept."""
+        if buffer_size <= 0:
+            raise InvalidArgumentError(f"buffer size must be > 0, got {buffer_size}")
+        loads = np.asarray(loads, dtype=np.float64)
+        fraction = ideal_fraction(loads)
+        if loads.shape[0] != self.loads.shape[0]:
+            raise InvalidArgumentError("the number of levels cannot change")
+        self.loads = loads
+        self.buffer_size = float(buffer_size)
+        self.ideal_top = fraction * buffer_size
+        self.capacity = capacity
+
     def segment(self, fullness: float) -> str:
         if fullness >= self.buffer_size:
             return "overload"

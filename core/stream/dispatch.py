@@ -18,7 +18,13 @@ from core.errors import InputDataError
 PACKED_KEY_BITS = 62
 
 MATCHES_ARROW = pa.schema(
-    [("post_id", pa.string()), ("sub_id", pa.int64()), ("matcher_id", pa.int32())]
+    [
+        ("post_id", pa.string()),
+        ("sub_id", pa.int64()),
+        ("matcher_id", pa.int32()),
+        # the post's shedding level if it lost matchers to a spread cap, else 0
+        ("shedding_level", pa.int32()),
+    ]
 )
 
 
@@ -66,12 +72,20 @@ def dispatch_tables(
 
     A (post, subscription) pair found twice (a multicast subscription reached on several
     matchers, or a post id repeated in the batch) is kept once, on the lowest matcher id;
-    deliveries group a post's matches per subscriber, sub ids ascending.
+    deliveries group a post's matches per subscriber, sub ids ascending, and carry the
+    post's shedding level (0: every matcher it was routed to got it).
     """
     posts = pc.dictionary_encode(matched.column("post_id").combine_chunks())
     post_code = np.asarray(posts.indices, dtype=np.int64)
     sub_ids = np.asarray(matched.column("sub_id").combine_chunks(), dtype=np.int64)
     matcher_ids = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int64)
+    shed_level = (
+        np.asarray(
+            pc.fill_null(matched.column("shedding_level").combine_chunks(), 0), dtype=np.int32
+        )
+        if "shedding_level" in matched.column_names
+        else np.zeros(matcher_ids.shape[0], dtype=np.int32)
+    )
     # Rank the batch's subscriptions by (subscriber, sub id), then sort the rows by one
     # int64 key (post, rank, matcher): a single sort instead of a 4-key lexsort.
     subs, sub_row = np.unique(sub_ids, return_inverse=True)
@@ -89,10 +103,12 @@ def dispatch_tables(
     else:  # too many to pack: the same order by lexsort
         order = np.lexsort((matcher_ids, row_rank, post_code))
     post_code, row_rank, matcher_ids = post_code[order], row_rank[order], matcher_ids[order]
+    shed_level = shed_level[order]
     # one row per (post, subscription): the first, i.e. the lowest matcher id
     first = np.ones(order.shape[0], dtype=bool)
     first[1:] = (post_code[1:] != post_code[:-1]) | (row_rank[1:] != row_rank[:-1])
     post_code, row_rank, matcher = post_code[first], row_rank[first], matcher_ids[first]
+    shed_level = shed_level[first]
     ranked = subs[by_owner]
     sub_id = ranked[row_rank]
     owner = sub_owner[by_owner][row_rank]
@@ -131,6 +147,10 @@ def dispatch_tables(
             "routing_version": constant(routing_version, m, pa.int64()),
             "delivered_at": pa.repeat(stamp, m),
             "batch_id": constant(batch_id, m, pa.int64()),
+            # a post id repeated in a batch: the higher level of its copies
+            "shedding_level": pa.array(
+                np.maximum.reduceat(shed_level, starts) if m else shed_level[:0], pa.int32()
+            ),
         }
     )
     return matches, deliveries

@@ -8,7 +8,7 @@ placed subscriptions change, so workers can tell a stale cache from a current on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,8 @@ class MatcherSnapshot:
         matcher_subs: per matcher, ``(sub_ids int64, indptr int64, word_ids int32)``.
         subscribers: the subscriber of every placed subscription (for deliveries).
         seed: seeds the choice of a split word's version.
+        slot_subscriptions: per version slot, the subscriptions on its matcher holding its
+            word (load shedding's ``subscription`` utility and the yield prior).
     """
 
     routing_version: int
@@ -44,6 +46,7 @@ class MatcherSnapshot:
     matcher_subs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     subscribers: Subscribers
     seed: int = 0
+    slot_subscriptions: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # Which stream made the snapshot: worker caches live as long as the Python workers, so
     # a second stream (or a restarted one) in the same Spark application, counting its own
     # versions and epochs from the start, must not find the first one's tries and words.
@@ -81,5 +84,6 @@ def snapshot_of(
         matcher_subs=placement.by_matcher(),
         subscribers=subscribers or Subscribers.of({}),
         seed=seed,
+        slot_subscriptions=placement.slot_subscriptions(),
         owner=owner,
     )

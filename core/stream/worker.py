@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from core.errors import InvalidArgumentError
 from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
 from core.routing.router import route_csr
+from core.shedding.plan import ShedPlan
+from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
+from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 from core.stream.snapshot import MatcherSnapshot
 from core.text.normalize import normalize_token, word_tokens
 
@@ -94,6 +98,98 @@ def route(
     return pair_post, routed.matchers
 
 
+@dataclass(frozen=True)
+class ShedBatch:
+    """The routed pairs a route task forwards after shedding, and what was shed.
+
+    Attributes:
+        pair_post, pair_matcher: the kept pairs.
+        post_level: per post, the plan's level if the post lost pairs (it may miss
+            matches), else 0.
+        sampled: per post, whether it was processed in full as part of an unbiased sample
+            (every post when nothing is shed; the exempt fraction when shedding).
+        shed_by_matcher: ``(N,)`` pairs not forwarded to each matcher.
+        spread_counts: posts per spread before shedding (the load per level follows).
+    """
+
+    pair_post: np.ndarray
+    pair_matcher: np.ndarray
+    post_level: np.ndarray
+    sampled: np.ndarray
+    shed_by_matcher: np.ndarray
+    spread_counts: np.ndarray
+
+    @property
+    def capped_posts(self) -> int:
+        return int(np.count_nonzero(self.post_level))
+
+
+def route_and_shed(
+    snapshot: MatcherSnapshot,
+    plan: ShedPlan,
+    indptr: np.ndarray,
+    word_ids: np.ndarray,
+    *,
+    seed: int = 0,
+) -> ShedBatch:
+    """Route encoded posts, then cap each post's spread as ``plan`` says."""
+    n = snapshot.n_matchers
+    routed = route_csr(
+        indptr,
+        word_ids,
+        snapshot.part_start,
+        snapshot.part_count,
+        snapshot.part_matchers,
+        n,
+        seed=seed,
+    )
+    spreads = routed.spreads()
+    pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), spreads)
+    spread_counts = np.bincount(spreads, minlength=n + 1).astype(np.int64)
+    if not plan.active:
+        return ShedBatch(
+            pair_post,
+            routed.matchers,
+            np.zeros(routed.n_posts, dtype=np.int8),
+            np.ones(routed.n_posts, dtype=np.bool_),
+            np.zeros(n, dtype=np.int64),
+            spread_counts,
+        )
+    weight = None
+    if plan.utility == "subscription":
+        weight = snapshot.slot_subscriptions
+    elif plan.utility == "yield":
+        weight = plan.slot_weight
+    if weight is not None and weight.shape[0] != snapshot.part_matchers.shape[0]:
+        raise InvalidArgumentError("the shedding plan's weights do not fit the snapshot's slots")
+    utility = pair_utilities(
+        indptr,
+        word_ids,
+        snapshot.part_start,
+        snapshot.part_count,
+        snapshot.part_matchers,
+        routed.indptr,
+        routed.matchers,
+        n,
+        slot_weight=weight,
+        seed=seed,
+    )
+    sampled = exempt_posts(routed.n_posts, plan.exempt_fraction, seed)
+    keep = cap_spread(
+        routed.indptr, routed.matchers, utility, plan.max_spread, exempt=sampled, seed=seed
+    )
+    lost = np.bincount(pair_post[~keep], minlength=routed.n_posts) > 0
+    post_level = np.where(lost, plan.level, 0).astype(np.int8)
+    return ShedBatch(
+        pair_post[keep],
+        routed.matchers[keep],
+        post_level,
+        sampled,
+        np.bincount(routed.matchers[~keep], minlength=n).astype(np.int64),
+        spread_counts,
+    )
+
+
 def gather(
     indptr: np.ndarray, word_ids: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -117,6 +213,7 @@ class MatcherCache:
         self._tries: dict[int, _CachedTrie] = {}
         self._encoder: tuple[int, PostEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
+        self._credit: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self.rebuilds = 0
         self.updates = 0
 
@@ -125,6 +222,7 @@ class MatcherCache:
         if version != self._version:
             self._version = version
             self._tries.clear()
+            self._credit.clear()
             self._encoder = None
 
     def encoder(self, snapshot: MatcherSnapshot) -> PostEncoder:
@@ -165,6 +263,46 @@ class MatcherCache:
             self.rebuilds += 1
         cached.epoch = snapshot.epoch
         return cached.trie
+
+    def observe_yield(
+        self,
+        snapshot: MatcherSnapshot,
+        matcher: int,
+        offsets: np.ndarray,
+        word_ids: np.ndarray,
+        sampled: np.ndarray,
+        matches: Matches,
+    ) -> YieldObservation:
+        """The yield counts of one matcher's posts (see :mod:`core.shedding.yield_stats`)."""
+        self._use(snapshot)
+        cached = self._credit.get(matcher)
+        if cached is None or cached[0] != snapshot.epoch:
+            sub_ids, indptr, words = snapshot.matcher_subs[matcher]
+            # dictionary ids are rarest first, so a match is credited to its rarest word here
+            credit = attribution_slots(
+                indptr,
+                words,
+                matcher,
+                snapshot.part_start,
+                snapshot.part_count,
+                snapshot.part_matchers,
+            )
+            order = np.argsort(sub_ids, kind="stable")
+            cached = (snapshot.epoch, sub_ids[order], credit[order])
+            self._credit[matcher] = cached
+        _, sorted_ids, sorted_credit = cached
+        match_slots = sorted_credit[np.searchsorted(sorted_ids, matches.sub_ids)]
+        return observe(
+            offsets,
+            word_ids,
+            sampled,
+            matches.indptr,
+            match_slots,
+            matcher,
+            snapshot.part_start,
+            snapshot.part_count,
+            snapshot.part_matchers,
+        )
 
     def match(
         self,

@@ -331,6 +331,31 @@ class Lakehouse:
         return TableSnapshot(name, delta.version(), dataset, paths, values_of)
 
     # -- writes ------------------------------------------------------------------------------
+    def evolve(self, name: str) -> list[str]:
+        """Add the columns the table's spec gained since the table was created (nullable
+        only: old rows read them as null). Returns the names added."""
+        import deltalake
+
+        spec = table(name)
+        checked: set[str] = self.__dict__.setdefault("_evolved", set())
+        if name in checked or not self.exists(name):
+            return []
+        checked.add(name)  # once per process: a spec does not change while it runs
+        with self.locked(name):
+            present = {f.name for f in self._delta(name).schema().fields}
+            missing = [f for f in spec.schema if f.name not in present]
+            if not missing:
+                return []
+            required = [f.name for f in missing if not f.nullable]
+            if required:
+                raise InvalidArgumentError(
+                    f"{name}: cannot add required columns {required} to an existing table"
+                )
+            fields = [f for f in spec.delta_schema().fields if f.name in {m.name for m in missing}]
+            deltalake.DeltaTable(str(self.path(name))).alter.add_columns(fields)
+        log.info("%s: added columns %s", name, [f.name for f in missing])
+        return [f.name for f in missing]
+
     def write(
         self,
         frame: Any,
@@ -359,6 +384,7 @@ class Lakehouse:
         self._check_write_args(spec, mode, replace_where, app_id, batch_id)
         if self._already_committed(name, app_id, batch_id):
             return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        self.evolve(name)
         conformed = self._conform(frame, spec)
         if self.engine == "spark":
             return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
@@ -381,6 +407,7 @@ class Lakehouse:
         self._check_write_args(spec, mode, replace_where, app_id, batch_id)
         if self._already_committed(name, app_id, batch_id):
             return WriteResult(name, self.version(name), 0, 0, skipped=True)
+        self.evolve(name)
         conformed = data.select(spec.columns).cast(spec.schema)
         commit = CommitProperties(
             app_transactions=[Transaction(app_id, batch_id)]
@@ -541,6 +568,7 @@ class Lakehouse:
             shutil.rmtree(staging, ignore_errors=True)
             return WriteResult(name, self.version(name), 0, 0, skipped=True)
         try:
+            self.evolve(name)
             actions: list[AddAction] = []
             rows = 0
             for file in sorted(staging.rglob("*.parquet")) if staging.exists() else []:

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from core.corpus.io import MAX_TEXT_CHARS
 from core.errors import InputDataError, InvalidArgumentError
 from core.placement.live import LivePlacement
+from core.shedding.plan import NO_SHEDDING, SHEDDING_MODES, ShedPlan
 from core.stream.dispatch import Subscribers
 from core.stream.snapshot import MatcherSnapshot, snapshot_of
 from schemas import table
@@ -56,6 +57,13 @@ from spark_jobs.lake.routing_store import (
     published_version,
 )
 from spark_jobs.stream import tasks as stream_tasks
+from spark_jobs.stream.shedding import (
+    Backlog,
+    SheddingOptions,
+    StreamShedding,
+    file_backlog,
+    kafka_backlog,
+)
 
 STREAM_CONF = {
     # Bigger Arrow batches: fewer Python round trips per micro-batch.
@@ -75,6 +83,19 @@ class BatchPlan:
     routing_version: int
     registry_version: int | None
     replayed: bool
+    shedding: str = "off"
+    shedding_level: int = 0
+    max_spread: float | None = None
+    backlog_posts: int | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The plan's shedding columns of ``stream.batches``."""
+        return {
+            "shedding": self.shedding,
+            "shedding_level": self.shedding_level,
+            "max_spread": self.max_spread,
+            "backlog_posts": self.backlog_posts,
+        }
 
 
 def task_slots(spark: Any) -> int:
@@ -154,10 +175,21 @@ class StreamMatcher:
         seed: seeds the choice of split-word versions.
     """
 
-    def __init__(self, lakehouse: Any, checkpoint: str, *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        lakehouse: Any,
+        checkpoint: str,
+        *,
+        seed: int = 0,
+        shedding: SheddingOptions | None = None,
+        landing: str | None = None,
+    ) -> None:
         self.lakehouse = lakehouse
         self.checkpoint = checkpoint
         self.seed = seed
+        self.shedding = StreamShedding(shedding or SheddingOptions(mode="off"))
+        self.landing = landing  # the files source's directory (None: Kafka)
+        self.query: Any = None  # set once started: the Kafka backlog is in its progress
         self.state = _Driver()
         self.query_id: str | None = None
         # the latest batches' figures (bounded: the query may run for months)
@@ -197,15 +229,44 @@ class StreamMatcher:
             ).to_pylist()
             if mine:
                 row = mine[0]
-                return BatchPlan(batch_id, row["routing_version"], row["registry_version"], True)
+                return BatchPlan(
+                    batch_id,
+                    row["routing_version"],
+                    row["registry_version"],
+                    True,
+                    shedding=row["shedding"] or "off",
+                    shedding_level=row["shedding_level"] or 0,
+                    max_spread=row["max_spread"],
+                    backlog_posts=row["backlog_posts"],
+                )
         version = published_version(lake) if lake.exists("routing.versions") else None
         if version is None:
             raise InputDataError(
                 "no published routing version: run the remap DAG or `s3tm routing publish`"
             )
-        plan = BatchPlan(batch_id, version, lake.version("subscriptions.registry"), False)
+        choice = self.shedding.choose(self._backlog(batch_id), time.monotonic())
+        plan = BatchPlan(
+            batch_id,
+            version,
+            lake.version("subscriptions.registry"),
+            False,
+            shedding=self.shedding.options.mode,
+            shedding_level=choice.level,
+            max_spread=choice.max_spread,
+            backlog_posts=choice.backlog_posts,
+        )
         self._record(plan, "planned", {})
         return plan
+
+    def _backlog(self, batch_id: int) -> Backlog | None:
+        """Posts landed and not yet processed (this batch's included), as the source says."""
+        try:
+            if self.landing is not None:
+                return file_backlog(self.checkpoint, self.landing, batch_id)
+            return kafka_backlog(self.query)
+        except (OSError, ValueError, KeyError) as error:  # a measurement, never a failure
+            log.warning("stream: backlog not measured for batch %d: %s", batch_id, error)
+            return None
 
     def _record(self, plan: BatchPlan, stage: str, figures: dict[str, Any]) -> None:
         row = {
@@ -216,6 +277,7 @@ class StreamMatcher:
             "registry_version": plan.registry_version,
             "epoch": self.state.epoch,
             "recorded_at": now_utc(),
+            **plan.columns(),
             **figures,
         }
         spec = table("stream.batches")
@@ -345,6 +407,7 @@ class StreamMatcher:
         batch_id: int,
         now: dt.datetime,
         staging: dict[str, str],
+        shed_plan: ShedPlan = NO_SHEDDING,
     ) -> Any:
         """Pure transform: raw posts -> notes, with ``matches`` / ``deliveries`` files
         written to ``staging`` as a side effect of the dispatch tasks.
@@ -365,7 +428,7 @@ class StreamMatcher:
         raw = posts.select("line", "source_file")
         routed = raw.mapInArrow(
             stream_tasks.route_posts(
-                bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, crash=crash
+                bc, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, shed_plan, crash=crash
             ),
             stream_tasks.ROUTED_SCHEMA,
         )
@@ -375,6 +438,7 @@ class StreamMatcher:
                 snapshot.key,
                 {int(k): m for m, k in enumerate(pkeys.tolist())},
                 dkeys,
+                shed_plan.learns_yield,
                 crash=crash,
             ),
             stream_tasks.MATCHED_SCHEMA,
@@ -392,6 +456,14 @@ class StreamMatcher:
         failpoints.crash_driver("after-plan", batch_id)
         snapshot = self.sync(plan)
         failpoints.crash_driver("after-sync", batch_id)
+        shed_plan = self.shedding.plan(
+            plan.shedding_level,
+            plan.max_spread,
+            snapshot,
+            self.checkpoint,
+            batch_id,
+            replayed=plan.replayed,
+        )
         synced = time.perf_counter()
         lake, app = self.lakehouse, self.app_id
         now = now_utc()
@@ -399,7 +471,12 @@ class StreamMatcher:
         notes = [
             json.loads(row["note"])
             for row in self.dispatched(
-                posts, snapshot, batch_id, now, {k: str(v) for k, v in staging.items()}
+                posts,
+                snapshot,
+                batch_id,
+                now,
+                {k: str(v) for k, v in staging.items()},
+                shed_plan,
             ).collect()
         ]
         computed = time.perf_counter()
@@ -429,10 +506,17 @@ class StreamMatcher:
             kind: [n for n in notes if n["kind"] == kind] for kind in ("route", "match", "dispatch")
         }
         dispatch = by_kind["dispatch"]
+        shed_by_matcher = np.zeros(snapshot.n_matchers, dtype=np.int64)
+        for n in by_kind["route"]:
+            shed_by_matcher += np.asarray(n["shed_by_matcher"], dtype=np.int64)
         figures = {
             "subscriptions": len(self.state.placement or ()),
             "posts": sum(n["posts"] for n in by_kind["route"]),
             "routed_pairs": sum(n["pairs"] for n in by_kind["route"]),
+            # limit notices: what the spread cap kept from the matchers
+            "capped_posts": sum(n["capped_posts"] for n in by_kind["route"]),
+            "shed_pairs": int(shed_by_matcher.sum()),
+            "shed_pairs_by_matcher": shed_by_matcher.tolist() if plan.shedding_level else None,
             "matches": sum(n["matches"] for n in dispatch),
             "deliveries": sum(n["deliveries"] for n in dispatch),
             "quarantined": len(quarantined),
@@ -446,6 +530,9 @@ class StreamMatcher:
         }
         self._record(plan, "committed", figures)
         failpoints.crash_driver("after-record", batch_id)
+        self.shedding.learn(
+            snapshot, plan.shedding_level, by_kind["route"], by_kind["match"], committed - started
+        )
         self.figures.append(
             {
                 "batch_id": batch_id,
@@ -456,13 +543,19 @@ class StreamMatcher:
             }
         )
         log.info(
-            "stream: batch %d v%d%s: %d posts -> %d pairs -> %d matches, %d deliveries, "
+            "stream: batch %d v%d%s: %d posts -> %d pairs%s -> %d matches, %d deliveries, "
             "%d quarantined in %.2fs",
             batch_id,
             plan.routing_version,
             " (replayed plan)" if plan.replayed else "",
             figures["posts"],
             figures["routed_pairs"],
+            (
+                f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
+                f"{figures['capped_posts']} posts capped, {figures['shed_pairs']} pairs shed)"
+                if plan.max_spread is not None
+                else ""
+            ),
             figures["matches"],
             figures["deliveries"],
             figures["quarantined"],
@@ -540,7 +633,13 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
         spark.conf.set(key, value)
     # as many route tasks per landed file as task slots, not more (see task_slots)
     spark.conf.set("spark.sql.files.minPartitionNum", str(task_slots(spark)))
-    handler = StreamMatcher(lakehouse, args.checkpoint, seed=args.seed)
+    handler = StreamMatcher(
+        lakehouse,
+        args.checkpoint,
+        seed=args.seed,
+        shedding=shedding_options(args),
+        landing=args.landing if args.source == "files" else None,
+    )
     writer = (
         source(spark, args)
         .writeStream.queryName(args.query_name)
@@ -551,7 +650,22 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
         writer = writer.trigger(availableNow=True)
     elif args.trigger_seconds > 0:
         writer = writer.trigger(processingTime=f"{args.trigger_seconds} seconds")
-    return writer.start(), handler
+    query = writer.start()
+    handler.query = query
+    return query, handler
+
+
+def shedding_options(args: argparse.Namespace) -> SheddingOptions:
+    """The run's shedding options (arguments absent from older callers take defaults)."""
+    defaults = SheddingOptions()
+    return SheddingOptions(
+        mode=getattr(args, "shedding", defaults.mode),
+        max_spread=getattr(args, "max_spread", None),
+        k=getattr(args, "shedding_k", defaults.k),
+        delta=getattr(args, "shedding_delta", defaults.delta),
+        latency_budget=getattr(args, "latency_budget", defaults.latency_budget),
+        adaptive=not getattr(args, "available_now", False),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -571,6 +685,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--available-now", action="store_true", help="process what has landed, then stop"
     )
     run_p.add_argument("--seed", type=int, default=0)
+    shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
+    shed.add_argument(
+        "--shedding",
+        choices=SHEDDING_MODES,
+        default=SheddingOptions().mode,
+        help="utility that picks the matchers a capped post keeps (default: %(default)s, "
+        "the most accurate measured: docs/RESULTS.md, Fig. 8a); off: never shed",
+    )
+    shed.add_argument(
+        "--max-spread",
+        type=float,
+        help="a fixed cap m for every batch instead of the adaptive level",
+    )
+    shed.add_argument(
+        "--latency-budget",
+        type=float,
+        default=SheddingOptions().latency_budget,
+        help="seconds of backlog at which shedding starts (the buffer size b)",
+    )
+    shed.add_argument("--shedding-k", type=float, default=7.0, help="cap of level 1")
+    shed.add_argument("--shedding-delta", type=float, default=1.0, help="cap step per level")
     status_p = sub.add_parser("status", help="the last committed micro-batches")
     status_p.add_argument("--last", type=int, default=10)
 
@@ -584,6 +719,16 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         )
         for row in done[-args.last :]:
             print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
+        for row in done[-args.last :]:
+            if row.get("capped_posts"):
+                by_matcher = row["shed_pairs_by_matcher"] or []
+                print(
+                    f"limit notice: batch {row['batch_id']} (level {row['shedding_level']}, "
+                    f"m={row['max_spread']:g}, {row['shedding']}): {row['capped_posts']} of "
+                    f"{row['posts']} posts capped, {row['shed_pairs']} (post, matcher) pairs "
+                    "not forwarded; per matcher: "
+                    + ", ".join(f"{m}: {n}" for m, n in enumerate(by_matcher) if n)
+                )
         return 0
     if args.checkpoint is None:
         args.checkpoint = str(lakehouse.root / "_checkpoints" / args.query_name)

@@ -29,9 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.corpus.json_lines import judge_lines
+from core.shedding.plan import ShedPlan
+from core.shedding.yield_stats import YieldObservation
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
-from core.stream.worker import MatcherCache, batch_seed, gather, route
+from core.stream.worker import MatcherCache, batch_seed, gather, route_and_shed
 from spark_jobs import failpoints
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
@@ -43,7 +45,13 @@ _DISPATCHED_ARROW = pa.schema([("note", pa.string())])
 # What the payloads hold: a matcher's posts (with the dispatch partition of each), and a
 # matcher task's matches for one dispatch partition.
 POSTS_ARROW = pa.schema(
-    [("post_id", pa.string()), ("dpart", pa.int32()), ("word_ids", pa.list_(pa.int32()))]
+    [
+        ("post_id", pa.string()),
+        ("dpart", pa.int32()),
+        ("word_ids", pa.list_(pa.int32())),
+        ("shedding_level", pa.int8()),  # the plan's level if the post lost matchers, else 0
+        ("sampled", pa.bool_()),  # processed in full: counts toward the yield estimate
+    ]
 )
 
 
@@ -82,8 +90,7 @@ def _notes(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
 def _by_matcher(
     post_ids: pa.Array,
     dpart: np.ndarray,
-    pair_post: np.ndarray,
-    pair_matcher: np.ndarray,
+    shed: Any,
     offsets: np.ndarray,
     values: np.ndarray,
     pkeys: np.ndarray,
@@ -93,11 +100,14 @@ def _by_matcher(
     Rows of Python objects cost the JVM per row and per field when they are shuffled;
     a few packed payloads per task cost almost nothing.
     """
+    pair_post, pair_matcher = shed.pair_post, shed.pair_matcher
     posts = pa.RecordBatch.from_arrays(
         [
             post_ids.take(pa.array(pair_post)),
             pa.array(dpart[pair_post], pa.int32()),
             pa.ListArray.from_arrays(offsets, values),
+            pa.array(shed.post_level[pair_post], pa.int8()),
+            pa.array(shed.sampled[pair_post], pa.bool_()),
         ],
         schema=POSTS_ARROW,
     )
@@ -121,15 +131,17 @@ def route_posts(
     pkeys: np.ndarray,
     max_text_chars: int,
     n_dispatch: int,
+    plan: ShedPlan,
     *,
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: raw (line, source_file) -> ROUTED_SCHEMA.
+    """mapInArrow body: raw (line, source_file) -> ROUTED_SCHEMA, each post's spread capped
+    as the batch's shedding ``plan`` says.
     ``crash``: a kill point of the crash tests (``failpoints``), None in production."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
     return functools.partial(
-        _route_run, broadcast, key, pkeys, max_text_chars, n_dispatch, crash=crash
+        _route_run, broadcast, key, pkeys, max_text_chars, n_dispatch, plan, crash=crash
     )
 
 
@@ -139,6 +151,7 @@ def _route_run(
     pkeys: np.ndarray,
     max_text_chars: int,
     n_dispatch: int,
+    plan: ShedPlan,
     batches: Iterator[pa.RecordBatch],
     *,
     crash: str | None = None,
@@ -146,15 +159,24 @@ def _route_run(
     failpoints.crash_from_task(crash, "route")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
+    n = snapshot.n_matchers
     figures: dict[str, Any] = {
         "kind": "route",
         "posts": 0,
         "pairs": 0,
+        "routed_pairs": 0,
         "quarantined": 0,
+        "bytes": 0,
+        "capped_posts": 0,
+        "shed_by_matcher": [0] * n,
+        "spread_counts": [0] * (n + 1),
         "seconds": 0.0,
     }
+    shed_by_matcher = np.zeros(n, dtype=np.int64)
+    spread_counts = np.zeros(n + 1, dtype=np.int64)
     for batch in batches:
         started = time.perf_counter()
+        figures["bytes"] += int(pc.sum(pc.binary_length(batch.column("line"))).as_py() or 0)
         judged = judge_lines(batch.column("line"))
         ok = judged.accepted
         if not pc.all(ok).as_py():
@@ -188,18 +210,25 @@ def _route_run(
         post_ids = good.column("post_id")
         indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
         seed = batch_seed(snapshot, post_ids[0].as_py())
-        pair_post, pair_matcher = route(snapshot, indptr, word_ids, seed=seed)
+        shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed)
+        pair_post = shed.pair_post
         offsets, values = gather(indptr, word_ids, pair_post)
         figures["posts"] += good.num_rows
         figures["pairs"] += int(pair_post.shape[0])
+        figures["routed_pairs"] += int(pair_post.shape[0] + shed.shed_by_matcher.sum())
+        figures["capped_posts"] += shed.capped_posts
+        shed_by_matcher += shed.shed_by_matcher
+        spread_counts += shed.spread_counts
         if pair_post.size:
             # every match of a post meets in one dispatch task (dedupe, deliveries)
             dpart = np.array(
                 [zlib.crc32(p.encode()) % n_dispatch for p in post_ids.to_pylist()],
                 dtype=np.int32,
             )
-            yield _by_matcher(post_ids, dpart, pair_post, pair_matcher, offsets, values, pkeys)
+            yield _by_matcher(post_ids, dpart, shed, offsets, values, pkeys)
         figures["seconds"] += time.perf_counter() - started
+    figures["shed_by_matcher"] = shed_by_matcher.tolist()
+    figures["spread_counts"] = spread_counts.tolist()
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
@@ -211,6 +240,7 @@ def match_posts(
     key: SnapshotKey,
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
+    learn_yield: bool,
     *,
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -218,7 +248,9 @@ def match_posts(
     per dispatch partition, one payload of (post_id, sub_id, matcher_id) matches."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_match_run, broadcast, key, matcher_of_pkey, dkeys, crash=crash)
+    return functools.partial(
+        _match_run, broadcast, key, matcher_of_pkey, dkeys, learn_yield, crash=crash
+    )
 
 
 def _match_run(
@@ -226,6 +258,7 @@ def _match_run(
     key: SnapshotKey,
     matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
+    learn_yield: bool,
     batches: Iterator[pa.RecordBatch],
     *,
     crash: str | None = None,
@@ -236,6 +269,7 @@ def _match_run(
     figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
     seen: set[int] = set()
     found: dict[int, list[pa.RecordBatch]] = {}
+    observed: list[YieldObservation] = []
     for batch in batches:
         started = time.perf_counter()
         is_note = pc.is_valid(batch.column("note"))
@@ -251,22 +285,26 @@ def _match_run(
             posts = from_ipc(payload)
             lists = posts.column("word_ids").combine_chunks()
             offsets = np.asarray(lists.offsets, dtype=np.int64)
-            result = CACHE.match(
-                snapshot,
-                matcher,
-                offsets - offsets[0],
-                np.asarray(lists.flatten(), dtype=np.int32),
-            )
+            offsets = offsets - offsets[0]
+            flat = np.asarray(lists.flatten(), dtype=np.int32)
+            result = CACHE.match(snapshot, matcher, offsets, flat)
             figures["rows"] += posts.num_rows
             figures["matches"] += result.n_matches
+            if learn_yield:
+                sampled = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
+                observed.append(
+                    CACHE.observe_yield(snapshot, matcher, offsets, flat, sampled, result)
+                )
             if not result.n_matches:
                 continue
             post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
+            level = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
             matched = pa.RecordBatch.from_arrays(
                 [
                     posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
                     pa.array(result.sub_ids, pa.int64()),
                     pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
+                    pa.array(level[post_index], pa.int32()),
                 ],
                 schema=MATCHES_ARROW,
             )
@@ -290,6 +328,13 @@ def _match_run(
         )
     figures["seconds"] += time.perf_counter() - started
     figures["matchers"] = sorted(seen)
+    if observed:
+        merged = YieldObservation.merge(observed)
+        figures["yield"] = {
+            "slots": merged.slots.tolist(),
+            "matches": merged.matches.astype(np.int64).tolist(),
+            "posts": merged.posts.astype(np.int64).tolist(),
+        }
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()

@@ -17,7 +17,7 @@ NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 OWNERS = {s: f"user{s % 3}" for s in range(1, 9)}
 
 raw_matches = st.lists(
-    st.tuples(st.sampled_from(["p1", "p2", "p3", "p4"]), st.integers(1, 8), st.integers(0, 5)),
+    st.tuples(st.sampled_from(["p1", "p2", "p3", "p4", "q"]), st.integers(1, 8), st.integers(0, 5)),
     max_size=40,
 )
 
@@ -36,10 +36,18 @@ def test_dispatch_equals_the_plain_reference(rows, packed) -> None:
 
 
 def _check_dispatch(rows) -> None:
+    # a post's shedding level is the same on every row of it (posts named "p<k>" by tests
+    # get level k % 3; an old-style row without a level reads as 0)
+    level = {p: (int(p[1:]) % 3 if p[1:].isdigit() else None) for p, _, _ in rows}
     matched = pa.Table.from_pylist(
-        [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
+        [
+            {"post_id": p, "sub_id": s, "matcher_id": m, "shedding_level": level[p]}
+            for p, s, m in rows
+        ],
+        schema=MATCHES_ARROW,
     )
     matches, deliveries = dispatch_tables(matched, Subscribers.of(OWNERS), 7, 3, NOW)
+    assert all(r["shedding_level"] == (level[r["post_id"]] or 0) for r in deliveries.to_pylist())
     lowest: dict[tuple[str, int], int] = {}
     for p, s, m in rows:
         lowest[(p, s)] = min(m, lowest.get((p, s), m))

@@ -216,7 +216,9 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     assert {r["stage"] for r in quarantine} == {"stream"}
 
 
-def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: str | None):
+def _run_stream_process(
+    lakehouse, landing: Landing, checkpoint: Path, crash: str | None, extra: list[str] = ()
+):
     import os
     import subprocess
     import sys
@@ -242,6 +244,7 @@ def _run_stream_process(lakehouse, landing: Landing, checkpoint: Path, crash: st
             "--max-files-per-trigger",
             "1",
             "--available-now",
+            *extra,
         ],
         env=env,
         capture_output=True,

@@ -1,0 +1,360 @@
+"""The streaming matcher's load shedding on the driver: backlog, level, plan, learning.
+
+Per micro-batch, before it is routed:
+
+1. the *buffer* is the backlog: posts landed but not yet processed, this batch included
+   (files source: bytes of the files Spark's file-source log has not yet handed to a batch
+   plus this batch's, in posts through the bytes per post measured so far; Kafka: the
+   source's own offsets-behind-latest metric);
+2. the controller (:class:`core.shedding.controller.SheddingController`) reads it once per
+   batch: the buffer size b is ``latency_budget`` seconds of the capacity measured at level
+   0, L(l) comes from the spreads of the posts routed so far;
+3. the level, its cap and (``yield``) the utility weights become the batch's
+   :class:`ShedPlan`; the plan is recorded before the batch runs, and the weights are saved
+   beside the checkpoint, so a replayed batch sheds exactly the same pairs.
+
+After the batch: the route tasks' spread histograms, bytes and timings update L(l), the
+capacity and bytes per post; the match tasks' yield counts update the yield estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.errors import InvalidArgumentError
+from core.shedding.controller import SheddingController
+from core.shedding.plan import SHEDDING_MODES, ShedPlan
+from core.shedding.shedder import LevelLadder, pair_load
+from core.shedding.yield_stats import YieldObservation, YieldStats
+from core.stream.snapshot import MatcherSnapshot
+from spark_jobs.common import log
+
+# Share of posts processed in full while shedding, so the yield estimate stays unbiased.
+EXEMPT_FRACTION = 0.02
+# Weight of a new measurement in the running estimates (capacity, bytes per post).
+SMOOTHING = 0.3
+# Batches of a routing version whose time says nothing about capacity: each Python worker
+# builds the tries of the matchers it meets and fills its token cache.
+WARMUP_BATCHES = 2
+
+
+@dataclass(frozen=True)
+class SheddingOptions:
+    """Attributes:
+    mode: ``off`` or a utility (``consensus`` | ``subscription`` | ``yield``).
+    max_spread: a fixed cap for every batch (no controller); None: adaptive.
+    k, delta: the level ladder (level l >= 1 caps at k - (l-1) delta).
+    latency_budget: b, in seconds of work at level 0 (the overload segment starts there).
+    step: the controller's step rule (``rate`` | ``one``).
+    adaptive: False for a catch-up run (``--available-now``): a landed backlog worked
+        through on purpose is not overload, so only a fixed ``max_spread`` sheds.
+    """
+
+    mode: str = "yield"
+    max_spread: float | None = None
+    k: float = 7.0
+    delta: float = 1.0
+    latency_budget: float = 10.0
+    step: str = "rate"
+    adaptive: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in SHEDDING_MODES:
+            raise InvalidArgumentError(f"--shedding must be one of {SHEDDING_MODES}")
+        if self.max_spread is not None and self.max_spread < 1:
+            raise InvalidArgumentError(f"--max-spread must be >= 1, got {self.max_spread}")
+        if self.max_spread is not None and self.mode == "off":
+            raise InvalidArgumentError("--max-spread needs a shedding utility, not 'off'")
+        if self.latency_budget <= 0:
+            raise InvalidArgumentError("--latency-budget must be > 0")
+
+
+# -- the backlog -----------------------------------------------------------------------------
+def _log_entries(folder: Path) -> list[dict[str, Any]]:
+    """Entries of Spark's file-source metadata log (``<checkpoint>/sources/0``): the latest
+    compacted file (it holds every earlier batch) and the batch files after it."""
+    if not folder.is_dir():
+        return []
+    batches: list[tuple[int, Path]] = []
+    for path in folder.iterdir():
+        stem = path.name.removesuffix(".compact")
+        if stem.isdigit() and not path.name.startswith("."):
+            batches.append((int(stem), path))
+    batches.sort()
+    compacted = [i for i, (_, p) in enumerate(batches) if p.name.endswith(".compact")]
+    start = compacted[-1] if compacted else 0
+    entries = []
+    for _, path in batches[start:]:
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]  # the first is "v1"
+        entries += [json.loads(line) for line in lines if line.strip()]
+    return entries
+
+
+@dataclass(frozen=True)
+class Backlog:
+    batch_bytes: int  # this batch's input
+    waiting_bytes: int  # landed, in no batch yet
+    batch_posts: int | None = None  # when the source counts posts (Kafka offsets)
+    waiting_posts: int | None = None
+
+
+def file_backlog(checkpoint: str, landing: str, batch_id: int) -> Backlog:
+    """Bytes of this batch's files and of the landed files no batch has taken yet."""
+    entries = _log_entries(Path(checkpoint) / "sources" / "0")
+    taken = {Path(e["path"].removeprefix("file:")).name: e["batchId"] for e in entries}
+    batch = waiting = 0
+    for path in Path(landing).iterdir():
+        if path.name.startswith((".", "_")) or not path.is_file():
+            continue
+        owner = taken.get(path.name)
+        size = path.stat().st_size
+        if owner is None:
+            waiting += size
+        elif owner == batch_id:
+            batch += size
+    return Backlog(batch, waiting)
+
+
+def kafka_backlog(query: Any) -> Backlog | None:
+    """Records behind the latest offsets, from the Kafka source's last progress report."""
+    progress = getattr(query, "lastProgress", None) if query is not None else None
+    if not progress or not progress.get("sources"):
+        return None
+    source = progress["sources"][0]
+    metrics = source.get("metrics") or {}
+    if "avgOffsetsBehindLatest" not in metrics:
+        return None
+    end = source.get("endOffset")
+    offsets = json.loads(end) if isinstance(end, str) else (end or {})
+    partitions = sum(len(p) for p in offsets.values()) or 1
+    behind = float(metrics["avgOffsetsBehindLatest"]) * partitions
+    return Backlog(0, 0, int(source.get("numInputRows") or 0), int(behind))
+
+
+# -- yield weights kept for replays ------------------------------------------------------------
+def _weights_path(checkpoint: str, batch_id: int) -> Path:
+    return Path(checkpoint) / "s3tm_shedding" / f"yield-weights-{batch_id}.npz"
+
+
+def _slot_names(snapshot: MatcherSnapshot) -> tuple[np.ndarray, np.ndarray]:
+    word_of_slot = np.repeat(np.arange(snapshot.n_words), snapshot.part_count)
+    words = np.array(snapshot.words, dtype=object)[word_of_slot]
+    return words, snapshot.part_matchers
+
+
+def save_weights(checkpoint: str, batch_id: int, snapshot: MatcherSnapshot, w: np.ndarray) -> None:
+    """Keep a batch's weights by (word, matcher): a restarted driver numbers slots anew."""
+    words, matchers = _slot_names(snapshot)
+    path = _weights_path(checkpoint, batch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp.npz")
+    np.savez(temporary, words=words.astype(str), matchers=matchers, weights=w)
+    temporary.replace(path)
+
+
+def load_weights(checkpoint: str, batch_id: int, snapshot: MatcherSnapshot) -> np.ndarray | None:
+    path = _weights_path(checkpoint, batch_id)
+    if not path.exists():
+        return None
+    with np.load(path) as saved:
+        stored = {
+            (str(w), int(m)): float(x)
+            for w, m, x in zip(saved["words"], saved["matchers"], saved["weights"], strict=True)
+        }
+    words, matchers = _slot_names(snapshot)
+    return np.array(
+        [stored.get((str(w), int(m)), 0.0) for w, m in zip(words, matchers, strict=True)]
+    )
+
+
+# -- the driver's shedding state ----------------------------------------------------------------
+@dataclass(frozen=True)
+class LevelChoice:
+    level: int
+    max_spread: float | None
+    backlog_posts: int | None
+
+
+class StreamShedding:
+    """Decides each batch's level and plan; learns from each batch's notes."""
+
+    def __init__(self, options: SheddingOptions) -> None:
+        self.options = options
+        fixed = options.max_spread
+        self.ladder = (
+            LevelLadder(k=fixed, delta=1.0, min_cap=fixed)
+            if fixed is not None
+            else LevelLadder(k=options.k, delta=options.delta)
+        )
+        self.controller: SheddingController | None = None
+        self.spread_counts: np.ndarray | None = None
+        self.capacity: float | None = None  # posts/s at level 0
+        self.posts_per_byte: float | None = None
+        self.stats = YieldStats()
+        self._stats_version: tuple[str, int] | None = None
+        self._last: tuple[float, float] | None = None  # (time, bytes landed so far)
+        self._landed_bytes = 0.0
+        self._version: int | None = None
+        self._version_batches = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.options.mode != "off"
+
+    def loads(self) -> np.ndarray:
+        """L(l) per level, as routed pairs kept (from the spreads seen so far)."""
+        levels = self.ladder.max_level + 1
+        if self.spread_counts is None or self.spread_counts.sum() == 0:
+            return np.linspace(1.0, 1.0 / levels, levels)
+        spreads = np.repeat(np.arange(self.spread_counts.shape[0]), self.spread_counts)
+        total = pair_load(spreads, None)
+        out = np.array(
+            [1.0] + [pair_load(spreads, self.ladder.cap(lv)) / total for lv in range(1, levels)]
+        )
+        return np.maximum(np.minimum.accumulate(out), 1e-6)
+
+    def backlog_posts(self, backlog: Backlog | None) -> int | None:
+        if backlog is None:
+            return None
+        if backlog.waiting_posts is not None:
+            return int(backlog.waiting_posts + (backlog.batch_posts or 0))
+        if self.posts_per_byte is None:
+            return None
+        return round((backlog.batch_bytes + backlog.waiting_bytes) * self.posts_per_byte)
+
+    def choose(self, backlog: Backlog | None, now: float) -> LevelChoice:
+        """The level of the next batch (a new plan; a replay reuses its recorded one)."""
+        posts = self.backlog_posts(backlog)
+        if not self.enabled:
+            return LevelChoice(0, None, posts)
+        if self.options.max_spread is not None:
+            return LevelChoice(1, self.options.max_spread, posts)
+        if not self.options.adaptive:
+            return LevelChoice(0, None, posts)
+        input_rate = None
+        if backlog is not None and self.posts_per_byte is not None:
+            landed = self._landed_bytes + backlog.batch_bytes + backlog.waiting_bytes
+            if self._last is not None and now > self._last[0]:
+                input_rate = max(0.0, (landed - self._last[1]) / (now - self._last[0]))
+                input_rate *= self.posts_per_byte
+            self._last = (now, landed)
+            self._landed_bytes += backlog.batch_bytes  # taken from the landing by this batch
+        if self.controller is None or posts is None or self.capacity is None:
+            return LevelChoice(0, None, posts)
+        self.controller.retune(
+            self.loads(), self.options.latency_budget * self.capacity, self.capacity
+        )
+        decision = self.controller.adapt(float(posts), input_rate)
+        if decision.moved:
+            log.info(
+                "stream: shedding level %d -> %d (backlog %d posts, %s segment, b = %d)",
+                decision.level - decision.moved,
+                decision.level,
+                posts,
+                decision.segment,
+                int(self.controller.buffer_size),
+            )
+        return LevelChoice(decision.level, self.ladder.cap(decision.level), posts)
+
+    def plan(
+        self,
+        level: int,
+        max_spread: float | None,
+        snapshot: MatcherSnapshot,
+        checkpoint: str,
+        batch_id: int,
+        *,
+        replayed: bool,
+    ) -> ShedPlan:
+        """The batch's plan; yield weights saved first (or, on a replay, loaded)."""
+        mode = self.options.mode
+        if mode == "off" or max_spread is None:
+            return ShedPlan(utility=mode)
+        weight = None
+        if mode == "yield":
+            self._follow(snapshot)
+            weight = load_weights(checkpoint, batch_id, snapshot) if replayed else None
+            if weight is None:
+                weight = self.stats.weights(snapshot.slot_subscriptions)
+                save_weights(checkpoint, batch_id, snapshot, weight)
+        return ShedPlan(
+            utility=mode,
+            level=level,
+            max_spread=max_spread,
+            slot_weight=weight,
+            # only the learned utility needs posts processed in full (the others keep the
+            # cap strictly)
+            exempt_fraction=EXEMPT_FRACTION if mode == "yield" else 0.0,
+        )
+
+    def _follow(self, snapshot: MatcherSnapshot) -> None:
+        # slots are a routing version's own: a new version starts a new estimate
+        version = (snapshot.owner, snapshot.routing_version)
+        if version != self._stats_version:
+            self._stats_version = version
+            self.stats = YieldStats()
+
+    def learn(
+        self,
+        snapshot: MatcherSnapshot,
+        level: int,
+        route_notes: list[dict[str, Any]],
+        match_notes: list[dict[str, Any]],
+        seconds: float,
+    ) -> None:
+        """Fold one committed batch in: spreads, bytes per post, capacity, yields."""
+        if snapshot.routing_version != self._version:
+            # spreads and warm-up are a routing version's own
+            self._version, self._version_batches = snapshot.routing_version, 0
+            self.spread_counts = None
+        self._version_batches += 1
+        posts = sum(n["posts"] for n in route_notes)
+        read = sum(n.get("bytes", 0) for n in route_notes) or 0
+        counts = [np.asarray(n["spread_counts"], dtype=np.int64) for n in route_notes]
+        if counts:
+            size = max(c.shape[0] for c in counts)
+            total = np.zeros(size, dtype=np.int64)
+            for c in counts:
+                total[: c.shape[0]] += c
+            self.spread_counts = (
+                total
+                if self.spread_counts is None or self.spread_counts.shape[0] != size
+                else self.spread_counts + total
+            )
+        if posts and read:
+            self.posts_per_byte = _smooth(self.posts_per_byte, posts / read)
+        if posts and seconds > 0 and self._version_batches > WARMUP_BATCHES:
+            at_level_zero = posts / seconds * float(self.loads()[level])
+            self.capacity = _smooth(self.capacity, at_level_zero)
+        adaptive = self.enabled and self.options.adaptive and self.options.max_spread is None
+        if self.controller is None and adaptive and self.capacity is not None:
+            self.controller = SheddingController(
+                self.loads(),
+                self.options.latency_budget * self.capacity,
+                step=self.options.step,
+                capacity=self.capacity,
+            )
+        if self.options.mode == "yield":
+            self._follow(snapshot)
+            parts = [
+                YieldObservation(
+                    np.asarray(n["yield"]["slots"], dtype=np.int64),
+                    np.asarray(n["yield"]["matches"], dtype=np.float64),
+                    np.asarray(n["yield"]["posts"], dtype=np.float64),
+                )
+                for n in match_notes
+                if n.get("yield")
+            ]
+            if parts:
+                self.stats.update(
+                    YieldObservation.merge(parts), int(snapshot.part_matchers.shape[0])
+                )
+
+
+def _smooth(old: float | None, new: float) -> float:
+    return new if old is None else (1 - SMOOTHING) * old + SMOOTHING * new

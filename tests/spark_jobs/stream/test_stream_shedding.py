@@ -1,0 +1,114 @@
+"""Load shedding in the real streaming job: a forced cap records its limit notices and
+marks the deliveries of capped posts; a replayed batch sheds exactly the same pairs; the
+adaptive controller raises the level when the backlog exceeds the latency budget; kept
+matches are always a subset of brute force."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from collections import Counter
+from importlib import import_module
+
+import pytest
+
+from spark_jobs.stream import job as stream
+
+pytestmark = pytest.mark.spark
+
+from tests.spark_jobs.stream.test_stream import scene  # noqa: F401  (the fixture)
+
+harness = import_module("tests.spark_jobs.stream.test_stream")
+
+
+def _subset_of_brute_force(lakehouse, landing, posts) -> tuple[Counter, Counter]:
+    expected = harness._expected(landing, posts, harness._active(lakehouse))
+    got = harness._matches(lakehouse)
+    assert all(c == 1 for c in got.values()), "a match written twice"
+    assert set(got) <= set(expected), "shedding produced a match brute force does not"
+    return got, expected
+
+
+def _committed(lakehouse) -> list[dict]:
+    rows = lakehouse.read_arrow("stream.batches").to_pylist()
+    return sorted((r for r in rows if r["stage"] == "committed"), key=lambda r: r["batch_id"])
+
+
+def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
+    landing = scene
+    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)  # wide spreads
+    posts = landing.write(400) + landing.write(400)
+    args = harness._args(
+        tmp_path,
+        landing,
+        available_now=True,
+        shedding="subscription",
+        max_spread=1.0,
+    )
+    query, handler = stream.start(lakehouse.spark, lakehouse, args)
+    query.awaitTermination()
+    assert query.exception() is None
+    got, expected = _subset_of_brute_force(lakehouse, landing, posts)
+    assert 0 < sum(got.values()) < sum(expected.values())  # it shed, and it kept some
+    harness._check_deliveries(lakehouse)
+    batches = _committed(lakehouse)
+    assert len(batches) == 2
+    for row in batches:
+        assert (row["shedding"], row["shedding_level"], row["max_spread"]) == ("subscription", 1, 1)
+        assert row["capped_posts"] > 0
+        assert row["shed_pairs"] == sum(row["shed_pairs_by_matcher"]) > 0
+        assert len(row["shed_pairs_by_matcher"]) == 6
+        # a cap of 1: every routed post keeps exactly one pair
+        assert row["routed_pairs"] <= row["posts"]
+    deliveries = lakehouse.read_arrow("deliveries").to_pylist()
+    levels = Counter(r["shedding_level"] for r in deliveries)
+    assert set(levels) <= {0, 1} and levels[1] > 0
+    # a post delivered with level 0 lost no matcher: all its matches are there
+    full = {r["post_id"] for r in deliveries if r["shedding_level"] == 0}
+    for post in full:
+        assert {s for (p, s) in got if p == post} == {s for (p, s) in expected if p == post}
+    assert stream.run(Namespace(action="status", last=5), lakehouse) == 0
+    out = capsys.readouterr().out
+    assert "limit notice" in out and "pairs not forwarded" in out
+
+
+def test_a_replayed_batch_sheds_the_same_pairs(lakehouse, scene, tmp_path):
+    landing = scene
+    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)
+    posts = [landing.write(300) for _ in range(3)]
+    checkpoint = tmp_path / "checkpoint"
+    extra = ["--shedding", "yield", "--max-spread", "1.5"]
+    # killed in batch 1 after `matches` is committed and before `deliveries` is: the
+    # restart replays batch 1, and its deliveries must be those of the committed matches
+    killed = harness._run_stream_process(lakehouse, landing, checkpoint, "after-matches:1", extra)
+    assert killed.returncode != 0
+    final = harness._run_stream_process(lakehouse, landing, checkpoint, None, extra)
+    assert final.returncode == 0, final.stderr[-2000:]
+    got, expected = _subset_of_brute_force(lakehouse, landing, [p for f in posts for p in f])
+    assert sum(got.values()) < sum(expected.values())
+    harness._check_deliveries(lakehouse)
+    saved = sorted((checkpoint / "s3tm_shedding").glob("yield-weights-*.npz"))
+    assert [p.name for p in saved] == [f"yield-weights-{b}.npz" for b in range(3)]
+    assert [r["shedding_level"] for r in _committed(lakehouse)] == [1, 1, 1]
+
+
+def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_path):
+    landing = scene
+    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)
+    posts = [p for _ in range(6) for p in landing.write(200)]
+    # a budget of a millisecond of work: once capacity is measured (after the warm-up
+    # batches), the landed backlog is overload
+    args = harness._args(tmp_path, landing, shedding="subscription", latency_budget=0.001)
+    query, handler = stream.start(lakehouse.spark, lakehouse, args)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    batches = _committed(lakehouse)
+    assert len(batches) == 6
+    levels = [r["shedding_level"] for r in batches]
+    assert levels[:3] == [0, 0, 0]  # no capacity measured yet: no level
+    assert max(levels) > 0
+    assert all(r["backlog_posts"] is not None for r in batches[1:])
+    assert batches[3]["backlog_posts"] >= 200
+    _subset_of_brute_force(lakehouse, landing, posts)
+    harness._check_deliveries(lakehouse)
