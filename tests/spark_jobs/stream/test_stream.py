@@ -150,18 +150,6 @@ def _check_deliveries(lakehouse) -> None:
     }
 
 
-@pytest.fixture
-def scene(lakehouse, tmp_path):
-    landing = Landing(tmp_path / "landing")
-    sets = _subscription_sets(landing, 300, seed=2)
-    # several subscribers, several subscriptions each (Twitter's track: phrases ORed)
-    for owner in range(5):
-        register_word_sets(
-            lakehouse, [" ".join(s) for s in sets[owner::5]], sets[owner::5], f"user{owner}"
-        )
-    return landing
-
-
 def _run(query) -> None:
     query.processAllAvailable()
 

@@ -15,8 +15,6 @@ from spark_jobs.stream import job as stream
 
 pytestmark = pytest.mark.spark
 
-from tests.spark_jobs.stream.test_stream import scene  # noqa: F401  (the fixture)
-
 harness = import_module("tests.spark_jobs.stream.test_stream")
 
 
@@ -44,7 +42,7 @@ def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
         shedding="subscription",
         max_spread=1.0,
     )
-    query, handler = stream.start(lakehouse.spark, lakehouse, args)
+    query, _ = stream.start(lakehouse.spark, lakehouse, args)
     query.awaitTermination()
     assert query.exception() is None
     got, expected = _subset_of_brute_force(lakehouse, landing, posts)
@@ -98,7 +96,7 @@ def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_p
     # a budget of a millisecond of work: once capacity is measured (after the warm-up
     # batches), the landed backlog is overload
     args = harness._args(tmp_path, landing, shedding="subscription", latency_budget=0.001)
-    query, handler = stream.start(lakehouse.spark, lakehouse, args)
+    query, _ = stream.start(lakehouse.spark, lakehouse, args)
     try:
         query.processAllAvailable()
     finally:
