@@ -288,6 +288,7 @@ STREAM_BATCHES = TableSpec(
             _f("max_spread", pa.float64()),
             _f("backlog_posts", pa.int64()),
             _f("capped_posts", pa.int64()),
+            _f("dropped_posts", pa.int64()),
             _f("shed_pairs", pa.int64()),
             _f("shed_pairs_by_matcher", pa.list_(pa.int64())),
         ]

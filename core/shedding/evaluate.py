@@ -9,6 +9,7 @@ matches still found by some kept pair (a multicast subscription may be found twi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ from core.shedding import _kernels as K
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairOutcomes:
     """Routed pairs of a set of posts and what each yields.
 
@@ -60,15 +61,25 @@ class PairOutcomes:
     def spreads(self) -> np.ndarray:
         return np.diff(self.routed_indptr)
 
+    @functools.cached_property
+    def _match_ids(self) -> tuple[np.ndarray, int]:
+        """Per raw match, the id of its distinct (post, subscription); how many there are."""
+        distinct, inverse = np.unique(self.match_key, return_inverse=True)
+        return inverse.astype(np.int64), int(distinct.shape[0])
+
+    @property
+    def n_matches(self) -> int:
+        return self._match_ids[1]
+
     def accuracy(self, keep: np.ndarray) -> float:
         """Distinct matches found by kept pairs / distinct matches of all pairs."""
         if keep.shape != (self.n_pairs,):
             raise InvalidArgumentError("one keep flag per routed pair is required")
-        every = np.unique(self.match_key)
-        if every.size == 0:
+        ids, total = self._match_ids
+        if total == 0:
             return 1.0
-        kept = np.unique(self.match_key[keep[self.match_pair]])
-        return kept.shape[0] / every.shape[0]
+        found = np.bincount(ids[keep[self.match_pair]], minlength=total)
+        return int(np.count_nonzero(found)) / total
 
     def shed(self, keep: np.ndarray) -> tuple[float, float]:
         """(share of pairs shed, share of counted matcher work shed)."""

@@ -24,6 +24,7 @@ class ShedPlan:
     max_spread: the cap m of the level (None at level 0).
     slot_weight: per version slot, the utility's weight (None: consensus, 1 per word).
     exempt_fraction: posts processed in full whatever the level (the yield sample).
+    drop_fraction: share of whole posts dropped (a drop level: the last resort).
     """
 
     utility: str = "off"
@@ -31,8 +32,11 @@ class ShedPlan:
     max_spread: float | None = None
     slot_weight: np.ndarray | None = None
     exempt_fraction: float = 0.0
+    drop_fraction: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.drop_fraction < 1.0:
+            raise InvalidArgumentError(f"drop fraction must lie in [0, 1): {self.drop_fraction}")
         if self.utility not in SHEDDING_MODES:
             raise InvalidArgumentError(f"shedding must be one of {SHEDDING_MODES}")
         if (self.level == 0) != (self.max_spread is None):

@@ -11,10 +11,16 @@ Levels: 0 = no cap; level l >= 1 caps at m = k - (l - 1) * delta (paper: k = 7).
 fractional m forwards the last matcher with that probability (seeded per post, so a replay
 sheds the same pairs). Ties go to the lower matcher id. Shedding only removes (post,
 matcher) pairs, so it can lose matches but never invent one.
+
+Beyond the paper, a ladder may end in *drop levels*: at the smallest cap, a seeded share of
+whole posts is dropped too. Capping saves only the matchers' work; when normalising and
+routing the posts is itself more than the machines can take, only dropping posts helps
+(what the paper's system would do when its buffer overflows, but counted and reported).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -33,12 +39,14 @@ class LevelLadder:
     Attributes:
         k: the cap of level 1 (paper: 7).
         delta: the step between levels (fractional: probabilistic last matcher).
-        min_cap: the smallest cap (the top level).
+        min_cap: the smallest cap (the last capping level).
+        drop_fractions: rising shares of whole posts dropped by the levels after it.
     """
 
     k: float = 7.0
     delta: float = 1.0
     min_cap: float = 1.0
+    drop_fractions: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.delta <= 0 or self.min_cap < 1 or self.k < self.min_cap:
@@ -46,16 +54,37 @@ class LevelLadder:
                 f"need delta > 0 and 1 <= min_cap <= k, got k={self.k}, delta={self.delta}, "
                 f"min_cap={self.min_cap}"
             )
+        drops = (0.0, *self.drop_fractions)
+        if any(not 0 < d < 1 for d in self.drop_fractions) or any(
+            b <= a for a, b in itertools.pairwise(drops)
+        ):
+            raise InvalidArgumentError("drop fractions must rise within (0, 1)")
+
+    @property
+    def cap_levels(self) -> int:
+        """The last level that only caps."""
+        return 1 + math.floor((self.k - self.min_cap) / self.delta + 1e-9)
 
     @property
     def max_level(self) -> int:
-        return 1 + math.floor((self.k - self.min_cap) / self.delta + 1e-9)
+        return self.cap_levels + len(self.drop_fractions)
+
+    def _check(self, level: int) -> None:
+        if not 0 <= level <= self.max_level:
+            raise InvalidArgumentError(f"level must lie in [0, {self.max_level}], got {level}")
 
     def cap(self, level: int) -> float | None:
         """The spread cap m of ``level`` (None: level 0, no cap)."""
-        if not 0 <= level <= self.max_level:
-            raise InvalidArgumentError(f"level must lie in [0, {self.max_level}], got {level}")
-        return None if level == 0 else self.k - (level - 1) * self.delta
+        self._check(level)
+        if level == 0:
+            return None
+        return max(self.min_cap, self.k - (level - 1) * self.delta)
+
+    def drop(self, level: int) -> float:
+        """The share of whole posts ``level`` drops (0 below the drop levels)."""
+        self._check(level)
+        beyond = level - self.cap_levels
+        return self.drop_fractions[beyond - 1] if beyond > 0 else 0.0
 
 
 def split_cap(max_spread: float) -> tuple[int, float]:

@@ -58,6 +58,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     _compare_arguments(p)
+    over = p.add_argument_group("overload (--overload F)")
+    over.add_argument(
+        "--overload",
+        type=float,
+        metavar="F",
+        help="feed the stream at F x its measured capacity, shedding off and on",
+    )
+    over.add_argument("--duration", type=float, default=60.0, help="seconds fed per run")
+    over.add_argument("--trigger-seconds", type=float, default=5.0, help="the trigger interval")
+    over.add_argument("--file-seconds", type=float, default=1.0, help="a file lands this often")
+    over.add_argument("--shedding", default="yield", help="the utility of the shedding run")
     p.set_defaults(handler=_run_stream)
 
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
@@ -102,6 +113,26 @@ def _run_stream(args: argparse.Namespace) -> int:
     bad = sorted(set(workloads) - {"tweet", "topic"})
     if bad or not workloads:
         raise InputDataError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    if args.overload is not None:
+        from s3tm.bench import overload
+
+        if args.overload <= 0 or len(workloads) != 1:
+            raise InputDataError("--overload takes F > 0 and one workload (--workloads tweet)")
+        overload.run(
+            Path(args.corpus) if args.corpus else real_corpus_path(),
+            workload=workloads[0],
+            nodes=args.nodes,
+            subscriptions=args.subscriptions,
+            factor=args.overload,
+            duration=args.duration,
+            trigger=args.trigger_seconds,
+            file_seconds=args.file_seconds,
+            utility=args.shedding,
+            seed=args.seed,
+            out=Path(args.out),
+            master=args.master,
+        )
+        return 0
     if args.compare:
         from s3tm.bench.compare import compare_stream
 

@@ -167,7 +167,7 @@ def noop_rate(spark: Any, args: Any) -> float:
     return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
 
 
-def run_workload(
+def prepare_workload(
     spark: Any,
     root: Path,
     workload: str,
@@ -176,19 +176,15 @@ def run_workload(
     *,
     nodes: int,
     subscriptions: int,
-    posts: int,
-    file_posts: int,
     seed: int,
-) -> dict[str, Any]:
-    import argparse
-
+) -> tuple[Any, list[str], list[str], list[list[str]], int]:
+    """A scratch lakehouse with subscriptions registered and a SALB+split version published:
+    ``(lakehouse, held-out ids, held-out texts, subscription word sets, version)``."""
     from spark_jobs.jobs.place import place_version
     from spark_jobs.jobs.publish import publish
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import register_table
-    from spark_jobs.stream import job as stream
 
-    started = time.perf_counter()
     mask = holdout_mask(len(texts), 0.2, 7)
     training_sets = [normalize(t) for t, m in zip(texts, mask, strict=True) if not m]
     training = corpus_from_word_lists([w for w in training_sets if w])
@@ -209,6 +205,30 @@ def run_workload(
     version = register_table(lakehouse, learned.table, algorithm="salb")
     place_version(lakehouse, version, unit_cost=True)
     publish(lakehouse, version, skip_validation=True)
+    return lakehouse, held_ids, held_texts, word_sets, version
+
+
+def run_workload(
+    spark: Any,
+    root: Path,
+    workload: str,
+    ids: list[str],
+    texts: list[str],
+    *,
+    nodes: int,
+    subscriptions: int,
+    posts: int,
+    file_posts: int,
+    seed: int,
+) -> dict[str, Any]:
+    import argparse
+
+    from spark_jobs.stream import job as stream
+
+    started = time.perf_counter()
+    lakehouse, held_ids, held_texts, word_sets, version = prepare_workload(
+        spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions, seed=seed
+    )
     landing = root / workload / "landing"
     files = _land(landing, held_ids, held_texts, posts, file_posts)
     print(
@@ -226,6 +246,7 @@ def run_workload(
         trigger_seconds=0.0,
         available_now=True,
         seed=seed,
+        shedding="off",  # the matcher's own rate: a landed backlog is not overload
     )
     query_started = time.perf_counter()
     query, handler = stream.start(spark, lakehouse, args)

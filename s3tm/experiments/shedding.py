@@ -173,7 +173,7 @@ def shedding(
             if not as_json:
                 print(
                     f"  {kind} N={n}: {tested.n_pairs:,} routed pairs of {test.n_posts:,} posts, "
-                    f"{np.unique(tested.match_key).shape[0]:,} matches "
+                    f"{tested.n_matches:,} matches "
                     f"({time.perf_counter() - started:.1f}s)",
                     flush=True,
                 )

@@ -515,6 +515,7 @@ class StreamMatcher:
             "routed_pairs": sum(n["pairs"] for n in by_kind["route"]),
             # limit notices: what the spread cap kept from the matchers
             "capped_posts": sum(n["capped_posts"] for n in by_kind["route"]),
+            "dropped_posts": sum(n["dropped_posts"] for n in by_kind["route"]),
             "shed_pairs": int(shed_by_matcher.sum()),
             "shed_pairs_by_matcher": shed_by_matcher.tolist() if plan.shedding_level else None,
             "matches": sum(n["matches"] for n in dispatch),
@@ -531,7 +532,12 @@ class StreamMatcher:
         self._record(plan, "committed", figures)
         failpoints.crash_driver("after-record", batch_id)
         self.shedding.learn(
-            snapshot, plan.shedding_level, by_kind["route"], by_kind["match"], committed - started
+            snapshot,
+            plan.shedding_level,
+            by_kind["route"],
+            by_kind["match"],
+            committed - started,
+            dispatch_seconds=figures["seconds_dispatch"],
         )
         self.figures.append(
             {
@@ -552,7 +558,8 @@ class StreamMatcher:
             figures["routed_pairs"],
             (
                 f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
-                f"{figures['capped_posts']} posts capped, {figures['shed_pairs']} pairs shed)"
+                f"{figures['capped_posts']} posts capped, {figures['dropped_posts']} dropped, "
+                f"{figures['shed_pairs']} pairs shed)"
                 if plan.max_spread is not None
                 else ""
             ),
@@ -720,13 +727,13 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         for row in done[-args.last :]:
             print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
         for row in done[-args.last :]:
-            if row.get("capped_posts"):
+            if row.get("capped_posts") or row.get("dropped_posts"):
                 by_matcher = row["shed_pairs_by_matcher"] or []
                 print(
                     f"limit notice: batch {row['batch_id']} (level {row['shedding_level']}, "
                     f"m={row['max_spread']:g}, {row['shedding']}): {row['capped_posts']} of "
-                    f"{row['posts']} posts capped, {row['shed_pairs']} (post, matcher) pairs "
-                    "not forwarded; per matcher: "
+                    f"{row['posts']} posts capped, {row['dropped_posts'] or 0} dropped, "
+                    f"{row['shed_pairs']} (post, matcher) pairs not forwarded; per matcher: "
                     + ", ".join(f"{m}: {n}" for m, n in enumerate(by_matcher) if n)
                 )
         return 0

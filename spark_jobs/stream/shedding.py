@@ -38,6 +38,9 @@ from spark_jobs.common import log
 EXEMPT_FRACTION = 0.02
 # Weight of a new measurement in the running estimates (capacity, bytes per post).
 SMOOTHING = 0.3
+# Beyond the smallest cap: the shares of whole posts the last levels drop (the last resort
+# when routing the posts, not matching them, is more than the machines can take).
+DROP_FRACTIONS = (0.25, 0.5, 0.75)
 # Batches of a routing version whose time says nothing about capacity: each Python worker
 # builds the tries of the matchers it meets and fills its token cache.
 WARMUP_BATCHES = 2
@@ -189,7 +192,7 @@ class StreamShedding:
         self.ladder = (
             LevelLadder(k=fixed, delta=1.0, min_cap=fixed)
             if fixed is not None
-            else LevelLadder(k=options.k, delta=options.delta)
+            else LevelLadder(k=options.k, delta=options.delta, drop_fractions=DROP_FRACTIONS)
         )
         self.controller: SheddingController | None = None
         self.spread_counts: np.ndarray | None = None
@@ -201,21 +204,31 @@ class StreamShedding:
         self._landed_bytes = 0.0
         self._version: int | None = None
         self._version_batches = 0
+        # share of a batch's task time spent per post (route), not per routed pair (match,
+        # dispatch): capping spreads saves only the latter
+        self.per_post_share = 0.5
 
     @property
     def enabled(self) -> bool:
         return self.options.mode != "off"
 
     def loads(self) -> np.ndarray:
-        """L(l) per level, as routed pairs kept (from the spreads seen so far)."""
+        """L(l) per level: work kept over work at level 0. Per post, a fixed part (route)
+        and a part per routed pair (match, dispatch), in the measured proportions; the
+        pairs kept at each cap come from the spreads seen so far."""
         levels = self.ladder.max_level + 1
-        if self.spread_counts is None or self.spread_counts.sum() == 0:
-            return np.linspace(1.0, 1.0 / levels, levels)
-        spreads = np.repeat(np.arange(self.spread_counts.shape[0]), self.spread_counts)
-        total = pair_load(spreads, None)
-        out = np.array(
-            [1.0] + [pair_load(spreads, self.ladder.cap(lv)) / total for lv in range(1, levels)]
-        )
+        pairs = np.linspace(1.0, 1.0 / levels, levels)
+        if self.spread_counts is not None and self.spread_counts.sum() > 0:
+            spreads = np.repeat(np.arange(self.spread_counts.shape[0]), self.spread_counts)
+            total = pair_load(spreads, None)
+            if total > 0:
+                pairs = np.array(
+                    [1.0]
+                    + [pair_load(spreads, self.ladder.cap(lv)) / total for lv in range(1, levels)]
+                )
+        a = self.per_post_share
+        kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
+        out = kept * (a + (1.0 - a) * pairs)
         return np.maximum(np.minimum.accumulate(out), 1e-6)
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
@@ -275,6 +288,7 @@ class StreamShedding:
         mode = self.options.mode
         if mode == "off" or max_spread is None:
             return ShedPlan(utility=mode)
+        drop = self.ladder.drop(level) if level <= self.ladder.max_level else 0.0
         weight = None
         if mode == "yield":
             self._follow(snapshot)
@@ -290,6 +304,7 @@ class StreamShedding:
             # only the learned utility needs posts processed in full (the others keep the
             # cap strictly)
             exempt_fraction=EXEMPT_FRACTION if mode == "yield" else 0.0,
+            drop_fraction=drop,
         )
 
     def _follow(self, snapshot: MatcherSnapshot) -> None:
@@ -306,6 +321,7 @@ class StreamShedding:
         route_notes: list[dict[str, Any]],
         match_notes: list[dict[str, Any]],
         seconds: float,
+        dispatch_seconds: float = 0.0,
     ) -> None:
         """Fold one committed batch in: spreads, bytes per post, capacity, yields."""
         if snapshot.routing_version != self._version:
@@ -328,6 +344,10 @@ class StreamShedding:
             )
         if posts and read:
             self.posts_per_byte = _smooth(self.posts_per_byte, posts / read)
+        per_post = sum(n["seconds"] for n in route_notes)
+        per_pair = sum(n["seconds"] for n in match_notes) + dispatch_seconds
+        if per_post + per_pair > 0 and self._version_batches > WARMUP_BATCHES:
+            self.per_post_share = _smooth(self.per_post_share, per_post / (per_post + per_pair))
         if posts and seconds > 0 and self._version_batches > WARMUP_BATCHES:
             at_level_zero = posts / seconds * float(self.loads()[level])
             self.capacity = _smooth(self.capacity, at_level_zero)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from core.corpus.json_lines import judge_lines
 from core.shedding.plan import ShedPlan
+from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
 from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
@@ -168,6 +169,7 @@ def _route_run(
         "quarantined": 0,
         "bytes": 0,
         "capped_posts": 0,
+        "dropped_posts": 0,
         "shed_by_matcher": [0] * n,
         "spread_counts": [0] * (n + 1),
         "seconds": 0.0,
@@ -207,9 +209,15 @@ def _route_run(
         )
         if good.num_rows == 0:
             continue
+        seed = batch_seed(snapshot, good.column("post_id")[0].as_py())
+        if plan.drop_fraction > 0:  # a drop level: the last resort, counted in the notices
+            kept = drop_posts_at_random(good.num_rows, plan.drop_fraction, seed)
+            figures["dropped_posts"] += int(good.num_rows - kept.sum())
+            good = good.filter(pa.array(kept))
+            if good.num_rows == 0:
+                continue
         post_ids = good.column("post_id")
         indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
-        seed = batch_seed(snapshot, post_ids[0].as_py())
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed)
         pair_post = shed.pair_post
         offsets, values = gather(indptr, word_ids, pair_post)

@@ -136,6 +136,12 @@ def test_levels_caps_and_loads() -> None:
     assert half.max_level == 13 and half.cap(2) == 6.5
     with pytest.raises(InvalidArgumentError):
         ladder.cap(8)
+    dropping = LevelLadder(drop_fractions=(0.25, 0.5))
+    assert dropping.max_level == 9 and dropping.cap_levels == 7
+    assert [dropping.drop(lv) for lv in (0, 7, 8, 9)] == [0, 0, 0.25, 0.5]
+    assert dropping.cap(9) == 1
+    with pytest.raises(InvalidArgumentError):
+        LevelLadder(drop_fractions=(0.5, 0.25))
     spreads = np.array([1, 3, 8])
     assert pair_load(spreads, 2.5) == 1 + 2.5 + 2.5
     loads = level_loads(spreads, ladder)

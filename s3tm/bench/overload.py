@@ -1,0 +1,288 @@
+"""``s3tm bench stream --overload F``: the real streaming job fed at F times its capacity.
+
+Set-up as ``s3tm bench stream`` (real tweets, 100k subscriptions, SALB+split, N matchers).
+1. Capacity: the job works through a landed backlog with shedding off (``availableNow``,
+   one file per batch); its steady posts/s after the warm-up batches is R.
+2. For shedding ``off`` and then the chosen utility, on a fresh copy of the lakehouse: a
+   producer thread lands a file every ``--file-seconds`` so that posts arrive at F x R,
+   for ``--duration`` seconds, while the query runs with a processing-time trigger (every
+   batch takes every file landed since the last one) and a latency budget of one trigger
+   interval.
+Per batch: the backlog the plan saw (posts landed, not yet processed), the shedding level,
+the batch's processing time, and its accuracy: matches written / exact matches of the
+posts it processed (each replayed tweet's exact match count is computed once, with one
+trie over all subscriptions: brute force by construction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.formatting import format_table
+from core.matching.dictionary import WordDictionary
+from core.matching.trie import TrieMatcher
+from core.text import normalize
+from s3tm.experiments.report import plot_panels, write_csv
+
+
+def exact_match_counts(texts: list[str], word_sets: list[list[str]]) -> np.ndarray:
+    """Per text: how many subscriptions its words contain (one trie of all of them)."""
+    words = sorted({w for s in word_sets for w in s})
+    dictionary = WordDictionary.by_rarity(words, [0] * len(words))
+    encoded = [dictionary.encode(s) for s in word_sets]
+    indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([e.shape[0] for e in encoded], out=indptr[1:])
+    trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
+    trie.insert_many(
+        np.arange(len(encoded), dtype=np.int64), indptr, np.concatenate(encoded).astype(np.int32)
+    )
+    post_sets = [dictionary.encode(normalize(t)) for t in texts]
+    post_ptr = np.zeros(len(post_sets) + 1, dtype=np.int64)
+    np.cumsum([p.shape[0] for p in post_sets], out=post_ptr[1:])
+    flat = np.concatenate(post_sets).astype(np.int32) if post_sets else np.zeros(0, np.int32)
+    return np.diff(trie.match(post_ptr, flat).indptr)
+
+
+class Producer(threading.Thread):
+    """Lands JSON-lines files of replayed tweets at a fixed rate (write, then rename)."""
+
+    def __init__(
+        self, landing: Path, ids: list[str], texts: list[str], rate: float, every: float,
+        duration: float,
+    ) -> None:  # fmt: skip
+        super().__init__(daemon=True)
+        self.landing, self.rate, self.every, self.duration = landing, rate, every, duration
+        self.ids = ids
+        self.texts = [json.dumps(t) for t in texts]  # encoded once: the producer must be cheap
+        self.landed: dict[str, tuple[int, int]] = {}  # file name -> (first text, posts)
+        self.next_text = 0
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        k = 0
+        while not self.stop_event.is_set():
+            due = started + k * self.every
+            if due - started >= self.duration:
+                break
+            time.sleep(max(0.0, due - time.monotonic()))
+            n = round(self.rate * self.every)
+            first = self.next_text
+            size = len(self.texts)
+            body = "\n".join(
+                f'{{"id": {json.dumps(f"{self.ids[(first + j) % size]}#{first + j}")}, '
+                f'"text": {self.texts[(first + j) % size]}}}'
+                for j in range(n)
+            )
+            name = f"posts-{k:06d}.jsonl"
+            tmp = self.landing / f".{name}.tmp"
+            tmp.write_text(body + "\n", encoding="utf-8")
+            tmp.rename(self.landing / name)
+            self.landed[name] = (first, n)
+            self.next_text += n
+            k += 1
+
+
+def _batch_files(checkpoint: Path) -> dict[int, list[str]]:
+    from spark_jobs.stream.shedding import _log_entries
+
+    out: dict[int, list[str]] = {}
+    for entry in _log_entries(checkpoint / "sources" / "0"):
+        out.setdefault(int(entry["batchId"]), []).append(Path(entry["path"]).name)
+    return out
+
+
+def run_mode(
+    spark: Any,
+    source: Path,
+    work: Path,
+    mode: str,
+    held_ids: list[str],
+    held_texts: list[str],
+    exact: np.ndarray,
+    *,
+    rate: float,
+    trigger: float,
+    file_seconds: float,
+    duration: float,
+    seed: int,
+) -> list[dict[str, Any]]:
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.stream import job as stream
+
+    shutil.copytree(source, work / "lakehouse")
+    lakehouse = Lakehouse(spark, work / "lakehouse")
+    landing = work / "landing"
+    landing.mkdir()
+    args = argparse.Namespace(
+        source="files",
+        landing=str(landing),
+        checkpoint=str(work / "checkpoint"),
+        query_name=f"overload_{mode}",
+        max_files_per_trigger=0,
+        trigger_seconds=trigger,
+        available_now=False,
+        seed=seed,
+        shedding=mode,
+        latency_budget=trigger,
+    )
+    producer = Producer(landing, held_ids, held_texts, rate, file_seconds, duration)
+    query, handler = stream.start(spark, lakehouse, args)
+    started = time.monotonic()
+    producer.start()
+    producer.join()
+    query.stop()
+    print(f"  [{mode}] fed {producer.next_text:,} posts in {time.monotonic() - started:.0f}s")
+    files = _batch_files(work / "checkpoint")
+    planned = {
+        r["batch_id"]: r
+        for r in lakehouse.read_arrow("stream.batches").to_pylist()
+        if r["stage"] == "planned"
+    }
+    rows = []
+    clock = 0.0
+    for figure in handler.figures:
+        batch = figure["batch_id"]
+        expected = 0
+        for name in files.get(batch, []):
+            first, n = producer.landed[name]
+            expected += int(exact[(first + np.arange(n)) % exact.shape[0]].sum())
+        clock += figure["seconds_total"]
+        plan = planned.get(batch, {})
+        rows.append(
+            {
+                "shedding": mode,
+                "batch": batch,
+                "time_s": round(clock, 2),
+                "backlog_posts": plan.get("backlog_posts") or 0,
+                "level": plan.get("shedding_level") or 0,
+                "posts": figure["posts"],
+                "dropped_posts": figure.get("dropped_posts", 0),
+                "batch_s": figure["seconds_total"],
+                "matches": figure["matches"],
+                "exact_matches": expected,
+                "accuracy": figure["matches"] / expected if expected else 1.0,
+            }
+        )
+    shutil.rmtree(landing, ignore_errors=True)
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]], trigger: float, warmup: int) -> dict[str, Any]:
+    steady = rows[warmup:] or rows
+    seconds = [r["batch_s"] for r in steady]
+    backlog = [r["backlog_posts"] for r in steady]
+    half = len(backlog) // 2
+    return {
+        "shedding": rows[0]["shedding"],
+        "batches": len(rows),
+        "batch p50 s": round(float(np.percentile(seconds, 50)), 2),
+        "batch p95 s": round(float(np.percentile(seconds, 95)), 2),
+        "p95 / trigger": round(float(np.percentile(seconds, 95)) / trigger, 2),
+        "backlog 1st half max": max(backlog[:half], default=0),
+        "backlog 2nd half max": max(backlog[half:], default=0),
+        "backlog last": backlog[-1] if backlog else 0,
+        "max level": max(r["level"] for r in rows),
+        "accuracy": round(
+            sum(r["matches"] for r in steady) / max(1, sum(r["exact_matches"] for r in steady)), 4
+        ),
+        "posts processed": sum(r["posts"] for r in rows),
+        "posts dropped": sum(r["dropped_posts"] for r in rows),
+    }
+
+
+def run(
+    corpus: Path | None,
+    *,
+    workload: str,
+    nodes: int,
+    subscriptions: int,
+    factor: float,
+    duration: float,
+    trigger: float,
+    file_seconds: float,
+    utility: str,
+    seed: int,
+    out: Path,
+    master: str | None,
+) -> list[dict[str, Any]]:
+    import tempfile
+
+    from s3tm.bench.machine import machine_summary
+    from s3tm.bench.stream import WARMUP_BATCHES, _land, _read_posts, prepare_workload
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.session import build_session
+    from spark_jobs.stream import job as stream
+
+    print(f"machine: {machine_summary()}")
+    ids, texts = _read_posts(corpus, seed)
+    spark = build_session("s3tm-bench-overload", master=master)
+    root = Path(tempfile.mkdtemp(prefix="s3tm-bench-overload-"))
+    try:
+        lakehouse, held_ids, held_texts, word_sets, _ = prepare_workload(
+            spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions,
+            seed=seed,
+        )  # fmt: skip
+        exact = exact_match_counts(held_texts, word_sets)
+        # 1. capacity, on a copy: a landed backlog, one file per batch, shedding off
+        calibrate = root / "calibrate"
+        shutil.copytree(lakehouse.root, calibrate / "lakehouse")
+        per_file = 50_000 if workload == "tweet" else 10_000
+        _land(calibrate / "landing", held_ids, held_texts, 6 * per_file, per_file)
+        query, handler = stream.start(
+            spark,
+            Lakehouse(spark, calibrate / "lakehouse"),
+            argparse.Namespace(
+                source="files", landing=str(calibrate / "landing"),
+                checkpoint=str(calibrate / "checkpoint"), query_name="calibrate",
+                max_files_per_trigger=1, trigger_seconds=0.0, available_now=True, seed=seed,
+                shedding="off",
+            ),
+        )  # fmt: skip
+        query.awaitTermination()
+        steady = list(handler.figures)[WARMUP_BATCHES:]
+        capacity = sum(f["posts"] for f in steady) / sum(f["seconds_total"] for f in steady)
+        rate = factor * capacity
+        print(
+            f"capacity (shedding off, steady batches of {per_file:,}): {capacity:,.0f} posts/s; "
+            f"feeding {rate:,.0f} posts/s ({factor:g}x) for {duration:g}s, trigger {trigger:g}s",
+            flush=True,
+        )
+        rows: list[dict[str, Any]] = []
+        for mode in ("off", utility):
+            rows += run_mode(
+                spark, lakehouse.root, root / mode, mode, held_ids, held_texts, exact,
+                rate=rate, trigger=trigger, file_seconds=file_seconds, duration=duration,
+                seed=seed,
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    summary = [
+        summarise([r for r in rows if r["shedding"] == mode], trigger, WARMUP_BATCHES)
+        for mode in dict.fromkeys(r["shedding"] for r in rows)
+    ]
+    for row in summary:
+        row.update({"workload": workload, "N": nodes, "capacity posts/s": round(capacity),
+                    "input posts/s": round(rate)})  # fmt: skip
+    header = list(summary[0])
+    print(f"\nstreaming matcher at {factor:g}x its capacity, shedding off vs {utility}")
+    print(format_table(header, [[r[h] for h in header] for r in summary]))
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, out / "stream_overload.csv")
+    write_csv(summary, out / "stream_overload_summary.csv")
+    plot_panels(
+        rows, x="time_s", panels=["backlog_posts", "batch_s", "level", "accuracy"],
+        group_by="shedding", split_by="shedding", path=out / "stream_overload.png",
+        title=f"Streaming matcher fed at {factor:g}x capacity ({workload}-based, N={nodes})",
+        log_x=False,
+    )  # fmt: skip
+    print(f"wrote {out / 'stream_overload.csv'} and {out / 'stream_overload.png'}")
+    return summary
