@@ -117,3 +117,75 @@ def test_corpus_size_and_learning_time(corpus, tmp_path):
     rows = _rows(tmp_path / "learning_time.csv")
     assert [r["algorithm"] for r in rows] == ["salb", "gNFCL", "salb", "gNFCL"]
     assert all(float(r["learn_s"]) >= 0 for r in rows)
+
+
+def test_shedding_prints_one_json_object_per_point(corpus, tmp_path, capsys):
+    import json
+
+    assert (
+        main(
+            [
+                "-q",
+                "experiment",
+                "shedding",
+                "--corpus",
+                str(corpus),
+                "--nodes",
+                "8",
+                "--subscriptions",
+                "300",
+                "--workloads",
+                "tweet,topic",
+                "--caps",
+                "4,2,1.5,1",
+                "--lda-iterations",
+                "1",
+                "--json",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    utilities = ("consensus", "subscription", "yield", "random", "oracle")
+    assert {(r["workload"], r["utility"], r["m"]) for r in lines} == {
+        (w, u, m) for w in ("tweet", "topic") for u in utilities for m in (4.0, 2.0, 1.5, 1.0)
+    }
+    for r in lines:
+        assert {"load_shed_pairs", "load_shed_work", "accuracy"} <= set(r)
+        assert 0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["load_shed_pairs"] < 1.0
+    for w in ("tweet", "topic"):
+        # every utility sheds the same pairs at a cap; a smaller cap sheds more
+        shed = {r["m"]: r["load_shed_pairs"] for r in lines if r["workload"] == w}
+        assert shed[1.0] > shed[2.0] > shed[4.0]
+    assert (tmp_path / "shedding.csv").exists() and (tmp_path / "shedding.png").exists()
+
+
+def test_shedding_control_meets_the_bars_in_simulated_time(corpus, tmp_path):
+    assert (
+        main(
+            [
+                "-q",
+                "experiment",
+                "shedding-control",
+                "--corpus",
+                str(corpus),
+                "--nodes",
+                "8",
+                "--subscriptions",
+                "300",
+                "--duration",
+                "2000",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    summary = {r["rule"]: r for r in _rows(tmp_path / "shedding_control_summary.csv")}
+    rate = summary["rate"]
+    assert float(rate["dropped_posts"]) == 0.0
+    assert int(rate["max_level_changes"]) <= 2
+    assert int(rate["final_level"]) == 0
+    assert (tmp_path / "shedding_control.png").exists()
