@@ -41,14 +41,20 @@ class LevelLadder:
         delta: the step between levels (fractional: probabilistic last matcher).
         min_cap: the smallest cap (the last capping level).
         drop_fractions: rising shares of whole posts dropped by the levels after it.
+        drop_cap: the cap of the drop levels (None: ``min_cap``). Where routing, not
+            matching, dominates the cost, a moderate cap with fewer posts dropped keeps
+            more matches than the smallest cap with more dropped.
     """
 
     k: float = 7.0
     delta: float = 1.0
     min_cap: float = 1.0
     drop_fractions: tuple[float, ...] = ()
+    drop_cap: float | None = None
 
     def __post_init__(self) -> None:
+        if self.drop_cap is not None and not self.min_cap <= self.drop_cap <= self.k:
+            raise InvalidArgumentError(f"drop_cap must lie in [min_cap, k], got {self.drop_cap}")
         if self.delta <= 0 or self.min_cap < 1 or self.k < self.min_cap:
             raise InvalidArgumentError(
                 f"need delta > 0 and 1 <= min_cap <= k, got k={self.k}, delta={self.delta}, "
@@ -78,6 +84,8 @@ class LevelLadder:
         self._check(level)
         if level == 0:
             return None
+        if level > self.cap_levels and self.drop_cap is not None:
+            return self.drop_cap
         return max(self.min_cap, self.k - (level - 1) * self.delta)
 
     def drop(self, level: int) -> float:

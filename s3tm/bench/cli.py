@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="F",
         help="feed the stream at F x its measured capacity, shedding off and on",
     )
-    over.add_argument("--duration", type=float, default=60.0, help="seconds fed per run")
+    over.add_argument("--duration", type=float, default=120.0, help="seconds fed per run")
     over.add_argument("--trigger-seconds", type=float, default=5.0, help="the trigger interval")
     over.add_argument("--file-seconds", type=float, default=1.0, help="a file lands this often")
     over.add_argument("--shedding", default="yield", help="the utility of the shedding run")

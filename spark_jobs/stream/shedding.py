@@ -40,10 +40,13 @@ EXEMPT_FRACTION = 0.02
 SMOOTHING = 0.3
 # Beyond the smallest cap: the shares of whole posts the last levels drop (the last resort
 # when routing the posts, not matching them, is more than the machines can take).
-DROP_FRACTIONS = (0.25, 0.5, 0.75)
-# Batches of a routing version whose time says nothing about capacity: each Python worker
-# builds the tries of the matchers it meets and fills its token cache.
-WARMUP_BATCHES = 2
+DROP_FRACTIONS = (0.2, 0.35, 0.5, 0.65, 0.8)
+# ... at this cap: the yield utility keeps ~99% of the matches at m = 4 (Fig. 8a), so a drop
+# level loses little beyond the posts it drops
+DROP_CAP = 4.0
+# Batches of a routing version whose time says nothing about capacity: the Python workers
+# build the tries of the matchers they meet and fill their token caches.
+WARMUP_BATCHES = 1
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,12 @@ class StreamShedding:
         self.ladder = (
             LevelLadder(k=fixed, delta=1.0, min_cap=fixed)
             if fixed is not None
-            else LevelLadder(k=options.k, delta=options.delta, drop_fractions=DROP_FRACTIONS)
+            else LevelLadder(
+                k=options.k,
+                delta=options.delta,
+                drop_fractions=DROP_FRACTIONS,
+                drop_cap=min(DROP_CAP, options.k),
+            )
         )
         self.controller: SheddingController | None = None
         self.spread_counts: np.ndarray | None = None
@@ -207,6 +215,8 @@ class StreamShedding:
         # share of a batch's task time spent per post (route), not per routed pair (match,
         # dispatch): capping spreads saves only the latter
         self.per_post_share = 0.5
+        # posts/s measured at each level (after the warm-up): they correct the model of L
+        self.level_rates: dict[int, float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -229,6 +239,15 @@ class StreamShedding:
         a = self.per_post_share
         kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
         out = kept * (a + (1.0 - a) * pairs)
+        # where a level ran, its measured rate says what its load is
+        base = self.level_rates.get(0)
+        if base is None and self.level_rates:
+            level, rate = next(iter(self.level_rates.items()))
+            base = rate * out[level]
+        if base:
+            for level, rate in self.level_rates.items():
+                if level < levels:
+                    out[level] = min(1.0, base / rate) if level else 1.0
         return np.maximum(np.minimum.accumulate(out), 1e-6)
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
@@ -328,8 +347,10 @@ class StreamShedding:
             # spreads and warm-up are a routing version's own
             self._version, self._version_batches = snapshot.routing_version, 0
             self.spread_counts = None
+            self.level_rates = {}
         self._version_batches += 1
         posts = sum(n["posts"] for n in route_notes)
+        taken = posts + sum(n.get("dropped_posts", 0) for n in route_notes)  # input absorbed
         read = sum(n.get("bytes", 0) for n in route_notes) or 0
         counts = [np.asarray(n["spread_counts"], dtype=np.int64) for n in route_notes]
         if counts:
@@ -342,15 +363,16 @@ class StreamShedding:
                 if self.spread_counts is None or self.spread_counts.shape[0] != size
                 else self.spread_counts + total
             )
-        if posts and read:
-            self.posts_per_byte = _smooth(self.posts_per_byte, posts / read)
+        if taken and read:
+            self.posts_per_byte = _smooth(self.posts_per_byte, taken / read)
         per_post = sum(n["seconds"] for n in route_notes)
         per_pair = sum(n["seconds"] for n in match_notes) + dispatch_seconds
         if per_post + per_pair > 0 and self._version_batches > WARMUP_BATCHES:
             self.per_post_share = _smooth(self.per_post_share, per_post / (per_post + per_pair))
-        if posts and seconds > 0 and self._version_batches > WARMUP_BATCHES:
-            at_level_zero = posts / seconds * float(self.loads()[level])
-            self.capacity = _smooth(self.capacity, at_level_zero)
+        if taken and seconds > 0 and self._version_batches > WARMUP_BATCHES:
+            rate = taken / seconds
+            self.level_rates[level] = _smooth(self.level_rates.get(level), rate)
+            self.capacity = self.level_rates.get(0) or rate * float(self.loads()[level])
         adaptive = self.enabled and self.options.adaptive and self.options.max_spread is None
         if self.controller is None and adaptive and self.capacity is not None:
             self.controller = SheddingController(

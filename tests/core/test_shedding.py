@@ -142,6 +142,8 @@ def test_levels_caps_and_loads() -> None:
     assert dropping.cap(9) == 1
     with pytest.raises(InvalidArgumentError):
         LevelLadder(drop_fractions=(0.5, 0.25))
+    moderate = LevelLadder(drop_fractions=(0.25,), drop_cap=4)
+    assert moderate.cap(7) == 1 and moderate.cap(8) == 4 and moderate.drop(8) == 0.25
     spreads = np.array([1, 3, 8])
     assert pair_load(spreads, 2.5) == 1 + 2.5 + 2.5
     loads = level_loads(spreads, ladder)

@@ -104,7 +104,7 @@ def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_p
     batches = _committed(lakehouse)
     assert len(batches) == 6
     levels = [r["shedding_level"] for r in batches]
-    assert levels[:3] == [0, 0, 0]  # no capacity measured yet: no level
+    assert levels[:2] == [0, 0]  # no capacity measured yet (the first batch warms up)
     assert max(levels) > 0
     assert all(r["backlog_posts"] is not None for r in batches[1:])
     assert batches[3]["backlog_posts"] >= 200
