@@ -131,9 +131,10 @@ def run_mode(
         landing=str(landing),
         checkpoint=str(work / "checkpoint"),
         query_name=f"overload_{mode}",
-        # a batch takes at most one trigger interval's input: the rest waits in the landing
-        # directory (the backlog), as a source rate limit would keep it
-        max_files_per_trigger=max(1, round(trigger / file_seconds)),
+        # a batch takes at most two trigger intervals' input (a source rate limit, as a
+        # deployment sets one): the rest waits in the landing directory, the backlog, and
+        # a backlog can drain at up to twice the input rate
+        max_files_per_trigger=max(1, round(2 * trigger / file_seconds)),
         trigger_seconds=trigger,
         available_now=False,
         seed=seed,

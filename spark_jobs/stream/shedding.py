@@ -8,7 +8,8 @@ Per micro-batch, before it is routed:
    source's own offsets-behind-latest metric);
 2. the controller (:class:`core.shedding.controller.SheddingController`) reads it once per
    batch: the buffer size b is ``latency_budget`` seconds of the capacity measured at level
-   0, L(l) comes from the spreads of the posts routed so far;
+   0, the fullness is the backlog's work (posts x L(level)), and L(l) comes from the rates
+   measured at each level, else from the spreads and the route / match time split;
 3. the level, its cap and (``yield``) the utility weights become the batch's
    :class:`ShedPlan`; the plan is recorded before the batch runs, and the weights are saved
    beside the checkpoint, so a replayed batch sheds exactly the same pairs.
@@ -278,10 +279,12 @@ class StreamShedding:
             self._landed_bytes += backlog.batch_bytes  # taken from the landing by this batch
         if self.controller is None or posts is None or self.capacity is None:
             return LevelChoice(0, None, posts)
-        self.controller.retune(
-            self.loads(), self.options.latency_budget * self.capacity, self.capacity
-        )
-        decision = self.controller.adapt(float(posts), input_rate)
+        loads = self.loads()
+        self.controller.retune(loads, self.options.latency_budget * self.capacity, self.capacity)
+        # the buffer in work, not posts: a backlog at level l takes L(l) of the time it
+        # would at level 0 (Little's law, as the segments assume)
+        work = float(posts) * float(loads[self.controller.level])
+        decision = self.controller.adapt(work, input_rate)
         if decision.moved:
             log.info(
                 "stream: shedding level %d -> %d (backlog %d posts, %s segment, b = %d)",
