@@ -23,7 +23,8 @@ class ShedPlan:
     level: the shedding level (0: no cap).
     max_spread: the cap m of the level (None at level 0).
     slot_weight: per version slot, the utility's weight (None: consensus, 1 per word).
-    exempt_fraction: posts processed in full whatever the level (the yield sample).
+    exempt_fraction: posts processed in full whatever the level, the sample the yield
+        estimate learns from (0: every post counts, nothing exempt).
     drop_fraction: share of whole posts dropped (a drop level: the last resort).
     """
 

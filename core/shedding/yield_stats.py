@@ -94,15 +94,16 @@ def observe(
         raise InvalidArgumentError("posts, sampled flags and matches differ in number")
     if not sampled.any():
         return YieldObservation.empty()
+    # only the sampled posts' words are looked up (a small share while learning)
     word_post = np.repeat(np.arange(n_posts), np.diff(post_indptr))
     word_slots = K.slots_on_matcher(
-        np.ascontiguousarray(post_words, np.int32),
+        np.ascontiguousarray(post_words[sampled[word_post]], np.int32),
         int(matcher),
         np.ascontiguousarray(part_start, np.int64),
         np.ascontiguousarray(part_count, np.int32),
         np.ascontiguousarray(part_matchers, np.int32),
     )
-    seen = word_slots[(word_slots >= 0) & sampled[word_post]]
+    seen = word_slots[word_slots >= 0]
     match_post = np.repeat(np.arange(n_posts), np.diff(match_indptr))
     credited = match_slots[(match_slots >= 0) & sampled[match_post]]
     slots = np.concatenate([seen, credited])

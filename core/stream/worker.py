@@ -106,8 +106,8 @@ class ShedBatch:
         pair_post, pair_matcher: the kept pairs.
         post_level: per post, the plan's level if the post lost pairs (it may miss
             matches), else 0.
-        sampled: per post, whether it was processed in full as part of an unbiased sample
-            (every post when nothing is shed; the exempt fraction when shedding).
+        sampled: per post, whether it counts toward the yield estimate: a seeded sample
+            processed in full whatever the level (every post when the plan asks none).
         shed_by_matcher: ``(N,)`` pairs not forwarded to each matcher.
         spread_counts: posts per spread before shedding (the load per level follows).
     """
@@ -146,12 +146,18 @@ def route_and_shed(
     spreads = routed.spreads()
     pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), spreads)
     spread_counts = np.bincount(spreads, minlength=n + 1).astype(np.int64)
+    # the unbiased sample the yield estimate learns from (every post when none is asked)
+    sampled = (
+        exempt_posts(routed.n_posts, plan.exempt_fraction, seed)
+        if plan.exempt_fraction > 0
+        else np.ones(routed.n_posts, dtype=np.bool_)
+    )
     if not plan.active:
         return ShedBatch(
             pair_post,
             routed.matchers,
             np.zeros(routed.n_posts, dtype=np.int8),
-            np.ones(routed.n_posts, dtype=np.bool_),
+            sampled,
             np.zeros(n, dtype=np.int64),
             spread_counts,
         )
@@ -174,9 +180,13 @@ def route_and_shed(
         slot_weight=weight,
         seed=seed,
     )
-    sampled = exempt_posts(routed.n_posts, plan.exempt_fraction, seed)
     keep = cap_spread(
-        routed.indptr, routed.matchers, utility, plan.max_spread, exempt=sampled, seed=seed
+        routed.indptr,
+        routed.matchers,
+        utility,
+        plan.max_spread,
+        exempt=sampled if plan.exempt_fraction > 0 else None,
+        seed=seed,
     )
     lost = np.bincount(pair_post[~keep], minlength=routed.n_posts) > 0
     post_level = np.where(lost, plan.level, 0).astype(np.int8)

@@ -309,7 +309,11 @@ class StreamShedding:
         """The batch's plan; yield weights saved first (or, on a replay, loaded)."""
         mode = self.options.mode
         if mode == "off" or max_spread is None:
-            return ShedPlan(utility=mode)
+            # the yield estimate learns from a sample even at level 0: counting every
+            # post would put its bookkeeping on each match task's hot path
+            return ShedPlan(
+                utility=mode, exempt_fraction=EXEMPT_FRACTION if mode == "yield" else 0.0
+            )
         drop = self.ladder.drop(level) if level <= self.ladder.max_level else 0.0
         weight = None
         if mode == "yield":
