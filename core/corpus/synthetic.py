@@ -8,6 +8,12 @@ are Zipf-popular. A post picks one topic and a length ``1 + Poisson``; each word
 from the topic with probability ``topic_share``, else from the global distribution. Repeats
 within a post collapse (a post is a set).
 
+Time (``days > 1``): post ``i`` falls on day ``i * days // n_posts``. Topic popularity drifts:
+each topic's weight follows a log-normal random walk over days (``topic_drift`` is the
+per-day standard deviation of its log). On each of ``burst_days`` a new word (the
+:func:`burst_word` of that burst, outside the base vocabulary) appears in ``burst_share`` of
+that day's posts, halving each later day: a world event's word, suddenly among the hottest.
+
 Words are pseudo-words of consonant-vowel syllables over the vowels a/o/u: none is an
 English stop word and all are fixed points of the Porter stemmer, so the text rendered by
 :func:`render_post_text` normalises back to exactly the generated word set.
@@ -46,6 +52,10 @@ class SyntheticCorpusSpec:
     topic_share: float = 0.6
     zipf_exponent: float = 1.0
     seed: int = 0
+    days: int = 1
+    topic_drift: float = 0.0
+    burst_days: tuple[int, ...] = ()
+    burst_share: float = 0.15
 
     def validate(self) -> None:
         """Raise :class:`InvalidArgumentError` naming the first bad parameter."""
@@ -57,6 +67,10 @@ class SyntheticCorpusSpec:
             (self.words_per_topic >= 1, "words_per_topic must be >= 1"),
             (0.0 <= self.topic_share <= 1.0, "topic_share must be in [0, 1]"),
             (self.zipf_exponent > 0.0, "zipf_exponent must be > 0"),
+            (self.days >= 1, "days must be >= 1"),
+            (self.topic_drift >= 0.0, "topic_drift must be >= 0"),
+            (all(0 <= d < self.days for d in self.burst_days), "burst_days must be in [0, days)"),
+            (0.0 < self.burst_share <= 1.0, "burst_share must be in (0, 1]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -77,6 +91,55 @@ def pseudo_word(rank: int) -> str:
         offset, digit = divmod(offset, base)
         parts.append(SYLLABLES[digit])
     return "".join(reversed(parts))
+
+
+def burst_word(spec: SyntheticCorpusSpec, burst: int) -> str:
+    """The word of burst number ``burst`` (ranks past the base vocabulary: never seen before)."""
+    return pseudo_word(spec.n_words + burst)
+
+
+def post_days(spec: SyntheticCorpusSpec) -> np.ndarray:
+    """``(n_posts,)`` int64: the day of each post (posts are in time order)."""
+    return np.arange(spec.n_posts, dtype=np.int64) * spec.days // spec.n_posts
+
+
+def _topic_cdfs(spec: SyntheticCorpusSpec) -> np.ndarray:
+    """``(days, n_topics)``: each day's topic-popularity CDF (a log-normal walk per topic)."""
+    base = np.log(np.diff(_zipf_cdf(spec.n_topics, 0.8, shift=1.0), prepend=0.0))
+    rng = np.random.default_rng([spec.seed, 2])
+    steps = rng.normal(0.0, spec.topic_drift, size=(spec.days, spec.n_topics))
+    steps[0] = 0.0
+    weights = np.exp(base + np.cumsum(steps, axis=0))
+    cdfs = np.cumsum(weights, axis=1)
+    return cdfs / cdfs[:, -1:]
+
+
+def _draw_topics(spec: SyntheticCorpusSpec, rng: np.random.Generator) -> np.ndarray:
+    uniform = rng.random(spec.n_posts)
+    if spec.days == 1 or spec.topic_drift == 0.0:
+        cdf = _zipf_cdf(spec.n_topics, 0.8, shift=1.0)
+        return np.minimum(np.searchsorted(cdf, uniform, side="right"), spec.n_topics - 1)
+    day = post_days(spec)
+    topics = np.empty(spec.n_posts, dtype=np.int64)
+    for d, cdf in enumerate(_topic_cdfs(spec)):
+        on_day = day == d
+        topics[on_day] = np.searchsorted(cdf, uniform[on_day], side="right")
+    return np.minimum(topics, spec.n_topics - 1)
+
+
+def _burst_ranks(spec: SyntheticCorpusSpec) -> np.ndarray:
+    """``(n_posts,)`` int64: the burst word's rank a post carries, -1 for none."""
+    ranks = np.full(spec.n_posts, -1, dtype=np.int64)
+    if not spec.burst_days:
+        return ranks
+    rng = np.random.default_rng([spec.seed, 3])
+    day = post_days(spec)
+    uniform = rng.random(spec.n_posts)
+    for burst, first in enumerate(spec.burst_days):
+        share = np.where(day >= first, spec.burst_share * 0.5 ** (day - first), 0.0)
+        ranks[(ranks < 0) & (uniform < share)] = spec.n_words + burst
+        uniform = rng.random(spec.n_posts)
+    return ranks
 
 
 def _zipf_cdf(n: int, exponent: float, shift: float = 2.7) -> np.ndarray:
@@ -104,7 +167,6 @@ def generate_corpus(spec: SyntheticCorpusSpec) -> Corpus:
     topic_pools = _draw(pool_cdf, rng, spec.n_topics * spec.words_per_topic).reshape(
         spec.n_topics, spec.words_per_topic
     )
-    topic_cdf = _zipf_cdf(spec.n_topics, 0.8, shift=1.0)
     in_topic_cdf = _zipf_cdf(spec.words_per_topic, 1.0, shift=1.0)
 
     # Repeats collapse, so draw a little more than the target mean.
@@ -112,7 +174,7 @@ def generate_corpus(spec: SyntheticCorpusSpec) -> Corpus:
     lengths = 1 + np.minimum(rng.poisson(lam, spec.n_posts), 60)
     n_slots = int(lengths.sum())
     post_of_slot = np.repeat(np.arange(spec.n_posts), lengths)
-    topic_of_post = _draw(topic_cdf, rng, spec.n_posts)
+    topic_of_post = _draw_topics(spec, rng)
     from_topic = rng.random(n_slots) < spec.topic_share
     topic_words = topic_pools[topic_of_post[post_of_slot], _draw(in_topic_cdf, rng, n_slots)]
     global_words = _draw(global_cdf, rng, n_slots)
@@ -120,6 +182,11 @@ def generate_corpus(spec: SyntheticCorpusSpec) -> Corpus:
 
     indptr = np.zeros(spec.n_posts + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
+    bursts = _burst_ranks(spec)
+    carries = bursts >= 0
+    if carries.any():  # the burst word joins its posts' rows
+        ranks = np.insert(ranks, indptr[1:][carries], bursts[carries].astype(np.int32))
+        indptr[1:] += np.cumsum(carries)
     indptr, ranks = _kernels.dedupe_sort_rows(indptr, ranks)
     used_ranks, indices = np.unique(ranks, return_inverse=True)
     vocabulary = np.array([pseudo_word(int(r)) for r in used_ranks], dtype=object)
@@ -157,21 +224,28 @@ def write_demo_corpus(
     spec: SyntheticCorpusSpec,
     *,
     start: datetime | None = None,
-    days: int = 7,
+    days: int | None = None,
 ) -> Corpus:
     """Write a synthetic corpus as JSON lines (gzipped when ``path`` ends in ``.gz``).
 
-    Each line holds ``id``, ``text`` and ``created_at`` (spread evenly over ``days`` days
-    from ``start``, default 2026-01-01 UTC).
+    Each line holds ``id``, ``text`` and ``created_at``, spread evenly in post order over
+    ``days`` days from ``start`` (default 2026-01-01 UTC). ``days`` defaults to the spec's
+    when it has time (``spec.days > 1``), else 7; it must equal the spec's then, so every
+    post falls on the day it was generated for.
 
     Returns:
         The generated corpus (the text of line ``i`` normalises to post ``i``'s words).
     """
+    if days is None:
+        days = spec.days if spec.days > 1 else 7
     if days < 1:
         raise InvalidArgumentError(f"days must be >= 1, got {days}")
+    if spec.days > 1 and days != spec.days:
+        raise InvalidArgumentError(f"days ({days}) must equal the spec's days ({spec.days})")
     corpus = generate_corpus(spec)
     origin = start or datetime(2026, 1, 1, tzinfo=UTC)
-    step = timedelta(days=days) / corpus.n_posts
+    # integer microseconds: post i is on day floor(i * days / n), exactly as generated
+    span_us = days * 86_400_000_000
     rng = np.random.default_rng(spec.seed + 1)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +257,9 @@ def write_demo_corpus(
             record = {
                 "id": corpus.post_ids[post] if corpus.post_ids is not None else str(post),
                 "text": render_post_text(list(words), rng),
-                "created_at": (origin + step * post).isoformat().replace("+00:00", "Z"),
+                "created_at": (origin + timedelta(microseconds=post * span_us // corpus.n_posts))
+                .isoformat()
+                .replace("+00:00", "Z"),
             }
             out.write(json.dumps(record) + "\n")
     return corpus

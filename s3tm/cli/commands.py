@@ -14,7 +14,7 @@ import numpy as np
 
 from core.corpus import Corpus, holdout_mask
 from core.corpus.io import read_corpus, read_word_list
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.formatting import format_table
 from core.learn import ALGORITHMS, learn_mapping
@@ -55,7 +55,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("demo-corpus", help="write a seeded synthetic corpus (JSON lines)")
     p.add_argument("--posts", type=int, default=100_000)
     p.add_argument("--words", type=int, default=100_000, help="vocabulary size")
-    p.add_argument("--days", type=int, default=7, help="created_at spans this many days")
+    p.add_argument(
+        "--days", type=int, default=7, help="posts span this many days (created_at, drift)"
+    )
+    p.add_argument(
+        "--topic-drift",
+        type=float,
+        default=0.25,
+        help="per-day std. dev. of each topic's log-popularity (0: no drift)",
+    )
+    p.add_argument(
+        "--burst-day",
+        type=int,
+        action="append",
+        default=[],
+        help="a new word bursts on this day (0-based; repeatable)",
+    )
+    p.add_argument("--burst-share", type=float, default=0.15, help="share of the burst day's posts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output file (.jsonl or .jsonl.gz)")
     p.set_defaults(handler=run_demo_corpus)
@@ -97,14 +113,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run_demo_corpus(args: argparse.Namespace) -> int:
-    spec = SyntheticCorpusSpec(n_posts=args.posts, n_words=args.words, seed=args.seed)
+    spec = SyntheticCorpusSpec(
+        n_posts=args.posts,
+        n_words=args.words,
+        seed=args.seed,
+        days=args.days,
+        topic_drift=args.topic_drift if args.days > 1 else 0.0,
+        burst_days=tuple(sorted(set(args.burst_day))),
+        burst_share=args.burst_share,
+    )
     started = time.perf_counter()
-    corpus = write_demo_corpus(args.out, spec, days=args.days)
+    corpus = write_demo_corpus(args.out, spec)
     print(
         f"wrote {corpus.n_posts:,} posts ({corpus.n_words:,} distinct words, "
-        f"{corpus.n_edges / corpus.n_posts:.2f} words/post) to {args.out} "
-        f"in {time.perf_counter() - started:.1f}s"
+        f"{corpus.n_edges / corpus.n_posts:.2f} words/post) over {spec.days} days to "
+        f"{args.out} in {time.perf_counter() - started:.1f}s"
     )
+    for burst, day in enumerate(spec.burst_days):
+        print(
+            f"burst: '{burst_word(spec, burst)}' from day {day} ({spec.burst_share:.0%} of posts)"
+        )
     return 0
 
 

@@ -67,3 +67,54 @@ def test_bad_spec_is_rejected(field: str) -> None:
 def test_write_demo_corpus_rejects_bad_days(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="days"):
         write_demo_corpus(tmp_path / "x.jsonl", SyntheticCorpusSpec(n_posts=10), days=0)
+
+
+def _carriers(corpus, word: str) -> np.ndarray:
+    word_id = list(corpus.vocabulary).index(word)
+    has = np.zeros(corpus.n_posts, dtype=bool)
+    post_of_edge = np.repeat(np.arange(corpus.n_posts), np.diff(corpus.indptr))
+    has[post_of_edge[corpus.indices == word_id]] = True
+    return has
+
+
+def test_days_drift_topics_and_a_burst_word_appears_on_its_day(tmp_path: Path) -> None:
+    from core.corpus.synthetic import burst_word, post_days
+
+    spec = SyntheticCorpusSpec(
+        n_posts=28_000, n_words=8000, seed=5, days=7, topic_drift=0.5, burst_days=(3,)
+    )
+    corpus = generate_corpus(spec)
+    assert corpus.fingerprint() == generate_corpus(spec).fingerprint()  # seeded
+    day = post_days(spec)
+    burst = burst_word(spec, 0)
+    assert burst not in {pseudo_word(r) for r in range(spec.n_words)}  # never seen before
+    has = _carriers(corpus, burst)
+    share = [has[day == d].mean() for d in range(7)]
+    assert share[:3] == [0.0, 0.0, 0.0]
+    assert 0.12 < share[3] < 0.18 and share[4] < share[3] and share[6] < share[5]
+    # on its day the burst word is the hottest word
+    on_day = corpus.select(day == 3)
+    assert on_day.vocabulary[np.argmax(on_day.word_frequencies)] == burst
+    # drift: word popularity moves between the first and the last day
+    first, last = corpus.select(day == 0), corpus.select(day == 6)
+    top_first = set(first.vocabulary[np.argsort(first.word_frequencies)[::-1][:50]])
+    top_last = set(last.vocabulary[np.argsort(last.word_frequencies)[::-1][:50]])
+    assert len(top_first & top_last) < 45
+    still = generate_corpus(SyntheticCorpusSpec(n_posts=28_000, n_words=8000, seed=5, days=7))
+    s_day = post_days(SyntheticCorpusSpec(n_posts=28_000, days=7))
+    a, b = still.select(s_day == 0), still.select(s_day == 6)
+    stable = set(a.vocabulary[np.argsort(a.word_frequencies)[::-1][:50]]) & set(
+        b.vocabulary[np.argsort(b.word_frequencies)[::-1][:50]]
+    )
+    assert len(stable) > len(top_first & top_last)
+    # created_at puts every post on its generated day
+    path = tmp_path / "timed.jsonl"
+    write_demo_corpus(path, spec)
+    days_seen = [
+        int(json.loads(line)["created_at"][8:10]) - 1 for line in path.read_text().splitlines()
+    ]
+    assert np.array_equal(np.array(days_seen), day)
+    with pytest.raises(InvalidArgumentError):
+        write_demo_corpus(path, spec, days=3)
+    with pytest.raises(InvalidArgumentError):
+        SyntheticCorpusSpec(n_posts=10, days=2, burst_days=(2,)).validate()
