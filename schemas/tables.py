@@ -300,6 +300,78 @@ STREAM_BATCHES = TableSpec(
     ),
 )
 
+_HOT_WORD = pa.struct(
+    [
+        _f("word", pa.string()),
+        _f("share", pa.float64()),  # of all subscribed-word occurrences (sketch estimate)
+        _f("versions", pa.int32()),  # the routing version's versions of the word
+        _f("mapped", pa.bool_()),  # whether the routing version knew the word
+    ]
+)
+
+STREAM_HEALTH = TableSpec(
+    "stream.health",
+    pa.schema(
+        [
+            _f("query_id", pa.string(), False),
+            _f("batch_id", pa.int64(), False),
+            _f("routing_version", pa.int64(), False),
+            _f("n_matchers", pa.int32(), False),
+            _f("recorded_at", _UTC, False),
+            # the batch's posts routed by the published version (before shedding) ...
+            _f("posts", pa.int64()),
+            _f("routed_posts", pa.int64()),
+            _f("pairs", pa.int64()),
+            _f("loads", pa.list_(pa.int64())),
+            _f("spread", pa.float64()),
+            _f("imbalance", pa.float64()),
+            _f("throughput", pa.float64()),  # Eq. 6, C = 1: posts / max load
+            # ... and by hash routing, the same posts and subscribed words
+            _f("hash_routed_posts", pa.int64()),
+            _f("hash_pairs", pa.int64()),
+            _f("hash_loads", pa.list_(pa.int64())),
+            _f("hash_spread", pa.float64()),
+            _f("hash_imbalance", pa.float64()),
+            _f("relative_throughput", pa.float64()),
+            # hot words of the sliding window's word sketch
+            _f("window_batches", pa.int32()),
+            _f("window_occurrences", pa.int64()),
+            _f("split_threshold", pa.float64()),
+            _f("hot_words", pa.list_(_HOT_WORD)),
+            _f("sketch_bytes", pa.int64()),  # the largest route task's sketch
+            _f("sketch_seconds", pa.float64()),  # route tasks' time in the sketch
+            _f("route_seconds", pa.float64()),  # route tasks' total time
+        ]
+    ),
+    key=("query_id", "batch_id"),
+    description=(
+        "what the published routing version achieves on each micro-batch's live posts, "
+        "beside hash routing, and the hot words its word sketch sees"
+    ),
+)
+
+MONITOR_CHECKS = TableSpec(
+    "stream.monitor",
+    pa.schema(
+        [
+            _f("checked_at", _UTC, False),
+            _f("run_id", pa.string()),
+            _f("routing_version", pa.int64()),
+            _f("since", _UTC),  # the period the check read
+            _f("health_batches", pa.int64()),
+            _f("posts", pa.int64()),
+            _f("live_relative_throughput", pa.float64()),
+            _f("reference_relative_throughput", pa.float64()),  # at publish time
+            _f("max_drop", pa.float64()),
+            _f("hot_words", pa.list_(_HOT_WORD)),
+            _f("decision", pa.string(), False),  # healthy | remap | no data
+            _f("conditions", pa.list_(pa.string())),
+        ]
+    ),
+    key=("checked_at",),
+    description="s3tm_monitor's checks: the figures it read and whether it asked for a remap",
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
@@ -316,6 +388,8 @@ TABLES: dict[str, TableSpec] = {
         MATCHES,
         DELIVERIES,
         STREAM_BATCHES,
+        STREAM_HEALTH,
+        MONITOR_CHECKS,
     )
 }
 

@@ -18,7 +18,9 @@ from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
 from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
-from core.routing.router import route_csr
+from core.monitor.health import RoutingHealth
+from core.monitor.sketch import WordSketch, word_keys
+from core.routing.router import RoutedPosts, route_csr
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
@@ -110,6 +112,7 @@ class ShedBatch:
             processed in full whatever the level (every post when the plan asks none).
         shed_by_matcher: ``(N,)`` pairs not forwarded to each matcher.
         spread_counts: posts per spread before shedding (the load per level follows).
+        routed: every post's matchers before shedding (what the routing version does).
     """
 
     pair_post: np.ndarray
@@ -118,6 +121,7 @@ class ShedBatch:
     sampled: np.ndarray
     shed_by_matcher: np.ndarray
     spread_counts: np.ndarray
+    routed: RoutedPosts
 
     @property
     def capped_posts(self) -> int:
@@ -160,6 +164,7 @@ def route_and_shed(
             sampled,
             np.zeros(n, dtype=np.int64),
             spread_counts,
+            routed,
         )
     weight = None
     if plan.utility == "subscription":
@@ -197,6 +202,7 @@ def route_and_shed(
         sampled,
         np.bincount(routed.matchers[~keep], minlength=n).astype(np.int64),
         spread_counts,
+        routed,
     )
 
 
@@ -224,6 +230,7 @@ class MatcherCache:
         self._encoder: tuple[int, PostEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
         self._credit: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._word_keys = np.zeros(0, dtype=np.uint64)
         self.rebuilds = 0
         self.updates = 0
 
@@ -234,6 +241,7 @@ class MatcherCache:
             self._tries.clear()
             self._credit.clear()
             self._encoder = None
+            self._word_keys = np.zeros(0, dtype=np.uint64)
 
     def encoder(self, snapshot: MatcherSnapshot) -> PostEncoder:
         self._use(snapshot)
@@ -246,6 +254,46 @@ class MatcherCache:
                 encoder.extend(snapshot.words)
             self._encoder = (snapshot.epoch, encoder)
         return self._encoder[1]
+
+    def word_keys(self, snapshot: MatcherSnapshot) -> np.ndarray:
+        """``(n_words,)`` uint64: each dictionary word's stable hash (the word sketch's key;
+        modulo N, the matcher hash routing gives it)."""
+        self._use(snapshot)
+        known = self._word_keys.shape[0]
+        if known < snapshot.n_words:  # the dictionary only grows within a version
+            grown = word_keys(snapshot.words[known:])
+            self._word_keys = np.concatenate([self._word_keys, grown])
+        return self._word_keys[: snapshot.n_words]
+
+    def count_words(
+        self, snapshot: MatcherSnapshot, word_ids: np.ndarray, sketch: WordSketch
+    ) -> None:
+        """Add the posts' words (dictionary ids, one per post and word) to ``sketch``."""
+        keys = self.word_keys(snapshot)
+        counts = np.bincount(word_ids, minlength=snapshot.n_words)
+        present = np.flatnonzero(counts)
+        sketch.add(keys[present], counts[present])
+
+    def health(
+        self,
+        snapshot: MatcherSnapshot,
+        indptr: np.ndarray,
+        word_ids: np.ndarray,
+        routed: RoutedPosts,
+    ) -> RoutingHealth:
+        """The version's loads on these posts (``routed``) beside hash routing's (each
+        subscribed word to ``stable_hash(word) % N``)."""
+        keys = self.word_keys(snapshot)
+        n = snapshot.n_matchers
+        hashed = route_csr(
+            indptr,
+            word_ids,
+            np.arange(snapshot.n_words, dtype=np.int64),
+            np.ones(snapshot.n_words, dtype=np.int32),
+            (keys % np.uint64(n)).astype(np.int32),
+            n,
+        )
+        return RoutingHealth.of(routed, hashed)
 
     def trie(self, snapshot: MatcherSnapshot, matcher: int) -> TrieMatcher:
         """Matcher ``matcher``'s trie at the snapshot's epoch."""

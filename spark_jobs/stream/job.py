@@ -17,7 +17,10 @@ default; Kafka on a cluster) and, in ``foreachBatch``, for each micro-batch:
    subscriber, with the ids it matched) written as Parquet files by the dispatch tasks;
 4. commits each output table's files in one Delta transaction carrying the batch id, so a
    replayed batch is never written twice; bad records go to ``silver.posts_quarantine``
-   with the reason.
+   with the reason;
+5. records the batch's figures in ``stream.batches`` and its routing health in
+   ``stream.health``: the published version's loads beside hash routing's on the same
+   posts, and the hot words of a sliding window's word sketch (``s3tm_monitor`` reads it).
 
 A batch routes and matches with exactly one routing version; a newly published version is
 picked up at the next batch boundary.
@@ -57,6 +60,7 @@ from spark_jobs.lake.routing_store import (
     published_version,
 )
 from spark_jobs.stream import tasks as stream_tasks
+from spark_jobs.stream.health import HealthOptions, StreamHealth
 from spark_jobs.stream.shedding import (
     Backlog,
     SheddingOptions,
@@ -183,11 +187,13 @@ class StreamMatcher:
         seed: int = 0,
         shedding: SheddingOptions | None = None,
         landing: str | None = None,
+        health: HealthOptions | None = None,
     ) -> None:
         self.lakehouse = lakehouse
         self.checkpoint = checkpoint
         self.seed = seed
         self.shedding = StreamShedding(shedding or SheddingOptions(mode="off"))
+        self.health = StreamHealth(health)
         self.landing = landing  # the files source's directory (None: Kafka)
         self.query: Any = None  # set once started: the Kafka backlog is in its progress
         self.state = _Driver()
@@ -288,6 +294,32 @@ class StreamMatcher:
             batch_id=plan.batch_id,
         )
 
+    def _record_health(
+        self, plan: BatchPlan, snapshot: MatcherSnapshot, route_notes: list[dict[str, Any]]
+    ) -> None:
+        row = {
+            "query_id": self._query_id(),
+            "batch_id": plan.batch_id,
+            "routing_version": plan.routing_version,
+            "recorded_at": now_utc(),
+            **self.health.row(plan.batch_id, snapshot.n_matchers, snapshot.words, route_notes),
+        }
+        self.lakehouse.write_arrow(
+            pa.Table.from_pylist([row], schema=table("stream.health").schema),
+            "stream.health",
+            app_id=f"{self.app_id}.health",
+            batch_id=plan.batch_id,
+        )
+        if row["hot_words"]:
+            log.info(
+                "stream: batch %d hot words over the split threshold (%.4f): %s",
+                plan.batch_id,
+                row["split_threshold"],
+                ", ".join(
+                    f"{h['word']} ({h['share']:.3f}, v={h['versions']})" for h in row["hot_words"]
+                ),
+            )
+
     # -- placement state ---------------------------------------------------------------------
     def sync(self, plan: BatchPlan) -> MatcherSnapshot:
         """Bring the placement to the plan's version and registry snapshot; broadcast it."""
@@ -320,6 +352,7 @@ class StreamMatcher:
         lake, state = self.lakehouse, self.state
         routing = load_routing_table(lake, version)
         state.placement = LivePlacement(routing, word_frequency=word_frequencies(lake))
+        self.health.use_version(routing)
         state.routing_version = version
         state.subscribers = Subscribers.of({})
         log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
@@ -531,6 +564,7 @@ class StreamMatcher:
         }
         self._record(plan, "committed", figures)
         failpoints.crash_driver("after-record", batch_id)
+        self._record_health(plan, snapshot, by_kind["route"])
         self.shedding.learn(
             snapshot,
             plan.shedding_level,
@@ -646,6 +680,12 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
         seed=args.seed,
         shedding=shedding_options(args),
         landing=args.landing if args.source == "files" else None,
+        health=HealthOptions(
+            window_batches=getattr(args, "health_window", HealthOptions().window_batches),
+            hot_word_tolerance=getattr(
+                args, "hot_word_tolerance", HealthOptions().hot_word_tolerance
+            ),
+        ),
     )
     writer = (
         source(spark, args)
@@ -713,6 +753,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     shed.add_argument("--shedding-k", type=float, default=7.0, help="cap of level 1")
     shed.add_argument("--shedding-delta", type=float, default=1.0, help="cap step per level")
+    health = run_p.add_argument_group("routing health (stream.health)")
+    health.add_argument(
+        "--health-window",
+        type=int,
+        default=HealthOptions().window_batches,
+        help="batches the hot-word sketch window spans",
+    )
+    health.add_argument(
+        "--hot-word-tolerance",
+        type=float,
+        default=HealthOptions().hot_word_tolerance,
+        help="report a word when its share per version exceeds the split threshold "
+        "1/(2N) by more than this fraction",
+    )
     status_p = sub.add_parser("status", help="the last committed micro-batches")
     status_p.add_argument("--last", type=int, default=10)
 

@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.corpus.json_lines import judge_lines
+from core.monitor.health import RoutingHealth
+from core.monitor.sketch import WordSketch
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
@@ -36,6 +38,7 @@ from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import MatcherCache, batch_seed, gather, route_and_shed
 from spark_jobs import failpoints
+from spark_jobs.stream.health import SKETCH_SPEC
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"
@@ -176,6 +179,10 @@ def _route_run(
     }
     shed_by_matcher = np.zeros(n, dtype=np.int64)
     spread_counts = np.zeros(n + 1, dtype=np.int64)
+    # routing health: the version's loads beside hash routing's, and the words' sketch
+    health = RoutingHealth.empty(n)
+    sketch = WordSketch(SKETCH_SPEC)
+    sketch_seconds = 0.0
     for batch in batches:
         started = time.perf_counter()
         figures["bytes"] += int(pc.sum(pc.binary_length(batch.column("line"))).as_py() or 0)
@@ -219,6 +226,10 @@ def _route_run(
         post_ids = good.column("post_id")
         indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed)
+        health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
+        sketched = time.perf_counter()
+        CACHE.count_words(snapshot, word_ids, sketch)
+        sketch_seconds += time.perf_counter() - sketched
         pair_post = shed.pair_post
         offsets, values = gather(indptr, word_ids, pair_post)
         figures["posts"] += good.num_rows
@@ -237,6 +248,10 @@ def _route_run(
         figures["seconds"] += time.perf_counter() - started
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()
+    figures["health"] = health.as_row()
+    figures["sketch"] = sketch.to_text()
+    figures["sketch_bytes"] = sketch.nbytes
+    figures["sketch_seconds"] = sketch_seconds
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
