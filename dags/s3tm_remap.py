@@ -1,7 +1,9 @@
 """
 ## s3tm_remap
 
-Nightly (and whenever `silver.posts` is updated): re-learn the word -> matcher routing.
+When `s3tm_monitor` asks for it (the `remap_request` asset: the live relative throughput
+fell, or a new hot word appeared; the run report says which), and nightly as a backstop:
+re-learn the word -> matcher routing.
 
 graph (learning window) -> learn (SALB + hot-word split by default) -> place (LASP) ->
 validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
@@ -21,14 +23,14 @@ from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
-from schemas.assets import asset
+from schemas.assets import asset, signal
 
 
 @dag(
     dag_id="s3tm_remap",
     schedule=AssetOrTimeSchedule(
         timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC"),
-        assets=[asset("silver.posts")],
+        assets=[signal("remap_request")],
     ),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -93,13 +95,19 @@ def s3tm_remap() -> None:
         return publish_if_better(params["lakehouse"], float(params["margin"]))
 
     @task(trigger_rule="all_done")
-    def report(outcome: dict | None, params: dict | None = None, run_id: str | None = None) -> str:
-        from s3tm.orchestration.remap_tasks import write_report
+    def report(
+        outcome: dict | None,
+        params: dict | None = None,
+        run_id: str | None = None,
+        triggering_asset_events: dict | None = None,
+    ) -> str:
+        from s3tm.orchestration.remap_tasks import remap_triggers, write_report
 
         return write_report(
             params["lakehouse"],
             run_id or "manual",
             outcome,
+            triggers=remap_triggers(triggering_asset_events),
         )
 
     @task

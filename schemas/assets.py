@@ -11,6 +11,8 @@ from typing import Any
 from schemas.tables import TABLES
 
 ASSET_URI_PREFIX = "s3tm://lakehouse/"
+# Signals: assets that stand for a request, not a table (their events carry the why)
+SIGNALS = {"remap_request": "s3tm://signals/remap-request"}
 
 
 def asset_uri(name: str) -> str:
@@ -24,3 +26,12 @@ def asset(name: str) -> Any:
     from airflow.sdk import Asset
 
     return Asset(name=name, uri=asset_uri(name), group="s3tm")
+
+
+def signal(name: str) -> Any:
+    """The Airflow Asset of signal ``name`` (see :data:`SIGNALS`)."""
+    from airflow.sdk import Asset
+
+    if name not in SIGNALS:
+        raise KeyError(f"unknown signal {name!r}; known: {sorted(SIGNALS)}")
+    return Asset(name=name, uri=SIGNALS[name], group="s3tm-signals")

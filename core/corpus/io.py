@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+import numpy as np
+
 from core.corpus.arrays import Corpus, corpus_from_word_lists
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
@@ -259,6 +261,55 @@ def read_corpus(
     if report.malformed:
         log.warning("%s", report.summary())
     return corpus_from_word_lists(word_lists, post_ids), report
+
+
+def parse_times(values: list[str | None]) -> np.ndarray:
+    """ISO-8601 times (``Z`` / ``+00:00`` read as UTC; others as written) -> ``datetime64[s]``;
+    missing or unreadable ones are NaT."""
+    cleaned = []
+    for value in values:
+        text = (value or "").strip()
+        if text.endswith("Z"):
+            text = text[:-1]
+        elif text.endswith("+00:00"):
+            text = text[:-6]
+        cleaned.append(text or "NaT")
+    out = np.empty(len(cleaned), dtype="datetime64[s]")
+    for i, text in enumerate(cleaned):
+        try:
+            out[i] = np.datetime64(text, "s")
+        except ValueError:
+            out[i] = np.datetime64("NaT")
+    return out
+
+
+def read_timed_corpus(
+    path: str | Path, *, fmt: CorpusFormat = "auto", text_column: str = "text"
+) -> tuple[Corpus, np.ndarray, ReadReport]:
+    """:func:`read_corpus` with each kept post's ``created_at`` (``datetime64[s]``, NaT when
+    absent or unreadable).
+
+    Raises:
+        InputDataError: if the file is missing or yields no usable post.
+    """
+    report = ReadReport(path=str(path))
+    word_lists: list[list[str]] = []
+    post_ids: list[str] = []
+    times: list[str | None] = []
+    for raw in iter_raw_posts(path, report, fmt=fmt, text_column=text_column):
+        words = normalize(raw.text)
+        if not words:
+            report.empty_after_normalisation += 1
+            continue
+        word_lists.append(words)
+        post_ids.append(raw.post_id)
+        times.append(raw.created_at)
+    report.posts = len(word_lists)
+    if not word_lists:
+        raise InputDataError(f"{path}: no usable post\n{report.summary()}")
+    if report.malformed:
+        log.warning("%s", report.summary())
+    return corpus_from_word_lists(word_lists, post_ids), parse_times(times), report
 
 
 def read_word_list(path: str | Path) -> list[str]:

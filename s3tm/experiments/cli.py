@@ -49,6 +49,63 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--out", default="docs/experiments")
         p.set_defaults(handler=_run, experiment_name=name)
     _register_shedding(kinds)
+    _register_drift(kinds)
+
+
+def _register_drift(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = kinds.add_parser(
+        "drift", help="Fig. 7i-l: a mapping learned on window 0, evaluated on later windows"
+    )
+    p.add_argument("--corpus", help="timestamped corpus (default: ../shared/data tweets-ira-timed)")
+    p.add_argument("--nodes", type=int, default=16, help="N")
+    p.add_argument("--algorithms", default="hash,gFCL,salb,salb+split")
+    p.add_argument("--window-days", type=float, default=7.0, help="window length (a week)")
+    p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
+    p.add_argument("--windows", type=int, default=12, help="at most this many windows")
+    p.add_argument("--workload", choices=("topic", "tweet"), default="topic")
+    p.add_argument("--subscriptions", type=int, default=10_000, help="new ones per window")
+    p.add_argument("--json", action="store_true", help="one JSON object per line per row")
+    p.add_argument("--lda-iterations", type=int, default=5)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default="docs/experiments")
+    p.set_defaults(handler=_run_drift, experiment_name="drift")
+
+
+def _run_drift(args: argparse.Namespace) -> int:
+    import sys
+
+    from s3tm.bench.realdata import timed_corpus_path
+    from s3tm.experiments.drift import drift
+
+    path = Path(args.corpus) if args.corpus else timed_corpus_path()
+    if path is None:
+        raise InputDataError(
+            "timestamped corpus not found: pass --corpus FILE (e.g. `s3tm demo-corpus --days "
+            "28 --burst-day 14`) or set S3TM_SHARED_DATA"
+        )
+    variants = [v for v in args.algorithms.split(",") if v]
+    if "hash" not in variants:
+        variants = ["hash", *variants]
+
+    def progress(message: str) -> None:  # --json: stdout carries only the JSON lines
+        print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    drift(
+        path,
+        nodes=args.nodes,
+        variants=variants,
+        window_days=args.window_days,
+        min_posts=args.min_posts,
+        max_windows=args.windows,
+        workload=args.workload,
+        n_subscriptions=args.subscriptions,
+        lda_iterations=args.lda_iterations,
+        seed=args.seed,
+        out=Path(args.out),
+        as_json=args.json,
+        progress=progress,
+    )
+    return 0
 
 
 def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -122,8 +122,15 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
         env,
         log,
     )
+    _step(
+        "airflow dags test s3tm_monitor: is the published version still paying?",
+        [airflow, "dags", "test", "s3tm_monitor"],
+        env,
+        log,
+    )
     summarize(lakehouse)
     summarize_stream(lakehouse)
+    summarize_monitor(lakehouse)
     print(
         "\nSee the DAGs and runs in the Airflow UI, and trigger them there:\n"
         f"  {s3tm} airflow --out {out}"
@@ -180,4 +187,30 @@ def summarize_stream(lakehouse_root: Path) -> None:
         print(
             f"  e.g. post {d['post_id']} delivered to {d['subscriber']}: "
             f"subscriptions {d['sub_ids']}"
+        )
+
+
+def summarize_monitor(lakehouse_root: Path) -> None:
+    from core.monitor.health import RoutingHealth
+    from spark_jobs.lake.delta_io import Lakehouse
+
+    store = Lakehouse(None, lakehouse_root, engine="rs")
+    if store.exists("stream.health"):
+        rows = store.read_arrow("stream.health").to_pylist()
+        if rows:
+            live = RoutingHealth.from_rows(
+                [r for r in rows if r["routing_version"] == rows[-1]["routing_version"]]
+            )
+            print(
+                f"routing health (stream.health, {len(rows)} batch(es)): relative throughput "
+                f"x{live.relative_throughput:.2f} of hash on the live posts, spread "
+                f"{live.spread:.2f} (hash {live.hash_spread:.2f}), imbalance "
+                f"{live.imbalance:.2f}; hot words now: "
+                + (", ".join(h["word"] for h in rows[-1]["hot_words"]) or "none")
+            )
+    if store.exists("stream.monitor"):
+        check = store.read_arrow("stream.monitor").to_pylist()[-1]
+        print(
+            f"s3tm_monitor: {check['decision']}"
+            + "".join(f"\n  - {c}" for c in check["conditions"] or [])
         )

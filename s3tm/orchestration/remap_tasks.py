@@ -49,9 +49,27 @@ def publish_if_better(root: str, margin: float) -> dict[str, Any]:
     return publish(_lakehouse(root), None, margin=margin)
 
 
-def write_report(root: str, run_id: str, outcome: dict[str, Any] | None) -> str:
-    """Write the run report (versions, metrics, decision) as Markdown under the lakehouse;
-    ``outcome`` is the publish step's, None when the run stopped before it."""
+def remap_triggers(events: Any) -> list[str]:
+    """What asked for this run: the conditions carried by the ``remap_request`` events
+    that triggered it (``triggering_asset_events``); empty for a scheduled or manual run."""
+    if not events:
+        return []
+    found: list[str] = []
+    for asset_events in events.values():
+        for event in asset_events:
+            extra = getattr(event, "extra", None) or {}
+            for condition in extra.get("conditions", []):
+                source = getattr(event, "source_run_id", None)
+                found.append(f"{condition}" + (f" (s3tm_monitor run {source})" if source else ""))
+    return found
+
+
+def write_report(
+    root: str, run_id: str, outcome: dict[str, Any] | None, *, triggers: list[str] | None = None
+) -> str:
+    """Write the run report (why it ran, versions, metrics, decision) as Markdown under the
+    lakehouse; ``outcome`` is the publish step's, None when the run stopped before it;
+    ``triggers`` the monitor's conditions that asked for the run."""
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.routing_store import versions
     from spark_jobs.lake.validation import data_docs_index
@@ -73,6 +91,14 @@ def write_report(root: str, run_id: str, outcome: dict[str, Any] | None) -> str:
         run_id,
         [
             f"# s3tm_remap run {run_id}",
+            "",
+            "## Why it ran",
+            "",
+            *(
+                [f"- requested by s3tm_monitor: {t}" for t in triggers]
+                if triggers
+                else ["- the nightly schedule (or a manual trigger): no monitor request"]
+            ),
             "",
             f"Decision: `{json.dumps(outcome)}`",
             "",

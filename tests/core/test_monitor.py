@@ -128,3 +128,24 @@ def test_health_equals_core_metrics_on_the_same_posts():
     row_merged = RoutingHealth.from_rows([h.as_row() for h in halves])
     assert np.array_equal(row_merged.hash_loads, health.hash_loads)
     assert row_merged.posts == 3000
+
+
+def test_monitor_rule_fires_on_drop_hot_word_or_missing_version_only():
+    from core.monitor.decide import HEALTHY, NO_DATA, REMAP, decide
+
+    def health(top: int, hash_top: int) -> RoutingHealth:
+        return RoutingHealth(100, np.array([top, 10]), np.array([hash_top, 10]), 100, 100)
+
+    base = dict(has_version=True, has_posts=True, split_threshold=0.125, max_drop=0.1)
+    calm = decide(live=health(50, 90), reference=1.9, hot_words=[], **base)
+    assert calm.decision == HEALTHY and calm.live_relative_throughput == pytest.approx(1.8)
+    dropped = decide(live=health(60, 90), reference=1.9, hot_words=[], **base)
+    assert dropped.decision == REMAP and dropped.codes == ["throughput_drop"]
+    burst = [{"word": "news", "share": 0.3, "versions": 1, "mapped": False}]
+    hot = decide(live=health(50, 90), reference=1.9, hot_words=burst, **base)
+    assert hot.codes == ["hot_word"] and "never saw" in hot.conditions[0]
+    assert decide(live=None, reference=1.9, hot_words=[], **base).decision == NO_DATA
+    fresh = decide(**(base | {"has_version": False}), live=None, reference=None, hot_words=[])
+    assert fresh.codes == ["no_version"]
+    with pytest.raises(InvalidArgumentError):
+        decide(**(base | {"max_drop": 1.0}), live=None, reference=None, hot_words=[])

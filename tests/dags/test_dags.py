@@ -61,7 +61,7 @@ def test_dag_integrity_without_a_database(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert set(result["dags"]) == {"s3tm_ingest", "s3tm_remap", "s3tm_maintenance"}
+    assert set(result["dags"]) == {"s3tm_ingest", "s3tm_remap", "s3tm_maintenance", "s3tm_monitor"}
     for dag in result["dags"].values():
         assert dag["doc"] and "s3tm" in dag["tags"] and dag["tasks"] >= 1
         assert dag["owners"] == ["s3tm-platform"]

@@ -189,3 +189,54 @@ def test_shedding_control_meets_the_bars_in_simulated_time(corpus, tmp_path):
     assert int(rate["max_level_changes"]) <= 2
     assert int(rate["final_level"]) == 0
     assert (tmp_path / "shedding_control.png").exists()
+
+
+def test_drift_evaluates_the_window_0_mapping_on_later_windows(tmp_path, capsys):
+    import json
+
+    corpus = tmp_path / "timed.jsonl.gz"
+    assert (
+        main(
+            [
+                "-q",
+                "demo-corpus",
+                "--posts",
+                "6000",
+                "--words",
+                "3000",
+                "--days",
+                "4",
+                "--burst-day",
+                "2",
+                "--burst-share",
+                "0.3",
+                "--out",
+                str(corpus),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    args = ["-q", "experiment", "drift", "--corpus", str(corpus), "--window-days", "1"]
+    args += ["--min-posts", "500", "--nodes", "8", "--algorithms", "salb+split"]
+    args += ["--subscriptions", "300", "--lda-iterations", "1", "--json", "--out", str(tmp_path)]
+    assert main(args) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    keys = {"algorithm", "window", "relative_throughput", "spread", "imbalance", "relearned"}
+    assert all(keys <= set(line) for line in lines)
+    fixed = {(r["algorithm"], r["window"]): r for r in lines if not r["relearned"]}
+    relearned = {r["window"]: r for r in lines if r["relearned"]}
+    assert set(fixed) == {(a, w) for a in ("hash", "salb+split") for w in range(4)}
+    assert sorted(relearned) == [1, 2, 3]  # learned on the window before
+    # hash is its own baseline; the learned mapping beats it on its own window
+    assert all(fixed["hash", w]["relative_throughput"] == pytest.approx(1.0) for w in range(4))
+    assert fixed["salb+split", 0]["relative_throughput"] > 1.0
+    # the burst of day 2 hurts the fixed mapping; re-learning on day 2 restores day 3
+    assert fixed["salb+split", 3]["relative_throughput"] < relearned[3]["relative_throughput"]
+    assert (tmp_path / "drift.csv").is_file() and (tmp_path / "drift.png").is_file()
+    # an untimed corpus gets a clear error, not a crash
+    untimed = tmp_path / "untimed.jsonl"
+    untimed.write_text('{"id": "1", "text": "bado fumo"}\n{"id": "2", "text": "bado"}\n')
+    assert (
+        main(["-q", "experiment", "drift", "--corpus", str(untimed), "--out", str(tmp_path)]) != 0
+    )

@@ -1,0 +1,83 @@
+"""
+## s3tm_monitor
+
+Hourly: is the published routing version still paying? Reads the last `period_hours` of
+`stream.health` (written by the streaming matcher per micro-batch) and decides:
+
+- **remap** when the version's live relative throughput against hash routing has fallen
+  by more than `max_drop` from its value at publish time, when the stream's word sketch
+  reports a new hot word over the split threshold, or when posts are ingested but no
+  version is published. The `request_remap` task then emits the `remap_request` asset
+  event (its extra carries the conditions), which triggers `s3tm_remap`; the remap run
+  report says which condition fired.
+- **healthy** (or **no data**): nothing else happens.
+
+Every check is recorded in the `stream.monitor` Delta table. `s3tm_remap` keeps its nightly
+schedule as a backstop.
+
+Params: `period_hours`, `max_drop`, `lakehouse`.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag, task
+from airflow.timetables.trigger import CronTriggerTimetable
+
+from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
+from schemas.assets import asset, signal
+
+
+@dag(
+    dag_id="s3tm_monitor",
+    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    tags=["s3tm", "monitor", "routing"],
+    doc_md=__doc__,
+    params={
+        "period_hours": Param(1.0, type="number", exclusiveMinimum=0, description="hours read"),
+        "max_drop": Param(
+            0.10,
+            type="number",
+            minimum=0,
+            maximum=0.99,
+            description="remap when live relative throughput falls by more than this",
+        ),
+        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
+    },
+)
+def s3tm_monitor() -> None:
+    @task(outlets=[asset("stream.monitor")])
+    def check(params: dict | None = None, run_id: str | None = None) -> dict:
+        from s3tm.orchestration.monitor_tasks import check_routing_health
+
+        return check_routing_health(
+            params["lakehouse"],
+            period_hours=float(params["period_hours"]),
+            max_drop=float(params["max_drop"]),
+            run_id=run_id or "manual",
+        )
+
+    @task.short_circuit
+    def needs_remap(result: dict) -> bool:
+        """Skips the request (a healthy version, or no data) without failing the run."""
+        return bool(result["decision"] == "remap")
+
+    @task(outlets=[signal("remap_request")])
+    def request_remap(result: dict, outlet_events: dict | None = None) -> list[str]:
+        assert outlet_events is not None
+        outlet_events[signal("remap_request")].extra = {
+            "conditions": result["conditions"],
+            "routing_version": result["routing_version"],
+            "checked_at": result["checked_at"],
+        }
+        return list(result["conditions"])
+
+    result = check()
+    needs_remap(result) >> request_remap(result)
+
+
+s3tm_monitor()

@@ -1,0 +1,223 @@
+"""``s3tm experiment drift`` (paper 001, Sect. 6.4, Fig. 7i-l): how a mapping ages.
+
+Protocol: posts are grouped into consecutive time windows (``--window-days``, a week by
+default) from their ``created_at``; windows with fewer than ``--min-posts`` posts are
+skipped (the real timestamped tweets are sparse at both ends). Each window gets its own,
+new subscriptions (topic-based: LDA fitted on that window's posts, as the paper draws new
+subscriptions per week; or tweet-based). Each algorithm learns ONE mapping on window 0
+(with window 0's subscribed words) and that fixed mapping is evaluated on every later
+window, against hash routing of the same posts and that window's subscribed words (words
+the mapping never saw route by hash). The "re-learned" line learns, at the start of each
+window, on the previous window's posts with the current subscriptions' words: what a
+remap at each window boundary would have given. Figures are the routing model's (Eq. 6,
+C = 1), on all of a window's posts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.corpus.arrays import Corpus
+from core.corpus.io import read_timed_corpus
+from core.errors import InputDataError, InvalidArgumentError
+from core.learn import learn_mapping
+from core.routing.evaluate import evaluate_table
+from core.routing.table import RoutingTable
+from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
+from s3tm.bench.machine import machine_summary
+from s3tm.experiments.report import plot_panels, print_rows, write_csv
+from s3tm.experiments.runner import VARIANTS, subscribed_words
+
+COLUMNS = [
+    "algorithm",
+    "relearned",
+    "window",
+    "window_start",
+    "posts",
+    "subscribed_words",
+    "relative_throughput",
+    "throughput",
+    "spread",
+    "imbalance",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    index: int  # windows since window 0 (calendar, so skipped sparse windows show)
+    start: np.datetime64
+    posts: Corpus
+
+
+def time_windows(
+    corpus: Corpus,
+    times: np.ndarray,
+    *,
+    window_days: float,
+    min_posts: int,
+    max_windows: int,
+) -> list[Window]:
+    """Consecutive windows of ``window_days`` from the first window holding ``min_posts``
+    posts; sparse windows are skipped; at most ``max_windows`` are returned.
+
+    Raises:
+        InputDataError: if no post has a time, or fewer than two windows qualify.
+    """
+    if window_days <= 0 or min_posts < 1 or max_windows < 2:
+        raise InvalidArgumentError("window_days > 0, min_posts >= 1, max_windows >= 2 required")
+    timed = ~np.isnat(times)
+    if not timed.any():
+        raise InputDataError("no post has a created_at time: drift needs a timestamped corpus")
+    seconds = times[timed].astype("datetime64[s]").astype(np.int64)
+    length = round(window_days * 86_400)
+    origin = int(seconds.min()) // 86_400 * 86_400  # midnight UTC of the first post
+    slot = np.full(corpus.n_posts, -1, dtype=np.int64)
+    slot[timed] = (seconds - origin) // length
+    counts = np.bincount(slot[timed])
+    dense = np.flatnonzero(counts >= min_posts)
+    if dense.shape[0] < 2:
+        raise InputDataError(
+            f"fewer than two {window_days:g}-day windows hold {min_posts} posts "
+            f"(largest: {counts.max()}); lower --min-posts or --window-days"
+        )
+    first = int(dense[0])
+    chosen = [int(s) for s in dense if s - first < max_windows * 10][:max_windows]
+    return [
+        Window(
+            s - first,
+            np.datetime64(origin + s * length, "s"),
+            corpus.select(np.flatnonzero(slot == s)),
+        )
+        for s in chosen
+    ]
+
+
+def _subscriptions(posts: Corpus, kind: str, count: int, lda_iterations: int, seed: int) -> Corpus:
+    if kind == "tweet":
+        return tweet_subscriptions(posts, min(count, posts.n_posts), seed)
+    model = fit_topics(posts, max_iter=lda_iterations, seed=seed)
+    return topic_subscriptions(posts, model, count, seed)
+
+
+def _evaluate(
+    table: RoutingTable, words: frozenset[str], posts: Corpus, seed: int
+) -> dict[str, Any]:
+    evaluation = evaluate_table(
+        dataclasses.replace(table, subscribed_words=words), posts, seed=seed
+    )
+    m = evaluation.candidate
+    return {
+        "relative_throughput": evaluation.relative_throughput,
+        "throughput": m.throughput,
+        "spread": m.spread_routed,
+        "imbalance": m.imbalance,
+    }
+
+
+def drift(
+    path: Path,
+    *,
+    nodes: int,
+    variants: Sequence[str],
+    window_days: float,
+    min_posts: int,
+    max_windows: int,
+    workload: str,
+    n_subscriptions: int,
+    lda_iterations: int,
+    seed: int,
+    out: Path,
+    as_json: bool = False,
+    progress: Any = print,
+) -> list[dict[str, Any]]:
+    """Run the protocol above; write ``drift.csv`` / ``drift.png`` under ``out``."""
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
+    if workload not in ("topic", "tweet"):
+        raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
+    progress(f"machine: {machine_summary()}")
+    started = time.perf_counter()
+    corpus, times, report = read_timed_corpus(path)
+    progress(f"{path.name}: {report.summary()} ({time.perf_counter() - started:.0f}s)")
+    windows = time_windows(
+        corpus, times, window_days=window_days, min_posts=min_posts, max_windows=max_windows
+    )
+    progress(
+        f"{len(windows)} windows of {window_days:g} day(s) from {windows[0].start}: "
+        + ", ".join(f"{w.index}:{w.posts.n_posts}" for w in windows)
+    )
+    words: list[frozenset[str]] = []
+    for window in windows:
+        subs = _subscriptions(window.posts, workload, n_subscriptions, lda_iterations, seed)
+        words.append(frozenset(subscribed_words(subs)))
+        progress(
+            f"  window {window.index}: {subs.n_posts:,} {workload}-based subscriptions, "
+            f"{len(words[-1]):,} words"
+        )
+    rows: list[dict[str, Any]] = []
+
+    def emit(variant: str, relearned: bool, k: int, figures: dict[str, Any]) -> None:
+        window = windows[k]
+        row = {
+            "algorithm": variant,
+            "relearned": relearned,
+            "window": window.index,
+            "window_start": str(window.start)[:10],
+            "posts": window.posts.n_posts,
+            "subscribed_words": len(words[k]),
+            **figures,
+        }
+        rows.append(row)
+        if as_json:
+            print(json.dumps(row), flush=True)
+        progress(
+            f"  {variant:<10}{' re-learned' if relearned else '':<11} window {window.index:>3}"
+            f"  x{row['relative_throughput']:.2f}  spread {row['spread']:.2f}"
+            f"  imbalance {row['imbalance']:.2f}"
+        )
+
+    for variant in variants:
+        algorithm, split = VARIANTS[variant]
+        fixed = learn_mapping(
+            windows[0].posts, nodes, algorithm, split=split, subscribed_words=words[0], seed=seed
+        ).table
+        for k in range(len(windows)):
+            emit(variant, False, k, _evaluate(fixed, words[k], windows[k].posts, seed))
+        if variant == "hash":
+            continue  # hash has nothing to learn
+        for k in range(1, len(windows)):
+            table = learn_mapping(
+                windows[k - 1].posts,
+                nodes,
+                algorithm,
+                split=split,
+                subscribed_words=words[k],
+                seed=seed,
+            ).table
+            emit(variant, True, k, _evaluate(table, words[k], windows[k].posts, seed))
+    if not as_json:
+        print_rows(rows, COLUMNS)
+    for row in rows:
+        row["line"] = row["algorithm"] + (" re-learned" if row["relearned"] else "")
+        row["workload"] = workload
+    write_csv(rows, out / "drift.csv")
+    plot_panels(
+        rows,
+        x="window",
+        panels=["relative_throughput", "spread", "imbalance"],
+        group_by="line",
+        split_by="workload",
+        path=out / "drift.png",
+        title=f"Drift (Fig. 7i-l): mappings learned on window 0, N={nodes}",
+        log_x=False,
+    )
+    progress(f"wrote {out / 'drift.csv'} and {out / 'drift.png'}")
+    return rows

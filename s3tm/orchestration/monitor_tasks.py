@@ -1,0 +1,91 @@
+"""The Python step of the monitor DAG: read ``stream.health``, decide, record the check.
+
+Small Delta tables, read and written with delta-rs on the Airflow worker (no Spark)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.monitor.decide import decide
+from core.monitor.health import RoutingHealth
+from schemas import table
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.routing_store import get_version, now_utc, published_version
+
+
+def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> float | None:
+    """The version's model relative throughput against hash, measured when it was
+    evaluated for publishing (``routing.versions.metrics``)."""
+    metrics = json.loads(get_version(lakehouse, version)["metrics"] or "{}")
+    value = metrics.get("evaluation", {}).get("relative_model_throughput_vs_hash")
+    return float(value) if value is not None else None
+
+
+def check_routing_health(
+    root: str,
+    *,
+    period_hours: float = 1.0,
+    max_drop: float = 0.10,
+    run_id: str = "manual",
+    now: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """Check the published version over the last ``period_hours`` of ``stream.health`` and
+    append the check to ``stream.monitor``.
+
+    Returns:
+        ``decision`` (healthy | remap | no data), ``conditions`` and the figures read.
+    """
+    lakehouse = Lakehouse(None, root, engine="rs")
+    checked_at = now or now_utc()
+    since = checked_at - dt.timedelta(hours=period_hours)
+    version = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
+    has_posts = lakehouse.exists("silver.posts") and lakehouse.row_count("silver.posts") > 0
+    rows: list[dict[str, Any]] = []
+    if version is not None and lakehouse.exists("stream.health"):
+        health = lakehouse.read_arrow("stream.health")
+        mine = pc.and_(
+            pc.equal(health["routing_version"], version),
+            pc.greater_equal(health["recorded_at"], pa.scalar(since, health["recorded_at"].type)),
+        )
+        rows = sorted(health.filter(mine).to_pylist(), key=lambda r: r["recorded_at"])
+    live = RoutingHealth.from_rows(rows) if rows else None
+    latest = rows[-1] if rows else {}
+    reference = (
+        _publish_time_relative_throughput(lakehouse, version) if version is not None else None
+    )
+    check = decide(
+        has_version=version is not None,
+        has_posts=has_posts,
+        live=live,
+        reference=reference,
+        hot_words=latest.get("hot_words") or [],
+        split_threshold=latest.get("split_threshold"),
+        max_drop=max_drop,
+    )
+    record = {
+        "checked_at": checked_at,
+        "run_id": run_id,
+        "routing_version": version,
+        "since": since,
+        "health_batches": len(rows),
+        "posts": live.posts if live else 0,
+        "live_relative_throughput": check.live_relative_throughput,
+        "reference_relative_throughput": reference,
+        "max_drop": max_drop,
+        "hot_words": latest.get("hot_words") or [],
+        "decision": check.decision,
+        "conditions": check.conditions,
+    }
+    lakehouse.write_arrow(
+        pa.Table.from_pylist([record], schema=table("stream.monitor").schema), "stream.monitor"
+    )
+    return {
+        **{k: v for k, v in record.items() if k not in ("checked_at", "since")},
+        "checked_at": checked_at.isoformat(),
+        "since": since.isoformat(),
+    }
