@@ -31,6 +31,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_matcher)
 
+    p = kinds.add_parser("sketch", help="the stream's hot-word sketch vs exact counts")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--nodes", default="16,64,256", help="N values (threshold 1/(2N))")
+    p.add_argument("--batch-posts", type=int, default=10_000)
+    p.add_argument("--tasks", type=int, default=4, help="route tasks per batch")
+    p.add_argument("--window", type=int, default=5, help="batches in the sliding window")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_sketch)
+
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
     p.add_argument("--posts", type=int, default=1_000_000)
     p.add_argument("--nodes", type=int, default=64)
@@ -102,6 +111,27 @@ def _run_matcher(args: argparse.Namespace) -> int:
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
+    return 0
+
+
+def _run_sketch(args: argparse.Namespace) -> int:
+    from s3tm.bench import sketch
+    from s3tm.bench.realdata import real_corpus_path
+    from s3tm.cli.demo import parse_int_list
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if path is None:
+        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
+    if min(args.batch_posts, args.tasks, args.window) < 1:
+        raise InputDataError("--batch-posts, --tasks and --window must be >= 1")
+    sketch.run(
+        path,
+        nodes=parse_int_list(args.nodes, "--nodes"),
+        batch_posts=args.batch_posts,
+        tasks=args.tasks,
+        window=args.window,
+        out=Path(args.out),
+    )
     return 0
 
 

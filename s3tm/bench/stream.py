@@ -38,6 +38,7 @@ from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
 from core.errors import InputDataError
 from core.formatting import format_table
 from core.learn import learn_mapping
+from core.monitor.health import RoutingHealth
 from core.text import normalize
 from s3tm.bench.machine import machine_summary
 from s3tm.experiments.report import write_csv
@@ -273,6 +274,12 @@ def run_workload(
     def share(key: str) -> float:
         return sum(f[key] for f in steady)
 
+    steady_ids = {f["batch_id"] for f in steady}
+    health = [
+        r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["batch_id"] in steady_ids
+    ]
+    route_task_s = sum(r["route_seconds"] for r in health)
+
     return {
         "workload": f"{workload}-based",
         "N": nodes,
@@ -295,6 +302,14 @@ def run_workload(
         "spread": round(share("routed_pairs") / max(steady_posts, 1), 2),
         "matches/post": round(share("matches") / max(steady_posts, 1), 2),
         "deliveries/post": round(share("deliveries") / max(steady_posts, 1), 2),
+        # routing health (stream.health): the word sketch's cost within the route tasks
+        "sketch % of route": round(100 * sum(r["sketch_seconds"] for r in health) / route_task_s, 2)
+        if route_task_s
+        else None,
+        "sketch KiB/task": round(max((r["sketch_bytes"] for r in health), default=0) / 1024),
+        "live rel. throughput": round(RoutingHealth.from_rows(health).relative_throughput, 2)
+        if health
+        else None,
         "noop posts/s": round(noop),
         "of noop": round(steady_posts / sum(total) / noop, 2),
     }
