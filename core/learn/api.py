@@ -16,6 +16,7 @@ from core.learn.hash import learn_hash
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
 from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
+from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
 
 log = logging.getLogger(__name__)
@@ -103,10 +104,25 @@ def learn_mapping(
         hot,
         seconds,
     )
+    words = problem.vocabulary[problem.token_word[learned]]
+    parts = problem.token_part[learned]
+    matchers = token_matcher[learned]
+    if subscribed_words is not None:
+        # A subscribed word no learning post holds (a new subscription, a word not yet
+        # seen) has nothing to learn from: it keeps the matcher hash routing gives it, as
+        # an explicit row, so the table covers every subscribed word.
+        unseen = sorted(set(subscribed_words).difference(words.tolist()))
+        if unseen:
+            words = np.concatenate([words, np.array(unseen, dtype=object)])
+            parts = np.concatenate([parts, np.zeros(len(unseen), dtype=parts.dtype)])
+            matchers = np.concatenate(
+                [matchers, hash_matchers(unseen, int(n_matchers)).astype(matchers.dtype)]
+            )
+            manifest["unseen_subscribed_words"] = len(unseen)
     table = RoutingTable.from_rows(
-        problem.vocabulary[problem.token_word[learned]],
-        problem.token_part[learned],
-        token_matcher[learned],
+        words,
+        parts,
+        matchers,
         int(n_matchers),
         subscribed_words=subscribed_words,
         manifest=manifest,

@@ -62,6 +62,7 @@ def _register_drift(kinds: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--window-days", type=float, default=7.0, help="window length (a week)")
     p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
     p.add_argument("--windows", type=int, default=12, help="at most this many windows")
+    p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
     p.add_argument("--workload", choices=("topic", "tweet"), default="topic")
     p.add_argument("--subscriptions", type=int, default=10_000, help="new ones per window")
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
@@ -97,6 +98,7 @@ def _run_drift(args: argparse.Namespace) -> int:
         window_days=args.window_days,
         min_posts=args.min_posts,
         max_windows=args.windows,
+        start=args.start,
         workload=args.workload,
         n_subscriptions=args.subscriptions,
         lda_iterations=args.lda_iterations,

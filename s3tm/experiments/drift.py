@@ -63,9 +63,11 @@ def time_windows(
     window_days: float,
     min_posts: int,
     max_windows: int,
+    start: np.datetime64 | None = None,
 ) -> list[Window]:
-    """Consecutive windows of ``window_days`` from the first window holding ``min_posts``
-    posts; sparse windows are skipped; at most ``max_windows`` are returned.
+    """Consecutive windows of ``window_days`` from ``start`` (default: midnight UTC of the
+    first post) on; window 0 is the first holding ``min_posts`` posts, sparser windows are
+    skipped; at most ``max_windows`` are returned.
 
     Raises:
         InputDataError: if no post has a time, or fewer than two windows qualify.
@@ -77,10 +79,15 @@ def time_windows(
         raise InputDataError("no post has a created_at time: drift needs a timestamped corpus")
     seconds = times[timed].astype("datetime64[s]").astype(np.int64)
     length = round(window_days * 86_400)
-    origin = int(seconds.min()) // 86_400 * 86_400  # midnight UTC of the first post
+    origin = (
+        int(np.asarray(start, dtype="datetime64[s]").astype(np.int64))
+        if start is not None
+        else int(seconds.min()) // 86_400 * 86_400  # midnight UTC of the first post
+    )
     slot = np.full(corpus.n_posts, -1, dtype=np.int64)
     slot[timed] = (seconds - origin) // length
-    counts = np.bincount(slot[timed])
+    slot[slot < 0] = -1  # before start
+    counts = np.bincount(slot[slot >= 0]) if (slot >= 0).any() else np.zeros(1, np.int64)
     dense = np.flatnonzero(counts >= min_posts)
     if dense.shape[0] < 2:
         raise InputDataError(
@@ -129,6 +136,7 @@ def drift(
     window_days: float,
     min_posts: int,
     max_windows: int,
+    start: str | None = None,
     workload: str,
     n_subscriptions: int,
     lda_iterations: int,
@@ -143,12 +151,21 @@ def drift(
         raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
     if workload not in ("topic", "tweet"):
         raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
+    try:
+        first_day = np.datetime64(start, "s") if start else None
+    except ValueError:
+        raise InvalidArgumentError(f"--start takes an ISO date, got {start!r}") from None
     progress(f"machine: {machine_summary()}")
     started = time.perf_counter()
     corpus, times, report = read_timed_corpus(path)
     progress(f"{path.name}: {report.summary()} ({time.perf_counter() - started:.0f}s)")
     windows = time_windows(
-        corpus, times, window_days=window_days, min_posts=min_posts, max_windows=max_windows
+        corpus,
+        times,
+        window_days=window_days,
+        min_posts=min_posts,
+        max_windows=max_windows,
+        start=first_day,
     )
     progress(
         f"{len(windows)} windows of {window_days:g} day(s) from {windows[0].start}: "

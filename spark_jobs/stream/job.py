@@ -790,6 +790,22 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
                     f"{row['shed_pairs']} (post, matcher) pairs not forwarded; per matcher: "
                     + ", ".join(f"{m}: {n}" for m, n in enumerate(by_matcher) if n)
                 )
+        if lakehouse.exists("stream.health"):
+            wanted = {(r["query_id"], r["batch_id"]) for r in done[-args.last :]}
+            for row in sorted(
+                lakehouse.read_arrow("stream.health").to_pylist(), key=lambda r: r["recorded_at"]
+            ):
+                if (row["query_id"], row["batch_id"]) not in wanted:
+                    continue
+                hot = ", ".join(
+                    f"{h['word']} {h['share']:.1%}/{h['versions']}v" for h in row["hot_words"]
+                )
+                print(
+                    f"health: batch {row['batch_id']} v{row['routing_version']}: relative "
+                    f"throughput x{row['relative_throughput'] or float('nan'):.2f} of hash, "
+                    f"spread {row['spread'] or float('nan'):.2f}, imbalance "
+                    f"{row['imbalance'] or float('nan'):.2f}; hot words: {hot or 'none'}"
+                )
         return 0
     if args.checkpoint is None:
         args.checkpoint = str(lakehouse.root / "_checkpoints" / args.query_name)

@@ -187,3 +187,17 @@ def test_hash_matchers_range_and_validation() -> None:
 def test_route_corpus_rejects_negative_seed() -> None:
     with pytest.raises(InvalidArgumentError, match="seed"):
         route_corpus(_table({"a": [0]}, 2), corpus_from_word_lists([["a"]]), seed=-1)
+
+
+def test_subscribed_words_no_post_holds_keep_their_hash_matcher_explicitly():
+    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+    from core.learn import learn_mapping
+    from core.routing.hashing import hash_matcher
+
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=1500, n_words=400, seed=2))
+    subscribed = set(corpus.vocabulary[:40].tolist()) | {"neverseen", "alsonew"}
+    table = learn_mapping(corpus, 8, "salb", split=True, subscribed_words=subscribed).table
+    assert subscribed <= set(table.words.tolist())  # the table covers every subscribed word
+    for word in ("neverseen", "alsonew"):
+        assert table.version_matchers(word).tolist() == [hash_matcher(word, 8)]
+    assert table.manifest["unseen_subscribed_words"] == 2

@@ -311,7 +311,11 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     assert query.exception() is None
     capsys.readouterr()
     assert stream.run(Namespace(action="status", last=5), lakehouse) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    lines = capsys.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in lines if line.startswith("{")]
+    health = [line for line in lines if line.startswith("health: ")]
+    assert [h.split(":")[1].split()[1] for h in health] == ["0", "1"]
+    assert all("relative throughput x" in h and "hot words:" in h for h in health)
     assert [r["batch_id"] for r in rows] == [0, 1]
     assert [r["posts"] for r in rows] == [200, 200]
     assert {r["stage"] for r in rows} == {"committed"}
