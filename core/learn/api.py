@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +47,7 @@ def learn_mapping(
     split: bool = False,
     subscribed_words: Collection[str] | None = None,
     seed: int = 0,
+    min_parts: Mapping[str, int] | None = None,
 ) -> LearnedMapping:
     """Learn a word -> matcher mapping.
 
@@ -58,6 +59,8 @@ def learn_mapping(
         split: split hot words first (Sect. 5.1).
         subscribed_words: learn on these words only (None: all words are subscribed).
         seed: seeds hot-word dealing.
+        min_parts: with ``split``, at least this many versions for these words (the live
+            stream's hot words, :func:`core.monitor.health.versions_needed`).
 
     Returns:
         The table (mapped: every learnable token) with a manifest of parameters.
@@ -73,7 +76,12 @@ def learn_mapping(
         raise InvalidArgumentError("subscribed_words is empty; pass None for 'all words'")
     started = time.perf_counter()
     problem = build_problem(
-        corpus, int(n_matchers), subscribed_words=subscribed_words, split=split, seed=seed
+        corpus,
+        int(n_matchers),
+        subscribed_words=subscribed_words,
+        split=split,
+        seed=seed,
+        min_parts=min_parts,
     )
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher

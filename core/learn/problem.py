@@ -7,7 +7,7 @@ learner" (paper 001, Sect. 5.1).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -82,6 +82,7 @@ def build_problem(
     subscribed_words: Collection[str] | None = None,
     split: bool = False,
     seed: int = 0,
+    min_parts: Mapping[str, int] | None = None,
 ) -> LearningProblem:
     """Turn a corpus into the learning input, splitting hot words when asked.
 
@@ -91,6 +92,8 @@ def build_problem(
         subscribed_words: learn on these words only; None means every word is subscribed.
         split: apply hot-word splitting (Sect. 5.1) to the subscribed words.
         seed: seeds the dealing of a hot word's posts to its versions.
+        min_parts: at least this many versions for these words (with ``split``): words
+            the live stream sees hotter than the training posts do (a burst).
 
     Raises:
         InvalidArgumentError: if ``n_matchers`` < 1.
@@ -101,6 +104,15 @@ def build_problem(
     word_indptr, word_posts = corpus.word_posts()
     n_words = corpus.n_words
     plan = plan_split(corpus.word_frequencies, word_subscribed, n_matchers) if split else None
+    if plan is not None and min_parts:
+        word_id = {w: i for i, w in enumerate(corpus.vocabulary.tolist())}
+        n_parts = plan.n_parts.copy()
+        for word, parts in min_parts.items():
+            i = word_id.get(word)
+            if i is not None and word_subscribed[i] and corpus.word_frequencies[i] > 0:
+                # never more versions than posts to deal to them
+                n_parts[i] = max(n_parts[i], min(int(parts), int(corpus.word_frequencies[i])))
+        plan = SplitPlan(plan.per_node_share, plan.cap, n_parts)
     if plan is None or plan.hot_words.size == 0:
         return LearningProblem(
             vocabulary=corpus.vocabulary,

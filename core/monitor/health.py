@@ -163,6 +163,14 @@ def split_threshold(n_matchers: int) -> float:
     return 1.0 / (2 * n_matchers)
 
 
+def versions_needed(share: float, n_matchers: int) -> int:
+    """The versions a word of this share of occurrences needs for each to stay within the
+    split threshold: ``ceil(share * 2N)`` (at least 1)."""
+    if share < 0:
+        raise InvalidArgumentError(f"share must be >= 0, got {share}")
+    return max(1, math.ceil(share / split_threshold(n_matchers) - 1e-9))
+
+
 @dataclass(frozen=True)
 class HotWord:
     """A word whose every version carries more than the split threshold.

@@ -25,6 +25,7 @@ from typing import Any
 from core.corpus.arrays import Corpus, corpus_from_codes
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import ALGORITHMS, algorithm_label, learn_mapping
+from core.monitor.health import versions_needed
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from spark_jobs.common import job_main, log, window_start
@@ -108,6 +109,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="learn on the registry's words (auto: when it has any)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--live-hot-words",
+        type=float,
+        default=6.0,
+        metavar="HOURS",
+        help="with --split, give the hot words the stream's sketch reported in the last "
+        "HOURS (stream.health) the versions their live share needs (0: off)",
+    )
+
+
+def live_hot_words(lakehouse: Any, hours: float) -> dict[str, float]:
+    """The hot words of the latest ``stream.health`` row recorded in the last ``hours``,
+    with their live share of word occurrences: a burst the learning window dilutes."""
+    if hours <= 0 or not lakehouse.exists("stream.health"):
+        return {}
+    since = now_utc() - dt.timedelta(hours=hours)
+    rows = [
+        r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["recorded_at"] >= since
+    ]
+    if not rows:
+        return {}
+    latest = max(rows, key=lambda r: r["recorded_at"])
+    return {h["word"]: float(h["share"]) for h in latest["hot_words"] or []}
 
 
 def learn_version(
@@ -121,6 +145,7 @@ def learn_version(
     holdout_fraction: float,
     subscribed: str,
     seed: int,
+    live_hot_hours: float = 0.0,
 ) -> dict[str, Any]:
     """Learn and write one candidate version; returns its summary."""
     if nodes < 1:
@@ -139,8 +164,18 @@ def learn_version(
         raise InputDataError("--subscribed registry, but the registry has no active subscription")
     if subs:
         words = sorted({w for row in subs for w in row["words"]})
+    live = live_hot_words(lakehouse, live_hot_hours) if split else {}
+    min_parts = {w: versions_needed(share, nodes) for w, share in live.items()}
+    if min_parts:
+        log.info("live hot words (stream.health) get at least these versions: %s", min_parts)
     learned = learn_mapping(
-        corpus, nodes, algorithm, split=split, subscribed_words=words, seed=seed
+        corpus,
+        nodes,
+        algorithm,
+        split=split,
+        subscribed_words=words,
+        seed=seed,
+        min_parts=min_parts,
     )
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
     params = {
@@ -149,6 +184,7 @@ def learn_version(
         "holdout_fraction": holdout_fraction,
         "label": algorithm_label(algorithm, split),
         "hot_words": learned.table.n_split_words,
+        "live_hot_words": min_parts,
     }
     inputs = {
         "gold.post_words": edges_version,
@@ -218,6 +254,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         holdout_fraction=args.holdout_fraction,
         subscribed=args.subscribed,
         seed=args.seed,
+        live_hot_hours=getattr(args, "live_hot_words", 0.0),
     )
     print(json.dumps(summary))
     return 0

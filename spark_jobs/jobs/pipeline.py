@@ -81,6 +81,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
                     holdout_fraction=args.holdout_fraction,
                     subscribed="auto",
                     seed=args.seed,
+                    live_hot_words=6.0,
                 ),
                 lakehouse,
             ),

@@ -118,3 +118,20 @@ def test_problem_and_dealing_reject_bad_input() -> None:
 
     with pytest.raises(InvalidArgumentError, match="one entry per word"):
         deal_versions(np.array([0, 1], dtype=np.int64), np.array([1, 1], dtype=np.int32), 0)
+
+
+def test_min_parts_split_a_word_the_training_posts_see_as_cool():
+    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+    from core.learn import learn_mapping
+
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=3000, n_words=800, seed=4))
+    order = np.argsort(corpus.word_frequencies)
+    cool = str(corpus.vocabulary[order[-200]])  # mid-frequency: the split rule leaves it
+    plain = learn_mapping(corpus, 8, "salb", split=True, seed=1).table
+    assert plain.version_matchers(cool).shape[0] == 1
+    boosted = learn_mapping(corpus, 8, "salb", split=True, seed=1, min_parts={cool: 3}).table
+    assert boosted.version_matchers(cool).shape[0] == 3
+    rare = str(corpus.vocabulary[order[0]])  # 1 post: never more versions than posts
+    capped = learn_mapping(corpus, 8, "salb", split=True, min_parts={rare: 5, "absent": 4}).table
+    assert capped.version_matchers(rare).shape[0] == int(corpus.word_frequencies[order[0]])
+    assert "absent" not in capped.word_index

@@ -150,6 +150,9 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     # subscribed but never seen: the version routes it by hash, one version
     assert load_routing_table(store, first).version_matchers(burst).shape[0] == 1
 
+    # deployed as `s3tm airflow` leaves it: unpaused, so asset events queue its runs
+    airflow("dags", "unpause", "s3tm_remap")
+
     # a healthy stream: the monitor records it and asks for nothing
     _write(before, live / "a-days-0-2.jsonl")
     _stream(lakehouse, live, tmp_path / "checkpoint")
