@@ -15,7 +15,10 @@ Hourly: is the published routing version still paying? Reads the last `period_ho
 Every check is recorded in the `stream.monitor` Delta table. `s3tm_remap` keeps its nightly
 schedule as a backstop.
 
-Params: `period_hours`, `max_drop`, `lakehouse`.
+The request asks the remap to learn on the last `recent_window_days` (1) when the version
+degraded or a word burst: a week-long window would dilute what changed.
+
+Params: `period_hours`, `max_drop`, `recent_window_days`, `lakehouse`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ from schemas.assets import asset, signal
             maximum=0.99,
             description="remap when live relative throughput falls by more than this",
         ),
+        "recent_window_days": Param(
+            1,
+            type="integer",
+            minimum=0,
+            description="the remap it asks for learns on these last days (0: the remap's own)",
+        ),
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
     },
 )
@@ -67,13 +76,15 @@ def s3tm_monitor() -> None:
         return bool(result["decision"] == "remap")
 
     @task(outlets=[signal("remap_request")])
-    def request_remap(result: dict, outlet_events: dict | None = None) -> list[str]:
+    def request_remap(
+        result: dict, params: dict | None = None, outlet_events: dict | None = None
+    ) -> list[str]:
+        from s3tm.orchestration.monitor_tasks import remap_request
+
         assert outlet_events is not None
-        outlet_events[signal("remap_request")].extra = {
-            "conditions": result["conditions"],
-            "routing_version": result["routing_version"],
-            "checked_at": result["checked_at"],
-        }
+        outlet_events[signal("remap_request")].extra = remap_request(
+            result, recent_window_days=int(params["recent_window_days"])
+        )
         return list(result["conditions"])
 
     result = check()

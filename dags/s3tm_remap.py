@@ -11,7 +11,8 @@ the held-out posts against the published version and hash -> publish only if val
 passed AND the candidate beats the published version by `margin` (else the current
 version stays, and the report says why) -> run report.
 
-Params: `nodes` (N), `algorithm`, `split`, `window_days`, `margin`, `lakehouse`.
+Params: `nodes` (N), `algorithm`, `split`, `window_days` (a monitor request may ask for
+a shorter window: the run then learns on the recent days only), `margin`, `lakehouse`.
 Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted/data_docs/`.
 """
 
@@ -24,6 +25,9 @@ from airflow.timetables.trigger import CronTriggerTimetable
 
 from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
 from schemas.assets import asset, signal
+
+# the learning window this run uses: the `learning_window` task's result
+WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
 
 
 @dag(
@@ -55,7 +59,7 @@ def s3tm_remap() -> None:
     graph = spark_job(
         "graph",
         "graph",
-        ["--window-days", "{{ params.window_days }}"],
+        ["--window-days", WINDOW],
         outlets=[asset("gold.post_words"), asset("gold.word_stats"), asset("gold.cooccurrence")],
     )
     learn = spark_job(
@@ -67,13 +71,23 @@ def s3tm_remap() -> None:
             "--algorithm",
             "{{ params.algorithm }}",
             "--window-days",
-            "{{ params.window_days }}",
+            WINDOW,
             "{{ '--split' if params.split else '--no-split' }}",
         ],
         outlets=[asset("routing.mappings"), asset("routing.versions")],
     )
     place = spark_job("place", "place", [], outlets=[asset("routing.placements")])
     evaluate = spark_job("evaluate", "evaluate", [], outlets=[asset("routing.versions")])
+
+    @task
+    def learning_window(
+        params: dict | None = None, triggering_asset_events: dict | None = None
+    ) -> int:
+        """Days to learn on: `window_days`, or the monitor's shorter request (after a burst
+        or a drop, the recent posts are the ones that matter)."""
+        from s3tm.orchestration.remap_tasks import learning_window_days
+
+        return learning_window_days(int(params["window_days"]), triggering_asset_events)
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def has_posts(params: dict | None = None) -> bool:
@@ -117,7 +131,7 @@ def s3tm_remap() -> None:
 
     checked = validate()
     decision = publish()
-    has_posts() >> graph >> learn >> place >> checked >> evaluate >> decision
+    learning_window() >> has_posts() >> graph >> learn >> place >> checked >> evaluate >> decision
     finished = done()
     report(decision) >> finished
     decision >> finished

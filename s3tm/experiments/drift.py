@@ -128,6 +128,34 @@ def _evaluate(
     }
 
 
+def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:
+    """Relative throughput per line and window, and what re-learning recovers."""
+    windows = sorted({r["window"] for r in rows})
+    lines: dict[str, dict[int, float]] = {}
+    for r in rows:
+        name = r["algorithm"] + (" re-learned" if r["relearned"] else "")
+        lines.setdefault(name, {})[r["window"]] = r["relative_throughput"]
+    progress("\nrelative throughput vs hash, per window (fixed: learned on window 0)")
+    progress(f"{'':<22}" + "".join(f"{w:>6}" for w in windows))
+    for name, values in lines.items():
+        progress(
+            f"{name:<22}"
+            + "".join(f"{values[w]:>6.2f}" if w in values else f"{'-':>6}" for w in windows)
+        )
+    for name, values in lines.items():
+        again = lines.get(name + " re-learned")
+        if not again:
+            continue
+        later = [w for w in windows if w in again and w in values and w > windows[0]]
+        fixed = float(np.mean([values[w] for w in later]))
+        relearned = float(np.mean([again[w] for w in later]))
+        progress(
+            f"{name}: fixed mapping x{fixed:.2f} on average over windows {later[0]}-"
+            f"{later[-1]} (x{values[windows[0]]:.2f} on window 0); re-learned every window "
+            f"x{relearned:.2f} ({(relearned / fixed - 1):+.1%})"
+        )
+
+
 def drift(
     path: Path,
     *,
@@ -222,6 +250,7 @@ def drift(
             emit(variant, True, k, _evaluate(table, words[k], windows[k].posts, seed))
     if not as_json:
         print_rows(rows, COLUMNS)
+    _summarize(rows, progress)
     for row in rows:
         row["line"] = row["algorithm"] + (" re-learned" if row["relearned"] else "")
         row["workload"] = workload

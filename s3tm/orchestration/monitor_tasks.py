@@ -89,3 +89,17 @@ def check_routing_health(
         "checked_at": checked_at.isoformat(),
         "since": since.isoformat(),
     }
+
+
+def remap_request(result: dict[str, Any], *, recent_window_days: int) -> dict[str, Any]:
+    """The ``remap_request`` event's extra: why, and the remap's configuration (a
+    degraded version or a burst: learn on the recent days only)."""
+    extra: dict[str, Any] = {
+        "conditions": result["conditions"],
+        "routing_version": result["routing_version"],
+        "checked_at": result["checked_at"],
+    }
+    drifted = any(c.startswith(("throughput_drop", "hot_word")) for c in result["conditions"])
+    if drifted and recent_window_days > 0:
+        extra["remap_conf"] = {"window_days": recent_window_days}
+    return extra

@@ -49,6 +49,25 @@ def publish_if_better(root: str, margin: float) -> dict[str, Any]:
     return publish(_lakehouse(root), None, margin=margin)
 
 
+def _request_extras(events: Any) -> list[dict[str, Any]]:
+    extras = []
+    for asset_events in (events or {}).values():
+        for event in asset_events:
+            extras.append(getattr(event, "extra", None) or {})
+    return extras
+
+
+def learning_window_days(window_days: int, events: Any) -> int:
+    """The run's learning window: the shortest a triggering monitor request asks for
+    (``extra["remap_conf"]["window_days"]``), else ``window_days``."""
+    asked = [
+        int(extra["remap_conf"]["window_days"])
+        for extra in _request_extras(events)
+        if isinstance(extra.get("remap_conf"), dict) and "window_days" in extra["remap_conf"]
+    ]
+    return min(asked) if asked else window_days
+
+
 def remap_triggers(events: Any) -> list[str]:
     """What asked for this run: the conditions carried by the ``remap_request`` events
     that triggered it (``triggering_asset_events``); empty for a scheduled or manual run."""

@@ -98,7 +98,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     home, lakehouse = tmp_path / "home", tmp_path / "lakehouse"
     ingest, live = tmp_path / "ingest", tmp_path / "live"
     spec = SyntheticCorpusSpec(
-        n_posts=8000,
+        n_posts=16000,
         n_words=1500,
         seed=9,
         days=4,
@@ -113,7 +113,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     burst = burst_word(spec, 0)
     before = [line for line, d in zip(lines, day, strict=True) if d < 3]
     on_burst_day = [line for line, d in zip(lines, day, strict=True) if d == 3]
-    first_half, second_half = on_burst_day[:1000], on_burst_day[1000:]
+    first_half, second_half = on_burst_day[:2000], on_burst_day[2000:]
 
     env = _env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
 
@@ -176,8 +176,14 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     assert any(burst in c for c in db["events"][0]["extra"]["conditions"])
     assert db["queued"] == ["s3tm_remap"]  # the scheduler's next loop starts the remap
 
-    # the remap the event schedules (run here by `dags test`): the burst word is split
-    airflow("dags", "test", "s3tm_remap", "2026-01-04T14:00:00+00:00")
+    # the remap the event schedules, run here by `dags test` with the configuration the
+    # event carries (a scheduler-made run reads it from triggering_asset_events: the
+    # learning_window task; see test_remap_reads_the_request_from_the_triggering_events)
+    remap_conf = db["events"][0]["extra"]["remap_conf"]
+    assert remap_conf == {"window_days": 1}
+    airflow(
+        "dags", "test", "s3tm_remap", "2026-01-04T14:00:00+00:00", "--conf", json.dumps(remap_conf)
+    )
     second = published_version(store)
     assert second is not None and second > first
     table = load_routing_table(store, second)
@@ -209,3 +215,30 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     reference = evaluate_table(hindsight, posts_of(second_half)).relative_throughput
     print(f"recovered live relative throughput {recovered:.3f}; hindsight {reference:.3f}")
     assert recovered >= 0.9 * reference
+
+
+def test_remap_reads_the_request_from_the_triggering_events():
+    from types import SimpleNamespace
+
+    from s3tm.orchestration.monitor_tasks import remap_request
+    from s3tm.orchestration.remap_tasks import learning_window_days, remap_triggers
+
+    result = {
+        "conditions": ["hot_word: 'news' carries 12.0% of word occurrences over 1 version(s)"],
+        "routing_version": 3,
+        "checked_at": "2026-01-04T13:00:00+00:00",
+    }
+    extra = remap_request(result, recent_window_days=1)
+    assert extra["remap_conf"] == {"window_days": 1}
+    events = {"remap_request": [SimpleNamespace(extra=extra, source_run_id="scheduled__x")]}
+    assert learning_window_days(7, events) == 1
+    assert learning_window_days(7, None) == 7  # the nightly run keeps its window
+    assert remap_triggers(events) == [result["conditions"][0] + " (s3tm_monitor run scheduled__x)"]
+    assert remap_triggers({}) == []
+    # a fresh deployment's request (nothing published) keeps the remap's own window
+    fresh = remap_request(
+        {**result, "conditions": ["no_version: posts are ingested but none is published"]},
+        recent_window_days=1,
+    )
+    assert "remap_conf" not in fresh
+    assert learning_window_days(7, {"remap_request": [SimpleNamespace(extra=fresh)]}) == 7
