@@ -225,9 +225,15 @@ def test_drift_evaluates_the_window_0_mapping_on_later_windows(tmp_path, capsys)
     keys = {"algorithm", "window", "relative_throughput", "spread", "imbalance", "relearned"}
     assert all(keys <= set(line) for line in lines)
     fixed = {(r["algorithm"], r["window"]): r for r in lines if not r["relearned"]}
-    relearned = {r["window"]: r for r in lines if r["relearned"]}
+    relearned = {r["window"]: r for r in lines if r["learned_on"] == "previous window"}
+    in_window = {r["window"]: r for r in lines if r["learned_on"] == "window's first half"}
     assert set(fixed) == {(a, w) for a in ("hash", "salb+split") for w in range(4)}
-    assert sorted(relearned) == [1, 2, 3]  # learned on the window before
+    assert sorted(relearned) == sorted(in_window) == [1, 2, 3]
+    assert all(r["relearned"] for r in [*relearned.values(), *in_window.values()])
+    # the in-window line is judged on the window's second half
+    assert all(in_window[w]["posts"] < relearned[w]["posts"] for w in (1, 2, 3))
+    # on the burst day only a mapping learned within the day knows the burst word
+    assert in_window[2]["relative_throughput"] > relearned[2]["relative_throughput"]
     # hash is its own baseline; the learned mapping beats it on its own window
     assert all(fixed["hash", w]["relative_throughput"] == pytest.approx(1.0) for w in range(4))
     assert fixed["salb+split", 0]["relative_throughput"] > 1.0
