@@ -147,10 +147,11 @@ def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:
         name = r["line"]
         lines.setdefault(name, {})[r["window"]] = r["relative_throughput"]
     progress("\nrelative throughput vs hash, per window (fixed: learned on window 0)")
-    progress(f"{'':<22}" + "".join(f"{w:>6}" for w in windows))
+    width = max(len(name) for name in lines) + 2
+    progress(" " * width + "".join(f"{w:>6}" for w in windows))
     for name, values in lines.items():
         progress(
-            f"{name:<22}"
+            f"{name:<{width}}"
             + "".join(f"{values[w]:>6.2f}" if w in values else f"{'-':>6}" for w in windows)
         )
     for name, values in lines.items():
