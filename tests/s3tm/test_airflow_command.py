@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -241,6 +242,73 @@ def test_runs_triggered_by_rest_and_by_the_trigger_button_succeed(airflow_ui, tm
     )
     assert f"{len(PROJECT_DAGS)} Dags" in text and all(d in text for d in PROJECT_DAGS)
     assert "example_" not in text
+
+
+def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
+    """The scheduler turns s3tm_monitor's remap_request event into an s3tm_remap run; the
+    run reads the request (learning window, hot words) and its report says why it ran."""
+    import pyarrow as pa
+
+    from schemas import table
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import load_routing_table, now_utc, published_version
+
+    api: AirflowApi = airflow_ui["api"]
+    lakehouse = Lakehouse(None, airflow_ui["out"] / "lakehouse", engine="rs")
+    version = published_version(lakehouse)
+    assert version is not None  # the runs above published one
+    mapping = load_routing_table(lakehouse, version)
+    n = mapping.n_matchers
+    single = [w for w in mapping.words.tolist() if mapping.version_matchers(w).shape[0] == 1]
+    word = single[0]
+    # the stream's health as a burst of `word` would record it (injected: no stream here)
+    row = {
+        "query_id": "injected",
+        "batch_id": 0,
+        "routing_version": version,
+        "n_matchers": n,
+        "recorded_at": now_utc(),
+        "posts": 1000,
+        "routed_posts": 1000,
+        "pairs": 100 * n,
+        "loads": [100] * n,
+        "hash_routed_posts": 1000,
+        "hash_pairs": 100 * n,
+        "hash_loads": [100] * n,
+        "relative_throughput": 1.0,
+        "split_threshold": 1 / (2 * n),
+        "hot_words": [{"word": word, "share": 0.3, "versions": 1, "mapped": True}],
+    }
+    lakehouse.write_arrow(
+        pa.Table.from_pylist([row], schema=table("stream.health").schema), "stream.health"
+    )
+    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+    monitor = api.trigger("s3tm_monitor")
+    assert api.wait_for("s3tm_monitor", monitor) == "success", api.failed_tasks(
+        "s3tm_monitor", monitor
+    )
+    triggered: list[dict[str, Any]] = []
+    for _ in range(60):  # the scheduler's next loop creates the run
+        triggered = [
+            r
+            for r in api.runs("s3tm_remap")
+            if r["dag_run_id"] not in before and r["run_type"] == "asset_triggered"
+        ]
+        if triggered:
+            break
+        time.sleep(2)
+    assert len(triggered) == 1, "the remap_request event created no s3tm_remap run"
+    run_id = triggered[0]["dag_run_id"]
+    assert api.wait_for("s3tm_remap", run_id) == "success", api.failed_tasks("s3tm_remap", run_id)
+    reports = sorted((airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md"))
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    why = next(r.read_text() for r in reports if safe_id in r.name)
+    assert f"requested by s3tm_monitor: hot_word: '{word}'" in why
+    # the candidate learned on the requested window and split the word as its share needs
+    from spark_jobs.lake.routing_store import versions
+
+    latest = versions(lakehouse)[-1]
+    assert json.loads(latest["params"])["live_hot_words"] == {word: math.ceil(0.3 * 2 * n)}
 
 
 @pytest.fixture(scope="module")
