@@ -300,8 +300,19 @@ class Lakehouse:
                 raise InputDataError(
                     f"table {name} did not exist yet at {as_of} (created {created})"
                 )
+            target: int | dt.datetime = as_of if isinstance(as_of, dt.datetime) else int(as_of)
+            if isinstance(as_of, dt.datetime):
+                # the version current then by the commits' own timestamps (what `history`
+                # shows): delta-rs goes by the log files' modification times, which can lag
+                # a commit's timestamp by a few milliseconds and so name the version before
+                aware = as_of if as_of.tzinfo else as_of.replace(tzinfo=dt.UTC)
+                since_epoch = aware - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+                stamp_ms = since_epoch // dt.timedelta(milliseconds=1)
+                current = [h["version"] for h in history if h["timestamp"] <= stamp_ms]
+                if current:
+                    target = max(current)
             try:
-                delta.load_as_version(as_of if isinstance(as_of, dt.datetime) else int(as_of))
+                delta.load_as_version(target)
             except Exception as err:  # delta-rs raises DeltaError / ValueError variants
                 raise InputDataError(
                     f"table {name} has no version {as_of} (versions {first}..{latest})"
