@@ -5,7 +5,8 @@ Every hour: land new JSON-lines files into `bronze.posts` (bad records go to
 `silver.posts_quarantine` with a reason), then normalise and sample them into
 `silver.posts`. Updating `silver.posts` makes `s3tm_remap` eligible (Asset schedule).
 
-Params: `landing` (directory of JSON-lines files), `lakehouse` (root), `sample_rate`.
+Params: `landing` (directory or s3:// prefix of JSON-lines files), `lakehouse` (root),
+`sample_rate`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from schemas.assets import asset
     tags=["s3tm", "ingest", "spark"],
     doc_md=__doc__,
     params={
-        "landing": Param(DEFAULT_LANDING, type="string", description="landing directory"),
+        "landing": Param(
+            DEFAULT_LANDING, type="string", description="landing directory or s3:// prefix"
+        ),
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string", description="lakehouse root"),
         "sample_rate": Param(1.0, type="number", minimum=0.0001, maximum=1.0),
     },

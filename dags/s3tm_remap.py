@@ -8,8 +8,9 @@ re-learn the word -> matcher routing.
 graph (learning window) -> learn (SALB + hot-word split by default) -> place (LASP) ->
 validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
 the held-out posts against the published version and hash -> publish only if validation
-passed AND the candidate beats the published version by `margin` (else the current
-version stays, and the report says why) -> run report.
+passed AND the candidate beats the published version by `margin` (by counted trie work
+in the replay when there are subscriptions, else by the model; else the current version
+stays, and the report says why) -> run report.
 
 Params: `nodes` (N), `algorithm`, `split`, `window_days` (a monitor request may ask for
 a shorter window: the run then learns on the recent days only), `margin`, `lakehouse`.

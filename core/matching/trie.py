@@ -51,6 +51,13 @@ class TrieMatcher:
         return len(self._slot_of)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes held by the trie's arrays (capacity included: what a worker's memory holds)."""
+        arrays = (self._table, self._nodes, self._node_parent, self._root_child,
+                  self._slot_node, self._slot_next, self._slot_sub)  # fmt: skip
+        return int(sum(a.nbytes for a in arrays))
+
+    @property
     def n_nodes(self) -> int:
         """Live trie nodes, root excluded (= live edges)."""
         return self._live_edges

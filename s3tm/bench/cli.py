@@ -31,6 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_matcher)
 
+    p = kinds.add_parser("sizing", help="matcher memory per 100k subscriptions (DEPLOY.md)")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--subscriptions", default="100000,1000000", help="synthetic sizes")
+    p.add_argument("--nodes", type=int, default=16, help="matchers (N)")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_sizing)
+
     p = kinds.add_parser("sketch", help="the stream's hot-word sketch vs exact counts")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--nodes", default="16,64,256", help="N values (threshold 1/(2N))")
@@ -103,6 +110,16 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 def _check_runs(args: argparse.Namespace) -> None:
     if args.runs < 1:
         raise InputDataError("--runs must be at least 1")
+
+
+def _run_sizing(args: argparse.Namespace) -> int:
+    from s3tm.bench import sizing
+    from s3tm.bench.realdata import real_corpus_path
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    sizes = [int(s) for s in args.subscriptions.split(",") if s.strip()]
+    sizing.run(path, sizes, args.nodes, Path(args.out))
+    return 0
 
 
 def _run_matcher(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from core.errors import S3TMError
 
 def build_parser() -> argparse.ArgumentParser:
     from s3tm.bench import cli as bench_cli
-    from s3tm.cli import airflow, commands, demo, maintain, sql
+    from s3tm.cli import airflow, commands, demo, maintain, produce, sql
     from s3tm.experiments import cli as experiment_cli
 
     parser = argparse.ArgumentParser(prog="s3tm", description=__doc__)
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     airflow.register(sub)
     maintain.register(sub)
+    produce.register(sub)
     sql.register(sub)
     commands.register(sub)
     bench_cli.register(sub)

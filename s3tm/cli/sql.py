@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--max-rows must be at least 1")
     as_of = parse_as_of(args.as_of)
     lakehouse = Lakehouse(None, args.lakehouse, engine="rs")
-    if not lakehouse.root.is_dir():
+    if not lakehouse.remote and not lakehouse.root.is_dir():
         raise InvalidArgumentError(
             f"no lakehouse at {lakehouse.root} (--lakehouse DIR or S3TM_LAKEHOUSE; "
             "`s3tm demo` builds one)"

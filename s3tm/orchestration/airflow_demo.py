@@ -33,6 +33,10 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the
+            # scheduler, the API server and the first scheduled runs all write at once, and
+            # a REST trigger then failed with a 500 on "database is locked"
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home.resolve()}/airflow.db?timeout=30",
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
                 {
                     "conn_type": "spark",

@@ -30,6 +30,15 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
+def application_path(job: str) -> str:
+    """Where spark-submit finds ``spark_jobs/jobs/<job>.py``: this file system's path, or
+    with ``S3TM_SPARK_APPLICATION_SCHEME=local`` a ``local://`` URI, the form Kubernetes
+    cluster deploy mode needs for a file inside the image (set by the Helm values)."""
+    path = JOBS / f"{job}.py"
+    scheme = os.environ.get("S3TM_SPARK_APPLICATION_SCHEME", "")
+    return f"{scheme}://{path}" if scheme else str(path)
+
+
 def spark_job(
     task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (), **kwargs: Any
 ) -> Any:
@@ -42,7 +51,7 @@ def spark_job(
 
     return SparkSubmitOperator(
         task_id=task_id,
-        application=str(JOBS / f"{job}.py"),
+        application=application_path(job),
         application_args=["--lakehouse", "{{ params.lakehouse }}", *args],
         conn_id=SPARK_CONN_ID,
         name=f"s3tm-{job}",

@@ -40,7 +40,7 @@ def parse_keep_days(items: list[str]) -> dict[str, int]:
 
 def run_maintenance(
     root: str | Path, policy: MaintenancePolicy, run_id: str
-) -> tuple[list[TableReport], Path]:
+) -> tuple[list[TableReport], Path | str]:
     """Maintain every table of ``policy``; returns the per-table figures and the report.
 
     Raises:

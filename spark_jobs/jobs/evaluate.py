@@ -96,6 +96,8 @@ def _measure(
     if subs is not None and placement is not None:
         measured = replay(routing, placement, subs, posts, seed=seed)
         result["replay_posts_per_s"] = measured.throughput
+        # counted trie operations of the busiest matcher: deterministic (the publish gate)
+        result["work_throughput"] = measured.work_throughput
         result["matches"] = int(measured.match_pairs.shape[0])
     return result
 
@@ -149,6 +151,10 @@ def evaluate_version(
     def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
         if key == "model":
             return a["model"]["throughput"] / b["model"]["throughput"]
+        if key == "work":
+            if a.get("work_throughput") and b.get("work_throughput"):
+                return a["work_throughput"] / b["work_throughput"]
+            return None
         if "replay_posts_per_s" in a and "replay_posts_per_s" in b:
             return a["replay_posts_per_s"] / b["replay_posts_per_s"]
         return None
@@ -159,9 +165,13 @@ def evaluate_version(
     report["relative_replay_throughput_vs_hash"] = ratio(
         report["candidate"], report["hash"], "replay"
     )
+    report["relative_work_throughput_vs_hash"] = ratio(report["candidate"], report["hash"], "work")
     if "published" in report:
         report["relative_model_throughput_vs_published"] = ratio(
             report["candidate"], report["published"], "model"
+        )
+        report["relative_work_throughput_vs_published"] = ratio(
+            report["candidate"], report["published"], "work"
         )
     metrics = json.loads(meta["metrics"] or "{}")
     metrics["evaluation"] = report

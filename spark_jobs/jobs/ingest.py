@@ -183,15 +183,36 @@ def canonical_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
 
 
-def landing_files(landing: Path, pattern: str) -> list[str]:
-    """The landing files to consider, as absolute ``file:`` paths sorted by name."""
+def landing_files(landing: str | Path, pattern: str) -> list[str]:
+    """The landing files to consider, sorted by name: absolute ``file:`` URIs, or for an
+    object-store landing (``s3://bucket/landing``) the ``s3a://`` URIs Spark reads."""
+    import fnmatch
+
+    import pyarrow.fs as pafs
+
+    from spark_jobs.lake import storage
+
+    if storage.is_remote(str(landing)):
+        location = storage.normalise_root(str(landing))
+        store, prefix = storage.filesystem(location)
+        infos = store.get_file_info(pafs.FileSelector(prefix, allow_not_found=True))
+        if not infos:
+            raise InputDataError(f"landing location is empty or missing: {location}")
+        return sorted(
+            storage.spark_uri(f"s3://{info.path}")
+            for info in infos
+            if info.type == pafs.FileType.File and fnmatch.fnmatch(info.base_name, pattern)
+        )
+    landing = Path(landing)
     if not landing.is_dir():
         raise InputDataError(f"landing directory not found: {landing}")
     return sorted(p.resolve().as_uri() for p in landing.glob(pattern) if p.is_file())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--landing", required=True, help="directory of JSON-lines files")
+    parser.add_argument(
+        "--landing", required=True, help="directory (or s3:// prefix) of JSON-lines files"
+    )
     parser.add_argument("--pattern", default="*.jsonl*", help="file glob in the landing dir")
     parser.add_argument(
         "--batch-id",
@@ -214,7 +235,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     batch = str(batch_id)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     spark = lakehouse.spark
-    files = landing_files(Path(args.landing), args.pattern)
+    files = landing_files(args.landing, args.pattern)
     seen: set[str] = set()
     for name in ("bronze.posts", "silver.posts_quarantine"):
         if lakehouse.exists(name):

@@ -2,9 +2,12 @@
 
 ``publish`` makes a validated (or, with ``--skip-validation``, candidate) version the one
 published version and retires the previous one, in ONE Delta commit on
-``routing.versions``. With ``--margin m`` it publishes only if the candidate's model
-throughput is at least (1 + m) x the published version's on the same held-out posts (as
-``evaluate`` recorded), and otherwise keeps the current version and says why.
+``routing.versions``. With ``--margin m`` it publishes only if the candidate's throughput
+is at least (1 + m) x the published version's on the same held-out posts (as ``evaluate``
+recorded), and otherwise keeps the current version and says why. Throughput is by counted
+work (posts / the busiest matcher's trie operations in the replay: deterministic, and it
+sees that a matcher's cost grows with the subscriptions a post meets there) when both
+versions could be replayed with the subscriptions, else by the model (|P| / max load).
 ``rollback VERSION`` publishes an older version again.
 """
 
@@ -75,7 +78,10 @@ def _publish(
         return {"published": chosen, "changed": False, "reason": "already published"}
     if margin is not None and current is not None:
         evaluation = json.loads(meta["metrics"] or "{}").get("evaluation", {})
-        gain = evaluation.get("relative_model_throughput_vs_published")
+        basis = "counted work"
+        gain = evaluation.get("relative_work_throughput_vs_published")
+        if gain is None:
+            basis, gain = "model", evaluation.get("relative_model_throughput_vs_published")
         if gain is None:
             raise InputDataError(
                 f"version {chosen} was not evaluated against the published "
@@ -86,8 +92,9 @@ def _publish(
                 "published": current,
                 "changed": False,
                 "candidate": chosen,
-                "reason": f"candidate throughput x{gain:.3f} of the published version "
-                f"is below the required x{1 + margin:.3f}",
+                "basis": basis,
+                "reason": f"candidate throughput ({basis}) x{gain:.3f} of the published "
+                f"version is below the required x{1 + margin:.3f}",
             }
     now = now_utc()
     changes: dict[int, dict[str, Any]] = {
@@ -131,6 +138,7 @@ def render_versions(lakehouse: Any) -> str:
                 model.get("spread", float("nan")),
                 model.get("imbalance", float("nan")),
                 evaluation.get("relative_model_throughput_vs_hash") or float("nan"),
+                evaluation.get("relative_work_throughput_vs_hash") or float("nan"),
                 evaluation.get("relative_replay_throughput_vs_hash") or float("nan"),
                 v["created_at"].strftime("%Y-%m-%d %H:%M"),
             ]
@@ -144,6 +152,7 @@ def render_versions(lakehouse: Any) -> str:
             "spread",
             "imbalance",
             "model x hash",
+            "work x hash",
             "replay x hash",
             "created",
         ],

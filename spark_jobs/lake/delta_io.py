@@ -22,7 +22,6 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -38,6 +37,7 @@ import pyarrow.parquet as pq
 
 from core.errors import InputDataError, InvalidArgumentError
 from schemas import TableSpec, table
+from spark_jobs.lake import storage
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,9 @@ WRITE_DIR_KEY = "s3tm_write"
 LAKEHOUSE_ENV = "S3TM_LAKEHOUSE"
 
 
-def default_lakehouse() -> Path:
-    """``$S3TM_LAKEHOUSE`` or ``./lakehouse``."""
-    return Path(os.environ.get(LAKEHOUSE_ENV, DEFAULT_LAKEHOUSE)).resolve()
+def default_lakehouse() -> str:
+    """``$S3TM_LAKEHOUSE`` or ``./lakehouse`` (a local path or an ``s3://`` URI)."""
+    return storage.normalise_root(os.environ.get(LAKEHOUSE_ENV, DEFAULT_LAKEHOUSE))
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class TableSnapshot:
     name: str
     version: int
     dataset: Any  # pyarrow.dataset.FileSystemDataset
-    files: list[str]  # local paths of the version's Parquet files
+    files: list[str]  # the version's Parquet files, as paths in ``filesystem``
     partitions: list[dict[str, str | None]]  # each file's partition values (from its path)
+    filesystem: Any = None  # pyarrow.fs.FileSystem of ``files`` (local or an object store)
 
 
 def _session_has_delta(spark: Any) -> bool:
@@ -107,35 +108,61 @@ def _local_path(uri: str) -> str:
 _HELD = threading.local()
 
 
+def _relative(uri: str, location: str) -> str:
+    """Path of a table's file (a delta-rs URI) relative to the table's location."""
+    path = _local_path(uri)
+    base = storage.arrow_uri(location).rstrip("/") + "/"
+    if path.startswith(base):
+        return path[len(base) :]
+    return os.path.relpath(path, location)
+
+
 class Lakehouse:
-    """The Delta tables under one root, read and written through one engine."""
+    """The Delta tables under one root, read and written through one engine.
+
+    The root is a local folder or an object-store URI (``s3://bucket/prefix``, see
+    :mod:`spark_jobs.lake.storage`): ``location`` spells it, ``remote`` says which, and
+    ``root`` is the local folder for what must sit on a file system (the lakehouse itself
+    when local).
+    """
 
     def __init__(
         self, spark: Any, root: str | Path | None = None, engine: Engine | None = None
     ) -> None:
         self.spark = spark
-        self.root = Path(root).resolve() if root else default_lakehouse()
+        self.location = storage.normalise_root(root) if root else default_lakehouse()
+        self.remote = storage.is_remote(self.location)
+        self.root = storage.local_state_dir(self.location)
+        self.storage_options = storage.delta_storage_options(self.location)
+        self.fs, _ = storage.filesystem(self.location)
         self.engine: Engine = engine or ("spark" if _session_has_delta(spark) else "rs")
         if self.engine == "spark" and not _session_has_delta(spark):
             raise InvalidArgumentError("engine 'spark' needs Delta's JVM classes in the session")
 
     # -- locations and metadata ------------------------------------------------------------
-    def path(self, name: str) -> Path:
-        return table(name).location(self.root)
+    def path(self, name: str) -> str:
+        """Table ``name``'s location: a local path or an ``s3://`` URI (delta-rs' spelling;
+        :func:`storage.spark_uri` gives Spark's)."""
+        return storage.join(self.location, table(name).relative_path.as_posix())
+
+    def _fs_path(self, location: str) -> str:
+        """``location`` (a path or URI of this lakehouse) as a path in ``self.fs``."""
+        return storage.fs_path(_local_path(location))
 
     def exists(self, name: str) -> bool:
         from deltalake import DeltaTable
 
-        return DeltaTable.is_deltatable(str(self.path(name)))
+        return DeltaTable.is_deltatable(self.path(name), storage_options=self.storage_options)
 
     def _delta(self, name: str, version: int | None = None) -> Any:
         from deltalake import DeltaTable
 
         if not self.exists(name):
             raise InputDataError(
-                f"table {name} does not exist under {self.root} (run the job that writes it first)"
+                f"table {name} does not exist under {self.location} "
+                "(run the job that writes it first)"
             )
-        return DeltaTable(str(self.path(name)), version=version)
+        return DeltaTable(self.path(name), version=version, storage_options=self.storage_options)
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
@@ -144,10 +171,12 @@ class Lakehouse:
         (allocating the next routing version or subscription id, updating version statuses)
         is serialised with every other process of this lakehouse's machine or shared file
         system. Appends need no lock: Delta commits them atomically.
+
+        On an object store the lock is a lease object ``<root>/_locks/<name>.lock`` created
+        with a conditional put (:func:`storage.object_lock`): exclusive across machines.
         """
-        lock_path = self.root / "_locks" / f"{name}.lock"
+        key = storage.join(self.location, "_locks", f"{name}.lock")
         held: dict[str, int] = _HELD.__dict__.setdefault("paths", {})
-        key = str(lock_path)
         if held.get(key):
             held[key] += 1
             try:
@@ -155,6 +184,15 @@ class Lakehouse:
             finally:
                 held[key] -= 1
             return
+        if self.remote:
+            with storage.object_lock(key):
+                held[key] = 1
+                try:
+                    yield
+                finally:
+                    held.pop(key, None)
+            return
+        lock_path = Path(key)
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with lock_path.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -193,7 +231,7 @@ class Lakehouse:
         counted = sum(int(a["num_records"]) for a in actions if a.get("num_records") is not None)
         for uri in delta.file_uris():
             if any(_local_path(uri).endswith(unquote(path)) for path in missing):
-                counted += pq.ParquetFile(_local_path(uri)).metadata.num_rows
+                counted += pq.read_metadata(self._fs_path(uri), filesystem=self.fs).num_rows
         return counted
 
     def last_batch(self, name: str, app_id: str) -> int | None:
@@ -206,7 +244,7 @@ class Lakehouse:
         from pyspark.sql import functions as F
 
         spec = table(name)
-        location = str(self.path(name))
+        location = storage.spark_uri(self.path(name))
         if self.engine == "spark":
             reader = self.spark.read.format("delta")
             if version is not None:
@@ -231,7 +269,8 @@ class Lakehouse:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         data_schema = pa.schema([f for f in spec.schema if f.name not in spec.partition_by])
-        frame = self.spark.read.schema(from_arrow_schema(data_schema)).parquet(*files)
+        uris = [storage.spark_uri(_local_path(f)) for f in files]
+        frame = self.spark.read.schema(from_arrow_schema(data_schema)).parquet(*uris)
         path = F.col("_metadata.file_path")
         for column in spec.partition_by:
             raw = F.regexp_extract(path, f"/{column}=([^/]*)/", 1)
@@ -262,9 +301,11 @@ class Lakehouse:
         location = self.path(name)
         pieces = []
         for uri in files:
-            piece = pads.dataset(uri, format="parquet").to_table()
+            piece = pads.dataset(
+                self._fs_path(uri), format="parquet", filesystem=self.fs
+            ).to_table()
             # Partition columns live in the path (Hive style), not in the file.
-            values = _partition_values(os.path.relpath(_local_path(uri), location), spec.columns)
+            values = _partition_values(_relative(uri, location), spec.columns)
             columns = []
             for field in spec.schema:
                 if field.name in spec.partition_by:
@@ -320,8 +361,8 @@ class Lakehouse:
         location = self.path(name)
         paths, values_of, partitions = [], [], []
         for uri in delta.file_uris():
-            paths.append(_local_path(uri))
-            values = _partition_values(os.path.relpath(paths[-1], location), spec.partition_by)
+            paths.append(self._fs_path(uri))
+            values = _partition_values(_relative(uri, location), spec.partition_by)
             values_of.append(values)
             expression = pads.scalar(True)
             for column in spec.partition_by:
@@ -336,10 +377,10 @@ class Lakehouse:
             paths,
             schema=spec.schema,
             format=pads.ParquetFileFormat(),
-            filesystem=pa.fs.LocalFileSystem(),
+            filesystem=self.fs,
             partitions=partitions,
         )
-        return TableSnapshot(name, delta.version(), dataset, paths, values_of)
+        return TableSnapshot(name, delta.version(), dataset, paths, values_of, self.fs)
 
     # -- writes ------------------------------------------------------------------------------
     def evolve(self, name: str) -> list[str]:
@@ -363,7 +404,9 @@ class Lakehouse:
                     f"{name}: cannot add required columns {required} to an existing table"
                 )
             fields = [f for f in spec.delta_schema().fields if f.name in {m.name for m in missing}]
-            deltalake.DeltaTable(str(self.path(name))).alter.add_columns(fields)
+            deltalake.DeltaTable(
+                self.path(name), storage_options=self.storage_options
+            ).alter.add_columns(fields)
         log.info("%s: added columns %s", name, [f.name for f in missing])
         return [f.name for f in missing]
 
@@ -428,20 +471,22 @@ class Lakehouse:
         partition_by = list(spec.partition_by) or None
         if replace_where:
             write_deltalake(
-                str(self.path(name)),
+                self.path(name),
                 conformed,
                 mode="overwrite",
                 partition_by=partition_by,
                 predicate=_predicate(replace_where),
                 commit_properties=commit,
+                storage_options=self.storage_options,
             )
         else:
             write_deltalake(
-                str(self.path(name)),
+                self.path(name),
                 conformed,
                 mode=mode,
                 partition_by=partition_by,
                 commit_properties=commit,
+                storage_options=self.storage_options,
             )
         return WriteResult(name, self.version(name), -1, conformed.num_rows)
 
@@ -508,10 +553,10 @@ class Lakehouse:
             writer = writer.option("replaceWhere", _predicate(replace_where))
         if app_id is not None:
             writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
-        writer.save(str(self.path(spec.name)))
+        writer.save(storage.spark_uri(self.path(spec.name)))
         return WriteResult(spec.name, self.version(spec.name), -1, -1)
 
-    def staging_dir(self, name: str) -> Path:
+    def staging_dir(self, name: str) -> str:
         """A fresh folder inside table ``name`` for files to commit with :meth:`commit_staged`.
 
         Named key=value so that every file of the table sits at the same depth
@@ -519,7 +564,12 @@ class Lakehouse:
         the file list on read (the extra column is dropped).
         """
         stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
-        return self.path(name) / f"{WRITE_DIR_KEY}={stamp}"
+        return storage.join(self.path(name), f"{WRITE_DIR_KEY}={stamp}")
+
+    def _drop_staged(self, staging: str) -> None:
+        """Remove a staging folder whose files will not be committed (absent: nothing)."""
+        with contextlib.suppress(FileNotFoundError, OSError):
+            self.fs.delete_dir(self._fs_path(staging))
 
     def _write_rs(
         self,
@@ -535,9 +585,9 @@ class Lakehouse:
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
         try:
-            writer.parquet(str(target))
+            writer.parquet(storage.spark_uri(target))
         except Exception:
-            shutil.rmtree(target, ignore_errors=True)  # nothing committed: drop the files
+            self._drop_staged(target)  # nothing committed: drop the files
             raise
         return self.commit_staged(
             spec.name,
@@ -551,7 +601,7 @@ class Lakehouse:
     def commit_staged(
         self,
         name: str,
-        staging: Path,
+        staging: str | Path,
         *,
         mode: WriteMode = "append",
         replace_where: Mapping[str, Sequence[Any]] | None = None,
@@ -573,26 +623,37 @@ class Lakehouse:
         spec = table(name)
         self._check_write_args(spec, mode, replace_where, app_id, batch_id)
         root = self.path(name)
-        if staging.parent != root or not staging.name.startswith(f"{WRITE_DIR_KEY}="):
+        staging = str(staging)
+        parent, _, folder = staging.rstrip("/").rpartition("/")
+        if parent != root or not folder.startswith(f"{WRITE_DIR_KEY}="):
             raise InvalidArgumentError(f"{staging} is not a staging folder of {name}")
         if self._already_committed(name, app_id, batch_id):
-            shutil.rmtree(staging, ignore_errors=True)
+            self._drop_staged(staging)
             return WriteResult(name, self.version(name), 0, 0, skipped=True)
         try:
             self.evolve(name)
             actions: list[AddAction] = []
             rows = 0
-            for file in sorted(staging.rglob("*.parquet")) if staging.exists() else []:
-                relative = file.relative_to(root).as_posix()
-                n_rows = pq.read_metadata(file).num_rows
+            root_path = self._fs_path(root).rstrip("/")
+            listing = self.fs.get_file_info(
+                pa.fs.FileSelector(self._fs_path(staging), recursive=True, allow_not_found=True)
+            )
+            files = sorted(
+                (f for f in listing if f.type == pa.fs.FileType.File), key=lambda f: f.path
+            )
+            for file in files:
+                if not file.base_name.endswith(".parquet") or file.base_name.startswith("."):
+                    continue
+                relative = file.path[len(root_path) + 1 :]
+                n_rows = pq.read_metadata(file.path, filesystem=self.fs).num_rows
                 rows += n_rows
-                stat = file.stat()
+                modified = file.mtime.timestamp() if file.mtime else time.time()
                 actions.append(
                     AddAction(
                         path=relative,
-                        size=stat.st_size,
+                        size=int(file.size),
                         partition_values=_partition_values(relative, spec.partition_by),
-                        modification_time=int(stat.st_mtime * 1000),
+                        modification_time=int(modified * 1000),
                         data_change=True,
                         stats=json.dumps({"numRecords": n_rows}),
                     )
@@ -605,7 +666,7 @@ class Lakehouse:
             partition_by = list(spec.partition_by) or None
             if not self.exists(name):
                 create_table_with_add_actions(
-                    str(root),
+                    root,
                     spec.delta_schema(),
                     actions,
                     mode="append",
@@ -613,6 +674,7 @@ class Lakehouse:
                     name=name,
                     description=spec.description or None,
                     commit_properties=commit,
+                    storage_options=self.storage_options,
                 )
             else:
                 filters = (
@@ -620,7 +682,7 @@ class Lakehouse:
                     if replace_where
                     else None
                 )
-                DeltaTable(str(root)).create_write_transaction(
+                DeltaTable(root, storage_options=self.storage_options).create_write_transaction(
                     list[Any](actions),
                     mode,
                     spec.schema,
@@ -629,7 +691,7 @@ class Lakehouse:
                     commit_properties=commit,
                 )
         except Exception:
-            shutil.rmtree(staging, ignore_errors=True)  # nothing committed: drop the files
+            self._drop_staged(staging)  # nothing committed: drop the files
             raise
         return WriteResult(name, self.version(name), len(actions), rows)
 

@@ -31,6 +31,7 @@ COMPACTED_TABLES = (
     "matches",
     "deliveries",
     "stream.batches",
+    "stream.health",
     "bronze.posts",
     "silver.posts",
     "silver.posts_quarantine",
@@ -42,6 +43,7 @@ DAY_COLUMNS = {
     "silver.posts": ("event_day", "date"),
     "matches": ("matched_at", "timestamp"),
     "deliveries": ("delivered_at", "timestamp"),
+    "stream.health": ("recorded_at", "timestamp"),
 }
 
 
@@ -60,6 +62,8 @@ class MaintenancePolicy:
         default_factory=lambda: {
             "matches": 30,
             "deliveries": 30,
+            # the monitor reads hours of it, the learn job's live hot words 6 hours
+            "stream.health": 30,
             "bronze.posts": 0,
             "silver.posts": 0,
         }

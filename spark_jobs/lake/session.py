@@ -52,7 +52,8 @@ def build_session(
 
     Args:
         app_name: shown in the Spark UI and logs.
-        master: ``local[*]`` by default (or ``S3TM_SPARK_MASTER``); any Spark master URL.
+        master: any Spark master URL; default ``S3TM_SPARK_MASTER``, else the master
+            spark-submit was given, else ``local[*]``.
         conf: extra settings, applied last.
     """
     from pyspark.sql import SparkSession
@@ -60,11 +61,19 @@ def build_session(
     # Executors must run the same interpreter (the one with ``core`` installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    chosen = master or os.environ.get("S3TM_SPARK_MASTER") or "local[*]"
-    builder = SparkSession.builder.appName(app_name).master(chosen)
+    chosen = master or os.environ.get("S3TM_SPARK_MASTER")
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit (it starts Python with a gateway port), the master it was given
+    # (Airflow's ``spark_default``) stands: setting one here would quietly override it.
+    if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(chosen or "local[*]")
     settings = dict(LOCAL_DEFAULTS)
     if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
         settings.update(DELTA_CONF)
+    # S3A (the cluster image's s3a:// lakehouse) talks to the endpoint delta-rs and pyarrow
+    # use: MinIO or another S3-compatible store; AWS itself when unset
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        settings["spark.hadoop.fs.s3a.endpoint"] = os.environ["AWS_ENDPOINT_URL"]
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

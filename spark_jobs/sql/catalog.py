@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import InputDataError
 from schemas import TableSpec
 from schemas.tables import TABLES
 from spark_jobs.lake.delta_io import TableSnapshot
+from spark_jobs.lake.storage import spark_uri
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ class LakehouseCatalog:
     def _register_delta(self, spec: TableSpec) -> CatalogTable:
         self._create_database(spec.name)
         qualified = spark_name(spec.name)
-        location = str(self.lakehouse.path(spec.name))
+        location = spark_uri(self.lakehouse.path(spec.name))
         self.spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} USING delta LOCATION '{location}'")
         entry = CatalogTable(spec.name, qualified, None)
         self.tables[spec.name] = entry
@@ -91,6 +93,12 @@ class LakehouseCatalog:
     def _register_snapshot(self, spec: TableSpec) -> CatalogTable:
         from pyspark.sql.pandas.types import from_arrow_schema
 
+        if self.lakehouse.remote:
+            # the snapshot folders hard-link the version's files: a local file system only
+            raise InputDataError(
+                f"serving {self.lakehouse.location} over JDBC needs Delta's JVM classes in the "
+                "session (the platform image has them); `s3tm sql` reads it without"
+            )
         snapshot = self.lakehouse.snapshot(spec.name)
         folder = self._link_files(spec, snapshot)
         self._create_database(spec.name)

@@ -90,7 +90,7 @@ def serve(
 def run(args: argparse.Namespace, lakehouse: Any) -> int:
     if args.refresh_seconds <= 0:
         raise InvalidArgumentError("--refresh-seconds must be positive")
-    if not lakehouse.root.is_dir():
+    if not lakehouse.remote and not lakehouse.root.is_dir():
         raise InputDataError(f"no lakehouse at {lakehouse.root} (`s3tm demo` builds one)")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -59,6 +59,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     published_version,
 )
+from spark_jobs.lake.storage import join, spark_uri
 from spark_jobs.stream import tasks as stream_tasks
 from spark_jobs.stream.health import HealthOptions, StreamHealth
 from spark_jobs.stream.shedding import (
@@ -638,13 +639,22 @@ def source(spark: Any, args: argparse.Namespace) -> Any:
 
     if args.source == "kafka":
         # Needs the spark-sql-kafka package on the cluster image (it cannot be fetched here).
-        raw = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", args.kafka_bootstrap)
-            .option("subscribe", args.kafka_topic)
-            .option("startingOffsets", "earliest")
-            .load()
-        )
+        try:
+            raw = (
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", args.kafka_bootstrap)
+                .option("subscribe", args.kafka_topic)
+                .option("startingOffsets", "earliest")
+                .load()
+            )
+        except Exception as err:
+            if "kafka" not in str(err).lower() or "data source" not in str(err).lower():
+                raise
+            raise InputDataError(
+                "the Kafka source needs Spark's spark-sql-kafka-0-10 jar, which this Spark "
+                "installation lacks: run in the platform image (docker/Dockerfile bakes it "
+                "in), or read landing files with --source files"
+            ) from err
         return raw.select(
             F.col("value").alias("line"),
             F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
@@ -808,7 +818,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
                 )
         return 0
     if args.checkpoint is None:
-        args.checkpoint = str(lakehouse.root / "_checkpoints" / args.query_name)
+        args.checkpoint = spark_uri(join(lakehouse.location, "_checkpoints", args.query_name))
     query, _ = start(lakehouse.spark, lakehouse, args)
     log.info(
         "stream: query %s running (checkpoint %s); Ctrl-C stops it", query.name, args.checkpoint

@@ -38,6 +38,7 @@ from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import MatcherCache, batch_seed, gather, route_and_shed
 from spark_jobs import failpoints
+from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
 
 ROUTED_SCHEMA = "pkey int, payload binary, note string"
@@ -417,11 +418,17 @@ def _dispatch_run(
     for name, data in (("matches", matches), ("deliveries", deliveries)):
         if data.num_rows:
             # a fixed name per partition: a retried task overwrites, never duplicates
-            target = Path(staging[name]) / f"part-{part:05d}.parquet"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            pq.write_table(data.cast(storage_schema(table(name).schema)), temporary)
-            os.replace(temporary, target)
+            rows = data.cast(storage_schema(table(name).schema))
+            target = join(staging[name], f"part-{part:05d}.parquet")
+            if is_remote(target):  # an object-store PUT is atomic: no partial file is seen
+                store, object_key = filesystem(target)
+                pq.write_table(rows, object_key, filesystem=store)
+                continue
+            local = Path(target)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            temporary = local.with_name(f".{local.name}.{os.getpid()}.tmp")
+            pq.write_table(rows, temporary)
+            os.replace(temporary, local)
     failpoints.crash_from_task(crash, "dispatch")
     figures = {
         "kind": "dispatch",

@@ -130,6 +130,7 @@ def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
     assert published_version(store) == first and len(rows) == 2
     report = sorted((lakehouse / "reports").glob("remap-*.md"))[-1].read_text()
     assert "below the required" in report
+    assert "(model)" in report  # no subscriptions to replay: the gate went by the model
 
 
 def _free_port() -> int:

@@ -49,6 +49,9 @@ def _alive_workers(ui_port: int) -> int:
     return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
 
+_UI_PORTS: dict[str, int] = {}  # master URL -> its web UI port
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """spark://127.0.0.1:PORT of a master with two registered 1-core workers."""
@@ -90,6 +93,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 180
+        _UI_PORTS[url] = ui_port
         while _alive_workers(ui_port) < 2:
             logs = {p.name: p.read_text()[-1500:] for p in base.glob("*.log")}
             assert time.monotonic() < deadline, f"cluster did not come up: {logs}"
@@ -166,10 +170,15 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_pat
     for rows in versions:
         assert [r["status"] for r in rows] == ["published"]
     assert versions[0][0]["n_matchers"] == versions[1][0]["n_matchers"] == 8
-    words = [set(lake.read_arrow("routing.mappings")["word"].to_pylist()) for lake in (a, b)]
-    assert words[0] == words[1] and words[0]
-    placed = [lake.read_arrow("routing.placements").num_rows for lake in (a, b)]
-    assert placed[0] >= len(phrases) and placed[1] >= len(phrases)
+    # the learned mapping and the placements: row for row the same
+    mappings = [_stable(lake.read_arrow("routing.mappings"), ["word", "part"]) for lake in (a, b)]
+    assert mappings[0] == mappings[1] and mappings[0]
+    placed = [
+        lake.read_arrow("routing.placements").select(["routing_version", "sub_id", "matcher_id"])
+        for lake in (a, b)
+    ]
+    assert _stable(placed[0], ["sub_id"]) == _stable(placed[1], ["sub_id"])
+    assert placed[0].num_rows >= len(phrases)
 
     # one streaming micro-batch on the cluster: matches = brute force
     stream_landing = tmp_path / "stream-landing"
@@ -192,3 +201,55 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_pat
     assert expected, "the subscriptions match some posts"
     batches = [r for r in a.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"]
     assert sum(r["posts"] for r in batches) == len(posts)
+
+
+def _spark_apps(master: str) -> list[str]:
+    """Names of the applications the master has run (its JSON status page)."""
+    port = _UI_PORTS[master]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=10) as reply:
+        state = json.load(reply)
+    return [app["name"] for app in state.get("completedapps", []) + state.get("activeapps", [])]
+
+
+def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, tmp_path):
+    """The DAGs as deployed: ``spark_default`` names the standalone master (no DAG edited),
+    every SparkSubmitOperator task runs there, and the remap publishes a version."""
+    from s3tm.orchestration.airflow_demo import airflow_env
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    write_demo_corpus(
+        landing / "posts.jsonl.gz", SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9), days=2
+    )
+    env = airflow_env(tmp_path / "airflow", lakehouse, landing)
+    env.update(
+        {
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "spark", "host": cluster, "extra": {"deploy-mode": "client"}}
+            ),
+            "S3TM_TASK_RETRIES": "0",
+            "S3TM_DRIVER_MEMORY": "1g",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+    )
+    before = set(_spark_apps(cluster))
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    outputs = []
+    for argv in (
+        ["db", "migrate"],
+        ["dags", "test", "s3tm_ingest", "2026-01-01T00:00:00+00:00"],
+        ["dags", "test", "s3tm_remap", "2026-01-02T02:00:00+00:00"],
+    ):
+        done = subprocess.run(
+            [airflow, *argv], env=env, capture_output=True, text=True, timeout=1500,
+            cwd=tmp_path, check=False,
+        )  # fmt: skip
+        outputs.append(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        assert done.returncode == 0, outputs[-1]
+    assert all("state=success" in out for out in outputs[1:]), outputs
+    # every Spark job of both DAGs ran as an application of the standalone master
+    ran = [name for name in _spark_apps(cluster) if name not in before]
+    for job in ("ingest", "graph", "learn", "place", "evaluate"):
+        assert any(job in name for name in ran), (job, ran)
+    store = Lakehouse(None, lakehouse, engine="rs")
+    statuses = [r["status"] for r in store.read_arrow("routing.versions").to_pylist()]
+    assert statuses == ["published"]

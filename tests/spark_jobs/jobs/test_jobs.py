@@ -225,6 +225,13 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     assert publish.validate_version(lakehouse, 2)["success"]
     outcome = publish.publish(lakehouse, 2, margin=0.05)
     assert outcome["changed"] is False and "below the required" in outcome["reason"]
+    # with subscriptions both versions were replayed: the gate went by counted trie work,
+    # and the model's figure stands beside it
+    second = json.loads(versions(lakehouse)[1]["metrics"])["evaluation"]
+    assert outcome["basis"] == "counted work"
+    assert second["relative_work_throughput_vs_published"] < 1.05
+    assert second["relative_model_throughput_vs_published"] > 0
+    assert second["candidate"]["work_throughput"] > 0
     assert published_version(lakehouse) == 1
     # Without a margin it can be published, and rolled back atomically.
     assert publish.publish(lakehouse, 2)["changed"]

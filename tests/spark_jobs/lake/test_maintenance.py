@@ -68,6 +68,29 @@ def test_compaction_keeps_content_and_retention_deletes_old_days(tmp_path):
     assert report.files_after == 1
 
 
+def test_stream_health_keeps_30_days_by_default(tmp_path):
+    lake = Lakehouse(None, tmp_path / "lakehouse")
+    spec = table("stream.health")
+    rows = [
+        {
+            **{f.name: None for f in spec.schema},
+            "query_id": "q",
+            "batch_id": days,
+            "routing_version": 1,
+            "n_matchers": 4,
+            "recorded_at": dt.datetime.combine(
+                TODAY - dt.timedelta(days=days), dt.time(9), tzinfo=dt.UTC
+            ),
+        }
+        for days in (0, 10, 29, 31, 60)
+    ]
+    rows = [{k: v for k, v in r.items() if v is not None} for r in rows]
+    lake.write_arrow(pa.Table.from_pylist(rows, schema=spec.schema), "stream.health")
+    [report] = maintain(lake, MaintenancePolicy(tables=("stream.health",)), today=TODAY)
+    assert report.rows_deleted == 2
+    assert sorted(lake.read_arrow("stream.health")["batch_id"].to_pylist()) == [0, 10, 29]
+
+
 def test_absent_tables_are_reported_not_failed(tmp_path):
     lake = Lakehouse(None, tmp_path / "lakehouse")
     reports = maintain(lake, MaintenancePolicy(), today=TODAY)

@@ -1,0 +1,66 @@
+"""``s3tm produce``: replay a corpus into a Kafka topic at a steady rate (the posts the
+streaming matcher reads with ``s3tm stream run --source kafka``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("produce", help="replay a corpus into Kafka", description=__doc__)
+    p.add_argument("--corpus", type=Path, required=True, help="JSON-lines file (.gz or plain)")
+    p.add_argument("--bootstrap", default="localhost:9092", help="Kafka bootstrap servers")
+    p.add_argument("--topic", default="posts")
+    p.add_argument("--rate", type=float, default=0.0, help="posts per second (0: as fast as)")
+    p.add_argument("--loop", type=int, default=1, help="times to replay the file (0: forever)")
+    p.add_argument(
+        "--connect-timeout", type=float, default=30.0, help="seconds to reach the brokers"
+    )
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import itertools
+
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    from core.errors import InputDataError
+    from s3tm.produce.replay import landing_records, replay
+
+    if not args.corpus.is_file():
+        raise InputDataError(f"corpus not found: {args.corpus}")
+    rounds = itertools.count() if args.loop == 0 else range(args.loop)
+    try:
+        producer = KafkaProducer(
+            bootstrap_servers=args.bootstrap.split(","),
+            acks="all",
+            linger_ms=20,
+            retries=10,
+            bootstrap_timeout_ms=int(args.connect_timeout * 1000),
+        )
+    except KafkaError as err:
+        raise InputDataError(f"cannot reach Kafka at {args.bootstrap}: {err}") from err
+
+    def send(key: bytes | None, value: bytes) -> None:
+        producer.send(args.topic, key=key, value=value)
+
+    def progress(sent: int, seconds: float) -> None:
+        print(f"produce: {sent:,} posts in {seconds:.0f}s", file=sys.stderr, flush=True)
+
+    total = 0
+    try:
+        for _ in rounds:
+            figures = replay(landing_records(args.corpus), send, rate=args.rate, progress=progress)
+            total += figures.records
+            print(
+                f"produce: {figures.records:,} posts to {args.topic} at "
+                f"{figures.rate:,.0f}/s ({total:,} in all)",
+                flush=True,
+            )
+    finally:
+        producer.flush()
+        producer.close()
+    return 0

@@ -1,0 +1,175 @@
+"""Where a lakehouse lives: a local folder or an object store (``s3://bucket/prefix``).
+
+One root string names it. The three engines that touch its files spell object-store URIs
+differently, and this module translates:
+
+- delta-rs and pyarrow: ``s3://bucket/key`` (they read object stores natively);
+- Spark: ``s3a://bucket/key`` (Hadoop's S3A connector, baked into the cluster image);
+- a local root: an absolute path for all three.
+
+Credentials never appear here or in any file: delta-rs, pyarrow and S3A read them from the
+environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+``AWS_ENDPOINT_URL`` for MinIO or another S3-compatible store), which the deployment fills
+from a Kubernetes Secret, a compose ``.env`` file or an Airflow connection.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from core.errors import InvalidArgumentError
+
+# ``s3a`` is Spark's spelling of ``s3``; both name the same objects.
+OBJECT_STORE_SCHEMES = ("s3", "s3a")
+SPARK_SCHEME = {"s3": "s3a"}
+STATE_ENV = "S3TM_STATE_DIR"
+
+
+def is_remote(location: str | Path) -> bool:
+    """Whether ``location`` is an object-store URI (not a local path or ``file://``)."""
+    return urlparse(str(location)).scheme in OBJECT_STORE_SCHEMES
+
+
+def normalise_root(root: str | Path) -> str:
+    """The canonical spelling of a lakehouse root: ``s3://bucket/prefix`` without a trailing
+    slash, or an absolute local path.
+
+    Raises:
+        InvalidArgumentError: an unsupported scheme, or an object-store URI without a bucket.
+    """
+    text = str(root)
+    parsed = urlparse(text)
+    if parsed.scheme in OBJECT_STORE_SCHEMES:
+        if not parsed.netloc:
+            raise InvalidArgumentError(f"lakehouse URI {text!r} names no bucket")
+        return f"s3://{parsed.netloc}{parsed.path}".rstrip("/")
+    if parsed.scheme == "file":
+        return str(Path(parsed.path).resolve())
+    if parsed.scheme and len(parsed.scheme) > 1:  # "C:" is a drive, not a scheme
+        raise InvalidArgumentError(
+            f"lakehouse {text!r}: scheme {parsed.scheme!r} is not supported "
+            f"(a local folder or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)})"
+        )
+    return str(Path(text).resolve())
+
+
+def join(location: str, *parts: str) -> str:
+    """``location`` joined with relative ``parts`` ('/' separated, for URIs and paths)."""
+    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def spark_uri(location: str) -> str:
+    """``location`` as Spark's Hadoop file systems spell it (``s3://`` -> ``s3a://``)."""
+    parsed = urlparse(location)
+    if parsed.scheme in SPARK_SCHEME:
+        return f"{SPARK_SCHEME[parsed.scheme]}://{location.split('://', 1)[1]}"
+    return location
+
+
+def arrow_uri(location: str) -> str:
+    """``location`` as delta-rs and pyarrow spell it (``s3a://`` -> ``s3://``)."""
+    return f"s3://{location.split('://', 1)[1]}" if location.startswith("s3a://") else location
+
+
+def delta_storage_options(location: str) -> dict[str, str] | None:
+    """delta-rs' ``storage_options`` for a table at ``location`` (None: local).
+
+    Commits on S3 use conditional puts (If-None-Match), which AWS S3 and MinIO honour, so
+    two writers can never both create log entry N: no DynamoDB lock table is needed.
+    ``AWS_S3_LOCKING_PROVIDER`` / ``AWS_S3_ALLOW_UNSAFE_RENAME`` in the environment, if
+    set, are still read by delta-rs itself.
+    """
+    if not is_remote(location):
+        return None
+    return {"conditional_put": os.environ.get("S3TM_S3_CONDITIONAL_PUT", "etag")}
+
+
+def fs_path(location: str) -> str:
+    """``location`` as a path inside its pyarrow file system (``bucket/key`` on S3)."""
+    return arrow_uri(location).split("://", 1)[1] if is_remote(location) else location
+
+
+def filesystem(location: str) -> tuple[Any, str]:
+    """A pyarrow file system for ``location`` and the path inside it (a new S3 client per
+    call: keep the file system, and map further locations with :func:`fs_path`)."""
+    import pyarrow.fs as pafs
+
+    if is_remote(location):
+        fs, _ = pafs.FileSystem.from_uri(arrow_uri(location))
+        return fs, fs_path(location)
+    return pafs.LocalFileSystem(), location
+
+
+def local_state_dir(location: str) -> Path:
+    """A local folder for what must sit on a file system beside a lakehouse (Great
+    Expectations' project and Data Docs, SQL snapshot links, reports): the lakehouse itself
+    when local, else ``$S3TM_STATE_DIR/<bucket>/<prefix>`` (default ``~/.cache/s3tm``)."""
+    if not is_remote(location):
+        return Path(location)
+    base = Path(os.environ.get(STATE_ENV) or Path.home() / ".cache" / "s3tm")
+    return base / location.split("://", 1)[1]
+
+
+class LockTimeout(InvalidArgumentError):
+    """A lakehouse lock stayed held by another process for longer than the wait allowed."""
+
+
+def object_lock(location: str, *, lease_seconds: float = 600.0, wait_seconds: float = 900.0):
+    """An exclusive lease on the object ``location`` (``s3://bucket/key``), as a context
+    manager: created with a conditional put (If-None-Match: *), so exactly one of several
+    processes on any machines creates it; deleted on exit. A holder that died leaves a
+    lease that expires after ``lease_seconds``; the next process takes it over.
+
+    Raises:
+        LockTimeout: when the lease could not be taken within ``wait_seconds``.
+    """
+    import contextlib
+    import json
+    import time
+    import uuid
+
+    import boto3
+    from botocore.exceptions import ClientError
+
+    bucket, _, key = arrow_uri(location).split("://", 1)[1].partition("/")
+    client = boto3.client("s3")  # endpoint and credentials from the AWS_* environment
+    owner = uuid.uuid4().hex
+
+    @contextlib.contextmanager
+    def held():
+        deadline = time.monotonic() + wait_seconds
+        pause = 0.05
+        while True:
+            body = json.dumps({"owner": owner, "expires": time.time() + lease_seconds})
+            try:
+                client.put_object(Bucket=bucket, Key=key, Body=body.encode(), IfNoneMatch="*")
+                break
+            except ClientError as err:
+                code = err.response.get("Error", {}).get("Code", "")
+                if code not in ("PreconditionFailed", "ConditionalRequestConflict", "409"):
+                    raise
+            try:
+                current = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                if float(current.get("expires", 0)) < time.time():  # its holder died
+                    client.delete_object(Bucket=bucket, Key=key)
+                    continue
+            except ClientError:
+                continue  # released between our put and our read: try again at once
+            if time.monotonic() > deadline:
+                raise LockTimeout(
+                    f"lock {location} held by another process for over {wait_seconds:.0f}s"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ClientError):
+                current = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                if current.get("owner") == owner:
+                    client.delete_object(Bucket=bucket, Key=key)
+
+    return held()

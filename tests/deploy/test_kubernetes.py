@@ -1,0 +1,98 @@
+"""infra/ validated offline: the kustomize overlays rendered (``kubectl kustomize``, when
+kubectl is on the machine) and every resource checked against Kubernetes' own OpenAPI
+schemas (kubernetes-validate, from PyPI); the Spark operator's SparkApplication, whose
+CRD schema is not packaged, is checked for what the matcher relies on."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "infra" / "k8s"
+KUBERNETES_VERSION = "1.31.0"
+OVERLAYS = ("dev", "prod")
+
+
+def _validate(documents: list[dict]) -> list[str]:
+    """Kinds validated against the Kubernetes schemas; raises on the first invalid one."""
+    checked = []
+    for doc in documents:
+        if doc["apiVersion"].startswith("sparkoperator.k8s.io/"):
+            _check_spark_application(doc)
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        checked.append(doc["kind"])
+    return checked
+
+
+def _check_spark_application(app: dict) -> None:
+    spec = app["spec"]
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["kind"] == "SparkApplication"
+    assert spec["type"] == "Python" and spec["mode"] == "cluster"
+    assert spec["mainApplicationFile"].startswith("local:///")  # inside the image
+    assert spec["mainApplicationFile"].endswith("spark_jobs/stream/job.py")
+    assert spec["restartPolicy"]["type"] == "Always"
+    arguments = spec["arguments"]
+    assert arguments[0] == "run" and arguments[arguments.index("--source") + 1] == "kafka"
+    checkpoint = arguments[arguments.index("--checkpoint") + 1]
+    assert checkpoint.startswith("s3a://"), "the checkpoint must survive the driver pod"
+    for role in ("driver", "executor"):
+        refs = {next(iter(r.values()))["name"] for r in spec[role]["envFrom"]}
+        assert refs == {"s3tm-config", "s3tm-object-store"}
+        assert isinstance(spec[role]["cores"], int) and spec[role]["memory"].endswith("g")
+    assert spec["driver"]["serviceAccount"] == "spark"
+    assert isinstance(spec["executor"]["instances"], int)
+
+
+def _documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_base_manifests_are_valid_kubernetes():
+    documents = []
+    for path in sorted((K8S / "base").glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            documents += _documents(path)
+    kinds = _validate(documents)
+    assert {"Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job",
+            "SparkApplication"} <= set(kinds)  # fmt: skip
+
+
+def test_an_invalid_manifest_is_refused():
+    job = next(d for d in _documents(K8S / "base" / "kafka-topic-job.yaml"))
+    job["spec"]["backoffLimit"] = "ten"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_overlays_are_valid_and_sized(overlay):
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(K8S / "overlays" / overlay)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    documents = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    _validate(documents)
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    app = by_kind[("SparkApplication", "s3tm-matcher")]["spec"]
+    topic = by_kind[("Job", "posts-topic")]["spec"]["template"]["spec"]["containers"][0]
+    partitions = int(next(e["value"] for e in topic["env"] if e["name"] == "POSTS_PARTITIONS"))
+    slots = app["executor"]["instances"] * app["executor"]["cores"]
+    # N matchers = Kafka partitions = route tasks; at least one task slot per matcher
+    # partition in prod, and the shuffle partitions follow N
+    assert int(app["sparkConf"]["spark.sql.shuffle.partitions"]) == partitions
+    assert slots <= partitions
+    if overlay == "prod":
+        assert slots == partitions == 64
+    config = by_kind[("ConfigMap", "s3tm-config")]["data"]
+    assert config["S3TM_LAKEHOUSE"].startswith("s3://")
+    namespaces = {d["metadata"].get("namespace") for d in documents if d["kind"] != "Namespace"}
+    assert len(namespaces) == 1

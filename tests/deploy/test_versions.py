@@ -1,0 +1,128 @@
+"""Every image tag and jar version of docker/ and infra/ is pinned, and the versions agree
+with pyproject.toml's pins and with the jars pyspark ships (a wrong Delta or Hadoop jar
+only fails at run time on a cluster, so it is caught here)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pyspark
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKER, INFRA = REPO / "docker", REPO / "infra"
+POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def _pins() -> dict[str, str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = {"s3tm": project["version"]}
+    for requirement in project["dependencies"]:
+        name, _, version = requirement.partition("==")
+        pins[name.strip()] = version.strip()
+    return pins
+
+
+def _pom_properties() -> dict[str, str]:
+    root = ET.parse(DOCKER / "jars" / "pom.xml").getroot()
+    props = root.find("m:properties", POM_NS)
+    assert props is not None
+    return {child.tag.split("}", 1)[1]: (child.text or "") for child in props}
+
+
+def _shipped_jar_version(prefix: str) -> str:
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob(f"{prefix}-*.jar"))
+    assert jars, f"pyspark ships no {prefix} jar"
+    return jars[0].name.removeprefix(f"{prefix}-").removesuffix(".jar")
+
+
+def _dockerfile_images() -> dict[str, str]:
+    text = (DOCKER / "Dockerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+_IMAGE)=(\S+)$", text, flags=re.M))
+
+
+def _pinned(image: str) -> bool:
+    name, _, tag = image.rpartition(":")
+    return bool(name) and tag not in ("", "latest") and any(c.isdigit() for c in tag)
+
+
+def test_jar_versions_match_pyspark_delta_and_the_hadoop_pyspark_ships():
+    pins, props = _pins(), _pom_properties()
+    assert props["spark.version"] == pins["pyspark"]
+    assert props["delta.version"] == pins["delta-spark"]
+    assert props["hadoop.version"] == _shipped_jar_version("hadoop-client-api")
+    scala = _shipped_jar_version("scala-library")
+    assert scala.startswith(props["scala.binary.version"] + ".")
+    # every dependency's version is a property above (none floats)
+    root = ET.parse(DOCKER / "jars" / "pom.xml").getroot()
+    for dependency in root.iterfind(".//m:dependencies/m:dependency", POM_NS):
+        version = dependency.findtext("m:version", namespaces=POM_NS) or ""
+        assert re.fullmatch(r"\$\{[a-z.]+\}", version), ET.tostring(dependency)
+    for plugin in root.iterfind(".//m:plugin", POM_NS):
+        assert re.fullmatch(r"\d+(\.\d+)+", plugin.findtext("m:version", namespaces=POM_NS) or "")
+
+
+def test_dockerfile_images_are_pinned_and_consistent():
+    pins, images = _pins(), _dockerfile_images()
+    assert set(images) == {"SPARK_IMAGE", "JAVA_IMAGE", "MAVEN_IMAGE", "PYTHON_IMAGE"}
+    assert all(_pinned(image) for image in images.values()), images
+    spark_tag = images["SPARK_IMAGE"].rpartition(":")[2]
+    scala = _pom_properties()["scala.binary.version"]
+    assert spark_tag.startswith(f"{pins['pyspark']}-scala{scala}-java17"), spark_tag
+    python_tag = images["PYTHON_IMAGE"].rpartition(":")[2]
+    assert python_tag.startswith("3.11."), python_tag  # pyproject: requires-python 3.11
+    java_tag = images["JAVA_IMAGE"].rpartition(":")[2]
+    assert java_tag.startswith("17."), java_tag
+    # every FROM names a stage or one of the pinned ARG images
+    text = (DOCKER / "Dockerfile").read_text()
+    stages = set(re.findall(r"^FROM \S+ AS (\w+)$", text, flags=re.M))
+    for source in re.findall(r"^FROM (\S+)", text, flags=re.M):
+        assert source.strip("${}") in images or source in stages, source
+    # the image installs with the uv the Makefile pins
+    make_uv = re.search(r"^UV_VERSION := (\S+)$", (REPO / "Makefile").read_text(), flags=re.M)
+    assert make_uv and f"uv=={make_uv.group(1)}" in text
+
+
+def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
+    pins = _pins()
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    platform = compose["x-platform"]["image"]
+    assert platform.endswith(f":${{S3TM_VERSION:-{pins['s3tm']}}}"), platform
+    for name, service in compose["services"].items():
+        image = service["image"]
+        if image != platform:
+            assert _pinned(image), (name, image)
+    documents = []
+    for path in sorted((INFRA / "k8s").rglob("*.yaml")):
+        documents += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    images = [
+        value
+        for doc in documents
+        for key, value in _walk(doc)
+        if key in ("image", "newTag") and isinstance(value, str)
+    ]
+    assert images and all(_pinned(i) or re.fullmatch(r"\d+(\.\d+)+", i) for i in images)
+    matcher = next(d for d in documents if d.get("kind") == "SparkApplication")
+    assert matcher["spec"]["sparkVersion"] == pins["pyspark"]
+    assert matcher["spec"]["image"] == f"s3tm/platform:{pins['s3tm']}"
+    values = yaml.safe_load((INFRA / "helm" / "airflow-values.yaml").read_text())
+    assert values["defaultAirflowTag"] == pins["s3tm"]
+    assert values["airflowVersion"] == pins["apache-airflow"]
+    spark_defaults = next(
+        d for d in documents if d.get("metadata", {}).get("name") == "s3tm-spark-defaults"
+    )
+    assert f"s3tm/platform:{pins['s3tm']}" in spark_defaults["data"]["spark-defaults.conf"]
+
+
+def _walk(node, key=None):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _walk(v, k)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item, key)
+    else:
+        yield key, node
