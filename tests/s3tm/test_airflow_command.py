@@ -46,26 +46,50 @@ class AirflowApi:
         token = self._call("POST", "/auth/token", {"username": "admin", "password": password})
         self.token = token["access_token"]
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        if getattr(self, "token", None):
-            request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"{}")
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, conflict_ok=False
+    ) -> Any:
+        """One REST call, retried as a user retries a click: the embedded SQLite serialises
+        every writer, so on a loaded 2-core machine a call can time out or get a 500 while
+        the scheduler and the first runs write. Retried calls are idempotent (a trigger names
+        its run id; a 409 for it means the earlier try created the run)."""
+        attempts = 4
+        for attempt in range(attempts):
+            request = urllib.request.Request(
+                self.base_url + path,
+                data=None if body is None else json.dumps(body).encode(),
+                method=method,
+                headers={"Content-Type": "application/json"},
+            )
+            if getattr(self, "token", None):
+                request.add_header("Authorization", f"Bearer {self.token}")
+            try:
+                with urllib.request.urlopen(request, timeout=90) as response:
+                    return json.loads(response.read() or b"{}")
+            except urllib.error.HTTPError as error:
+                if error.code == 409 and conflict_ok and attempt > 0:
+                    return body
+                if error.code < 500 or attempt == attempts - 1:
+                    raise
+            except (TimeoutError, urllib.error.URLError):
+                if attempt == attempts - 1:
+                    raise
+            time.sleep(5)
+        raise AssertionError("unreachable")
 
     def dag_ids(self) -> list[str]:
         return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags")["dags"])
 
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        run_id = f"manual__rest_{time.time_ns()}"
         run = self._call(
-            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}},
+            conflict_ok=True,
         )
-        return str(run["dag_run_id"])
+        assert run["dag_run_id"] == run_id
+        return run_id
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"])
