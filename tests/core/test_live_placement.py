@@ -17,7 +17,7 @@ from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
 from core.stream.snapshot import snapshot_of
-from core.stream.worker import MatcherCache, PostEncoder, gather, route
+from core.stream.worker import INDEX_KINDS, MatcherCache, PostEncoder, gather, route
 from core.text import normalize
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -140,6 +140,11 @@ def _posts(texts: list[str], snapshot) -> tuple[np.ndarray, np.ndarray]:
     word_sets, st.lists(st.lists(st.sampled_from([*WORDS, "the", "x9"]), max_size=8), max_size=25)
 )
 def test_routed_and_matched_posts_equal_brute_force(sets, posts) -> None:
+    for kind in INDEX_KINDS:
+        _routed_and_matched_equal_brute_force(sets, posts, kind)
+
+
+def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
     live = LivePlacement(_table())
     live.place(list(range(len(sets))), sets)
     snapshot = snapshot_of(live, 1, 1, seed=3)
@@ -150,7 +155,7 @@ def test_routed_and_matched_posts_equal_brute_force(sets, posts) -> None:
         got = {snapshot.words[i] for i in ids[indptr[p] : indptr[p + 1]]}
         assert got == set(normalize(text)) & set(snapshot.words)
     pair_post, pair_matcher = route(snapshot, indptr, ids, seed=5)
-    cache = MatcherCache()
+    cache = MatcherCache(kind)
     found = set()
     for m in range(snapshot.n_matchers):
         rows = np.flatnonzero(pair_matcher == m)
@@ -194,3 +199,40 @@ def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
         live.place([1000 * epoch + g for g in gone], [["w3", "w11"]] * len(gone))
         epoch += 1
     assert cache.updates > 0 or not live.sub_ids
+
+
+@settings(max_examples=30, deadline=None)
+@given(word_sets, st.data())
+def test_the_predicate_index_follows_every_epoch(sets, data) -> None:
+    """The default index is rebuilt when the epoch moves and answers as a fresh trie does;
+    ``prepare`` builds it ahead, so matching then builds nothing."""
+    live = LivePlacement(_table())
+    live.place(list(range(len(sets))), sets)
+    cache = MatcherCache("predicate")
+    epoch = 1
+    for _ in range(3):
+        snapshot = snapshot_of(live, 7, epoch)
+        cache.prepare(snapshot, range(snapshot.n_matchers))
+        built = cache.rebuilds + cache.updates
+        for m in range(snapshot.n_matchers):
+            fresh = TrieMatcher()
+            fresh.insert_many(*snapshot.matcher_subs[m])
+            post = data.draw(st.sets(st.integers(0, snapshot.n_words - 1), max_size=6))
+            indptr = np.array([0, len(post)], dtype=np.int64)
+            words = np.array(sorted(post), dtype=np.int32)
+            assert sorted(cache.match(snapshot, m, indptr, words).sub_ids.tolist()) == sorted(
+                fresh.match(indptr, words).sub_ids.tolist()
+            )
+        assert cache.rebuilds + cache.updates == built  # nothing built while matching
+        gone = data.draw(st.lists(st.sampled_from(live.sub_ids), unique=True, max_size=5))
+        live.remove(gone)
+        live.place([1000 * epoch + g for g in gone], [["w3", "w11"]] * len(gone))
+        epoch += 1
+    assert cache.rebuilds == snapshot.n_matchers
+
+
+def test_an_unknown_index_kind_is_refused(monkeypatch) -> None:
+    with pytest.raises(InvalidArgumentError, match="matcher index must be one of"):
+        MatcherCache("btree")
+    monkeypatch.setenv("S3TM_MATCHER_INDEX", "trie")
+    assert MatcherCache().index_kind == "trie"

@@ -1,0 +1,84 @@
+"""The access-predicate matcher (paper 000, Le Subscribe): each distinct subscription set
+indexed once under its rarest word, its other words stored after it and tested against the
+post's words. A Python API over the kernels in ``_predicate_kernels``.
+
+Same contract as :class:`core.matching.trie.TrieMatcher`: subscriptions are sorted word-id
+sets in dictionary ids (rarest first); a post matches a subscription when it contains all of
+its words. The index is built in one pass (a sort), so it is rebuilt rather than edited when
+a matcher's subscriptions change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.errors import InvalidArgumentError
+from core.matching import _predicate_kernels as K
+from core.matching.matches import Matches, prepare_posts
+from core.matching.trie import _validate_sets
+
+_STAMP_LIMIT = np.iinfo(np.int64).max // 2
+
+
+class AccessPredicateMatcher:
+    """Static index of CSR subscriptions (sorted distinct word ids, rarest first)."""
+
+    def __init__(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
+        ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
+        ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        words = np.ascontiguousarray(word_ids, dtype=np.int32)
+        if ids.shape[0] != ptr.shape[0] - 1:
+            raise InvalidArgumentError("one sub id per subscription is required")
+        _validate_sets(ptr, words, "AccessPredicateMatcher")
+        if np.unique(ids).shape[0] != ids.shape[0]:
+            raise InvalidArgumentError("subscription ids must be distinct")
+        n_words = int(words.max()) + 1 if words.size else 0
+        (
+            self._acc_indptr,
+            self._res_ptr,
+            self._res_words,
+            self._sub_ptr,
+            self._subs,
+            self._res_sig,
+        ) = K.build(ptr, words, ids, n_words)
+        self._mark = np.zeros(n_words, dtype=np.int64)
+        self._stamp = np.int64(1)
+
+    @property
+    def n_subscriptions(self) -> int:
+        return int(self._subs.shape[0])
+
+    @property
+    def n_sets(self) -> int:
+        """Distinct word sets (identical subscriptions share one)."""
+        return int(self._res_ptr.shape[0] - 1)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self._acc_indptr, self._res_ptr, self._res_words, self._sub_ptr, self._subs,
+                  self._res_sig, self._mark)  # fmt: skip
+        return int(sum(a.nbytes for a in arrays))
+
+    def match(
+        self, post_indptr: np.ndarray, post_words: np.ndarray, word_map: np.ndarray | None = None
+    ) -> Matches:
+        """Match posts (CSR of word ids, distinct within a post; ``word_map`` maps them to
+        this matcher's ids, -1 for words in no subscription; identity when None)."""
+        ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
+        if self._stamp > _STAMP_LIMIT:
+            self._mark[:] = 0
+            self._stamp = np.int64(1)
+        indptr, subs, ops, post_ops, self._stamp = K.match_posts(
+            ptr,
+            words,
+            mapping,
+            self._acc_indptr,
+            self._res_ptr,
+            self._res_words,
+            self._sub_ptr,
+            self._subs,
+            self._res_sig,
+            self._mark,
+            np.int64(self._stamp),
+        )
+        return Matches(indptr, subs, int(ops), post_ops)
