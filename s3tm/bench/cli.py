@@ -24,11 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.set_defaults(handler=_run_learn)
 
-    p = kinds.add_parser("matcher", help="trie vs counting matcher kernel, posts/s per core")
+    p = kinds.add_parser(
+        "matcher", help="access-predicate vs trie vs counting matcher kernels, posts/s per core"
+    )
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--synthetic-subscriptions", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _compare_arguments(p)
     p.set_defaults(handler=_run_matcher)
 
     p = kinds.add_parser("sizing", help="matcher memory per 100k subscriptions (DEPLOY.md)")
@@ -127,6 +130,19 @@ def _run_matcher(args: argparse.Namespace) -> int:
     from s3tm.bench.realdata import real_corpus_path
 
     path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if args.compare:
+        from s3tm.bench.compare import compare_matcher
+
+        _check_runs(args)
+        compare_matcher(
+            args.compare,
+            corpus=path,
+            synthetic_subs=args.synthetic_subscriptions,
+            repeats=args.repeats,
+            runs=args.runs,
+            out=Path(args.out),
+        )
+        return 0
     matcher.run(path, args.synthetic_subscriptions, args.repeats, Path(args.out))
     return 0
 

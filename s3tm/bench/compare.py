@@ -232,3 +232,100 @@ def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int,
     print(format_table(list(row), [list(row.values())]))
     _write([row], out / "learn_job_compare.csv")
     return row
+
+
+def compare_matcher(
+    rev: str,
+    *,
+    corpus: Path | None,
+    synthetic_subs: int,
+    repeats: int,
+    runs: int,
+    out: Path,
+) -> list[dict[str, object]]:
+    """The matcher index each tree's stream uses, on the same saved scenarios, alternating
+    (:mod:`s3tm.bench.matcher_probe`); ``matcher_compare.csv``. Both sides must find exactly
+    the same matches."""
+    import json
+
+    from core.formatting import format_table
+    from s3tm.bench.machine import machine_summary
+    from s3tm.bench.matcher import scenarios
+
+    probe = TREE / "s3tm" / "bench" / "matcher_probe.py"
+    print(f"machine: {machine_summary()}; each run pinned to one core")
+    rows: list[dict[str, object]] = []
+    scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-matcher-"))
+    try:
+        with worktree(rev) as (baseline, commit):
+            print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
+            for k, scenario in enumerate(scenarios(corpus, synthetic_subs)):
+                saved = scratch / f"scenario-{k}.npz"
+                scenario.save(saved)
+                label = f"{scenario.name}, {scenario.n_subscriptions:,} subscriptions"
+
+                indexes: dict[Path, str] = {}
+                checksums: set[tuple[int, int]] = set()
+
+                def one_run(
+                    tree: Path,
+                    _: Path,
+                    saved: Path = saved,
+                    indexes: dict[Path, str] = indexes,
+                    checksums: set[tuple[int, int]] = checksums,
+                ) -> dict[str, float]:
+                    done = subprocess.run(
+                        [sys.executable, str(probe), str(saved), str(repeats)],
+                        cwd=tree,
+                        env={**os.environ, "PYTHONPATH": str(tree)},
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                    if done.returncode != 0:
+                        raise InputDataError(
+                            f"matcher probe in {tree} failed: {done.stderr.strip()[-2000:]}"
+                        )
+                    figures = json.loads(done.stdout.strip().splitlines()[-1])
+                    indexes[tree] = figures["index"]
+                    checksums.add((figures["matches"], figures["checksum"]))
+                    return {"posts/s": figures["posts_s"], "build s": figures["build_s"]}
+
+                print(f"[{label}] {runs} alternating runs per side", flush=True)
+                old, new = alternate(baseline, runs, one_run, scratch / f"runs-{k}")
+                if len(checksums) != 1:
+                    raise InputDataError(f"{label}: the two trees found different matches")
+                base, mine = median(old.values, "posts/s"), median(new.values, "posts/s")
+                rows.append(
+                    {
+                        "scenario": scenario.name,
+                        "subscriptions": scenario.n_subscriptions,
+                        "baseline_posts_s": round(base),
+                        "new_posts_s": round(mine),
+                        "ratio": round(mine / base, 3),
+                        "baseline_rev": commit[:12],
+                        "baseline_index": indexes[baseline],
+                        "new_index": indexes[TREE],
+                        "runs": runs,
+                        "baseline_min_max": "{:.0f}-{:.0f}".format(
+                            min(v["posts/s"] for v in old.values),
+                            max(v["posts/s"] for v in old.values),
+                        ),
+                        "new_min_max": "{:.0f}-{:.0f}".format(
+                            min(v["posts/s"] for v in new.values),
+                            max(v["posts/s"] for v in new.values),
+                        ),
+                        "baseline_build_s": round(median(old.values, "build s"), 3),
+                        "new_build_s": round(median(new.values, "build s"), 3),
+                    }
+                )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    header = list(rows[0])
+    print(
+        f"\nmatcher kernel, one core, posts/s best of {repeats} per run, medians of "
+        f"alternating runs (same machine, same saved input, identical matches)"
+    )
+    print(format_table(header, [[r[h] for h in header] for r in rows]))
+    _write(rows, out / "matcher_compare.csv")
+    return rows

@@ -1,10 +1,11 @@
 """``s3tm bench sizing``: memory of the matcher state per 100k subscriptions, for the
 deployment sizing note (docs/DEPLOY.md).
 
-A streaming matcher task's Python worker caches the tries of the matchers it serves; in the
-worst case (few cores, many matchers) one worker holds all N of them, i.e. every placed
-subscription once. Measured here: the tries' array bytes (capacity included) and the
-growth of this process' resident set while the N tries are built, and the build time (the
+A streaming matcher task's Python worker caches the indexes of the matchers it serves; in
+the worst case (few cores, many matchers) one worker holds all N of them, i.e. every placed
+subscription once. Measured here for both indexes (the access-predicate matcher, the
+stream's default, and the trie): the indexes' array bytes (capacity included), the growth
+of this process' resident set while the N indexes are built, and the build time (the
 warm-up a version switch costs per worker). Subscriptions are tweet-based, drawn from the
 real corpus when present and from the synthetic one, each placed on one matcher.
 """
@@ -19,21 +20,26 @@ from pathlib import Path
 import numpy as np
 
 from core.corpus import Corpus
+from core.corpus.arrays import take_rows
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.formatting import format_table
+from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
 from core.subscriptions.workloads import tweet_subscriptions
 from s3tm.bench.machine import machine_summary, rss_mib
 from s3tm.experiments.report import write_csv
 
+INDEX_KINDS = ("predicate", "trie")  # the stream's default first
+
 HEADER = [
     "scenario",
+    "index",
     "subscriptions",
     "matchers",
-    "trie MiB",
+    "index MiB",
     "RSS growth MiB",
-    "trie MiB per 100k",
+    "index MiB per 100k",
     "RSS MiB per 100k",
     "build s",
 ]
@@ -42,42 +48,49 @@ HEADER = [
 @dataclass(frozen=True)
 class SizingRun:
     scenario: str
+    index: str
     subscriptions: int
     matchers: int
-    trie_mib: float
+    index_mib: float
     rss_mib: float
     build_s: float
 
     def row(self) -> list[object]:
         per = 100_000 / self.subscriptions
-        return [self.scenario, self.subscriptions, self.matchers, self.trie_mib, self.rss_mib,
-                self.trie_mib * per, self.rss_mib * per, self.build_s]  # fmt: skip
+        return [self.scenario, self.index, self.subscriptions, self.matchers, self.index_mib,
+                self.rss_mib, self.index_mib * per, self.rss_mib * per, self.build_s]  # fmt: skip
 
 
-def measure(name: str, subs: Corpus, matchers: int) -> SizingRun:
-    """Build one trie per matcher holding its share of ``subs`` (sub i on matcher i mod N)."""
+def _build(kind: str, sub_ids: np.ndarray, indptr: np.ndarray, words: np.ndarray):  # type: ignore[no-untyped-def]
+    if kind == "trie":
+        trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
+        trie.insert_many(sub_ids, indptr, words)
+        return trie
+    return AccessPredicateMatcher(sub_ids, indptr, words)
+
+
+def measure(name: str, subs: Corpus, matchers: int, kind: str = "predicate") -> SizingRun:
+    """Build one index per matcher holding its share of ``subs`` (sub i on matcher i mod N)."""
     dictionary = subscription_dictionary(subs, subs)
     rows = np.arange(subs.n_posts, dtype=np.int64)
     indptr, words = encode_subscriptions(subs, dictionary, rows)
-    TrieMatcher().insert_many(rows[:1], indptr[:2], words[: indptr[1]])  # compile first
+    shares = []
+    for matcher in range(matchers):
+        own = rows[matcher::matchers]
+        own_indptr, own_words = take_rows(indptr, words, own)
+        shares.append((own, own_indptr, own_words.astype(words.dtype)))
+    _build(kind, rows[:1], indptr[:2], words[: indptr[1]])  # compile first
     gc.collect()
     before = rss_mib()
     started = time.perf_counter()
-    tries = []
-    for matcher in range(matchers):
-        own = rows[matcher::matchers]
-        lengths = indptr[own + 1] - indptr[own]
-        own_indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        own_words = np.concatenate([words[indptr[r] : indptr[r + 1]] for r in own])
-        trie = TrieMatcher(capacity=int(own_indptr[-1]) + 1)
-        trie.insert_many(own, own_indptr, own_words.astype(words.dtype))
-        tries.append(trie)
+    indexes = [_build(kind, *share) for share in shares]
     build = time.perf_counter() - started
     grown = rss_mib() - before
-    assert sum(t.n_subscriptions for t in tries) == subs.n_posts
-    return SizingRun(
-        name, subs.n_posts, matchers, sum(t.nbytes for t in tries) / 2**20, grown, build
-    )
+    assert sum(t.n_subscriptions for t in indexes) == subs.n_posts
+    held = sum(t.nbytes for t in indexes) / 2**20
+    del indexes
+    gc.collect()
+    return SizingRun(name, kind, subs.n_posts, matchers, held, grown, build)
 
 
 def run(real_corpus: Path | None, sizes: list[int], matchers: int, out: Path) -> None:
@@ -89,15 +102,18 @@ def run(real_corpus: Path | None, sizes: list[int], matchers: int, out: Path) ->
         corpus, _ = read_corpus(real_corpus)
         n = min(100_000, corpus.n_posts)
         subs = tweet_subscriptions(corpus, n, 7)
-        results.append(measure(f"real tweets ({real_corpus.name})", subs, matchers))
-        print(format_table(HEADER, [results[-1].row()]), flush=True)
+        for kind in INDEX_KINDS:
+            results.append(measure(f"real tweets ({real_corpus.name})", subs, matchers, kind))
+            print(format_table(HEADER, [results[-1].row()]), flush=True)
     else:
         print("real corpus absent: real-data scenario skipped")
     largest = max(sizes)
     corpus = generate_corpus(SyntheticCorpusSpec(n_posts=largest, seed=3))
     for size in sorted(sizes):
-        results.append(measure("synthetic", tweet_subscriptions(corpus, size, 3), matchers))
-        print(format_table(HEADER, [results[-1].row()]), flush=True)
+        subs = tweet_subscriptions(corpus, size, 3)
+        for kind in INDEX_KINDS:
+            results.append(measure("synthetic", subs, matchers, kind))
+            print(format_table(HEADER, [results[-1].row()]), flush=True)
     print("\n" + format_table(HEADER, [r.row() for r in results]))
     path = out / "sizing.csv"
     write_csv([dict(zip(HEADER, r.row(), strict=True)) for r in results], path)
