@@ -5,22 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from core.corpus import _kernels as corpus_kernels
-from core.errors import InvalidArgumentError
 from core.matching._counting_kernels import count_match
 from core.matching.matches import Matches, prepare_posts
-from core.matching.trie import _validate_sets
+from core.matching.trie import static_subscriptions
 
 
 class CountingMatcher:
     """Static inverted index built once from CSR subscriptions (sorted distinct word ids)."""
 
     def __init__(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
-        ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
-        ptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        words = np.ascontiguousarray(word_ids, dtype=np.int32)
-        if ids.shape[0] != ptr.shape[0] - 1:
-            raise InvalidArgumentError("one sub id per subscription is required")
-        _validate_sets(ptr, words, "CountingMatcher")
+        ids, ptr, words = static_subscriptions(sub_ids, indptr, word_ids, "CountingMatcher")
         n_words = int(words.max()) + 1 if words.size else 0
         owner = np.repeat(np.arange(ids.shape[0], dtype=np.int32), np.diff(ptr))
         self._inv_indptr, self._inv_subs = corpus_kernels.group_by_key(words, owner, n_words)

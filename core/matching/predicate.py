@@ -15,7 +15,7 @@ import numpy as np
 from core.errors import InvalidArgumentError
 from core.matching import _predicate_kernels as K
 from core.matching.matches import Matches, prepare_posts
-from core.matching.trie import _validate_sets
+from core.matching.trie import static_subscriptions
 
 _STAMP_LIMIT = np.iinfo(np.int64).max // 2
 
@@ -24,12 +24,7 @@ class AccessPredicateMatcher:
     """Static index of CSR subscriptions (sorted distinct word ids, rarest first)."""
 
     def __init__(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
-        ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
-        ptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        words = np.ascontiguousarray(word_ids, dtype=np.int32)
-        if ids.shape[0] != ptr.shape[0] - 1:
-            raise InvalidArgumentError("one sub id per subscription is required")
-        _validate_sets(ptr, words, "AccessPredicateMatcher")
+        ids, ptr, words = static_subscriptions(sub_ids, indptr, word_ids, "AccessPredicateMatcher")
         if np.unique(ids).shape[0] != ids.shape[0]:
             raise InvalidArgumentError("subscription ids must be distinct")
         n_words = int(words.max()) + 1 if words.size else 0

@@ -25,6 +25,20 @@ def _validate_sets(indptr: np.ndarray, words: np.ndarray, what: str) -> None:
         raise InvalidArgumentError(f"{what}: each subscription's ids must be sorted and distinct")
 
 
+def static_subscriptions(
+    sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated contiguous ``(sub_ids int64, indptr int64, word_ids int32)`` for an index
+    built once from CSR subscriptions (sorted distinct word ids per subscription)."""
+    ids = np.ascontiguousarray(sub_ids, dtype=np.int64)
+    ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    words = np.ascontiguousarray(word_ids, dtype=np.int32)
+    if ids.shape[0] != ptr.shape[0] - 1:
+        raise InvalidArgumentError("one sub id per subscription is required")
+    _validate_sets(ptr, words, what)
+    return ids, ptr, words
+
+
 class TrieMatcher:
     """Subscriptions in a trie of sorted word ids; exact subset matching of posts."""
 

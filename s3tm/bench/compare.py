@@ -95,6 +95,12 @@ def median(values: list[dict[str, float]], key: str) -> float:
     return float(statistics.median(present)) if present else float("nan")
 
 
+def min_max(values: list[dict[str, float]], key: str) -> str:
+    """The range of one figure over a side's runs, e.g. ``940041-1022163``."""
+    present = [v[key] for v in values if key in v]
+    return f"{min(present):.0f}-{max(present):.0f}" if present else ""
+
+
 def read_csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open() as handle:
         return list(csv.DictReader(handle))
@@ -161,14 +167,8 @@ def compare_stream(
                         "ratio": round(mine / base, 3),
                         "noop_posts_s": round(median(new.values, "noop posts/s")),
                         "runs": runs,
-                        "baseline_min_max": "{:.0f}-{:.0f}".format(
-                            min(v["posts/s"] for v in old.values),
-                            max(v["posts/s"] for v in old.values),
-                        ),
-                        "new_min_max": "{:.0f}-{:.0f}".format(
-                            min(v["posts/s"] for v in new.values),
-                            max(v["posts/s"] for v in new.values),
-                        ),
+                        "baseline_min_max": min_max(old.values, "posts/s"),
+                        "new_min_max": min_max(new.values, "posts/s"),
                     }
                 )
         finally:
@@ -307,14 +307,8 @@ def compare_matcher(
                         "baseline_index": indexes[baseline],
                         "new_index": indexes[TREE],
                         "runs": runs,
-                        "baseline_min_max": "{:.0f}-{:.0f}".format(
-                            min(v["posts/s"] for v in old.values),
-                            max(v["posts/s"] for v in old.values),
-                        ),
-                        "new_min_max": "{:.0f}-{:.0f}".format(
-                            min(v["posts/s"] for v in new.values),
-                            max(v["posts/s"] for v in new.values),
-                        ),
+                        "baseline_min_max": min_max(old.values, "posts/s"),
+                        "new_min_max": min_max(new.values, "posts/s"),
                         "baseline_build_s": round(median(old.values, "build s"), 3),
                         "new_build_s": round(median(new.values, "build s"), 3),
                     }

@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 
-def _index(kind: str, sub_ids: np.ndarray, indptr: np.ndarray, words: np.ndarray):  # type: ignore[no-untyped-def]
+def build_index(kind: str, sub_ids: np.ndarray, indptr: np.ndarray, words: np.ndarray):  # type: ignore[no-untyped-def]
+    """The matcher index ``kind`` ("trie" or "predicate") holding the CSR subscriptions."""
     if kind == "trie":
         from core.matching.trie import TrieMatcher
 
@@ -46,9 +47,9 @@ def main(argv: list[str]) -> int:
     kind = getattr(MatcherCache(), "index_kind", "trie")
     data = np.load(path)
     sub_ids, indptr, words = data["sub_ids"], data["sub_indptr"], data["sub_words"]
-    _index(kind, sub_ids[:1], indptr[:2], words[: indptr[1]])  # JIT: not part of the build
+    build_index(kind, sub_ids[:1], indptr[:2], words[: indptr[1]])  # JIT: not part of the build
     started = time.perf_counter()
-    index = _index(kind, sub_ids, indptr, words)
+    index = build_index(kind, sub_ids, indptr, words)
     build = time.perf_counter() - started
     posts = (data["post_indptr"], data["post_words"], data["word_map"])
     result = index.match(*posts)  # warm-up: JIT and caches

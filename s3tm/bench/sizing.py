@@ -23,11 +23,10 @@ from core.corpus import Corpus
 from core.corpus.arrays import take_rows
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.formatting import format_table
-from core.matching.predicate import AccessPredicateMatcher
-from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
 from core.subscriptions.workloads import tweet_subscriptions
 from s3tm.bench.machine import machine_summary, rss_mib
+from s3tm.bench.matcher_probe import build_index
 from s3tm.experiments.report import write_csv
 
 INDEX_KINDS = ("predicate", "trie")  # the stream's default first
@@ -61,14 +60,6 @@ class SizingRun:
                 self.rss_mib, self.index_mib * per, self.rss_mib * per, self.build_s]  # fmt: skip
 
 
-def _build(kind: str, sub_ids: np.ndarray, indptr: np.ndarray, words: np.ndarray):  # type: ignore[no-untyped-def]
-    if kind == "trie":
-        trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
-        trie.insert_many(sub_ids, indptr, words)
-        return trie
-    return AccessPredicateMatcher(sub_ids, indptr, words)
-
-
 def measure(name: str, subs: Corpus, matchers: int, kind: str = "predicate") -> SizingRun:
     """Build one index per matcher holding its share of ``subs`` (sub i on matcher i mod N)."""
     dictionary = subscription_dictionary(subs, subs)
@@ -79,11 +70,11 @@ def measure(name: str, subs: Corpus, matchers: int, kind: str = "predicate") -> 
         own = rows[matcher::matchers]
         own_indptr, own_words = take_rows(indptr, words, own)
         shares.append((own, own_indptr, own_words.astype(words.dtype)))
-    _build(kind, rows[:1], indptr[:2], words[: indptr[1]])  # compile first
+    build_index(kind, rows[:1], indptr[:2], words[: indptr[1]])  # compile first
     gc.collect()
     before = rss_mib()
     started = time.perf_counter()
-    indexes = [_build(kind, *share) for share in shares]
+    indexes = [build_index(kind, *share) for share in shares]
     build = time.perf_counter() - started
     grown = rss_mib() - before
     assert sum(t.n_subscriptions for t in indexes) == subs.n_posts
