@@ -359,12 +359,26 @@ def test_window_days_keeps_the_last_days_present(spark, lakehouse, capsys):
     assert summary["start"] == "2026-03-02" and summary["training_posts"] == 60
 
 
-def test_training_corpus_is_built_in_spark_exactly(spark):
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_training_corpus_is_built_exactly(dictionary):
+    import pyarrow as pa
+
     rng = np.random.default_rng(3)
     pairs = [(f"p{int(rng.integers(300))}", f"w{int(rng.zipf(1.5)) % 97}") for _ in range(4000)]
     pairs += pairs[:50]  # a repeated edge collapses
-    edges = spark.createDataFrame(pairs, "post_id string, word string").repartition(3)
-    corpus = learn.training_corpus(edges)
+    chunks = [pairs[i : i + 1500] for i in range(0, len(pairs), 1500)]  # several chunks
+    tables = [
+        pa.table({"post_id": [p for p, _ in chunk], "word": [w for _, w in chunk]})
+        for chunk in chunks
+    ]
+    if dictionary:  # as Parquet reads them: each chunk with its own dictionary
+        tables = [
+            pa.table(
+                {name: t[name].combine_chunks().dictionary_encode() for name in t.column_names}
+            )
+            for t in tables
+        ]
+    corpus = learn.training_corpus(pa.concat_tables(tables))
     frequency = Counter(word for _, word in pairs)
     # ids by edge count (gold.post_words holds an edge once: the post frequency), ties by word
     assert list(corpus.vocabulary) == sorted(frequency, key=lambda w: (-frequency[w], w))
@@ -376,6 +390,6 @@ def test_training_corpus_is_built_in_spark_exactly(spark):
         for p in range(corpus.n_posts)
     ]
     assert Counter(got) == Counter(frozenset(words) for words in expected.values())
-    empty = spark.createDataFrame([], "post_id string, word string")
+    empty = pa.table({"post_id": pa.array([], pa.string()), "word": pa.array([], pa.string())})
     with pytest.raises(InputDataError, match="no training edges"):
         learn.training_corpus(empty)
