@@ -10,6 +10,8 @@ a matcher's subscriptions change.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from core.errors import InvalidArgumentError
@@ -20,6 +22,17 @@ from core.matching.trie import static_subscriptions
 _STAMP_LIMIT = np.iinfo(np.int64).max // 2
 
 
+class _Index(NamedTuple):
+    """The arrays :func:`_predicate_kernels.build` returns, in the kernels' argument order."""
+
+    acc_indptr: np.ndarray
+    res_ptr: np.ndarray
+    res_words: np.ndarray
+    sub_ptr: np.ndarray
+    subs: np.ndarray
+    res_sig: np.ndarray
+
+
 class AccessPredicateMatcher:
     """Static index of CSR subscriptions (sorted distinct word ids, rarest first)."""
 
@@ -28,31 +41,22 @@ class AccessPredicateMatcher:
         if np.unique(ids).shape[0] != ids.shape[0]:
             raise InvalidArgumentError("subscription ids must be distinct")
         n_words = int(words.max()) + 1 if words.size else 0
-        (
-            self._acc_indptr,
-            self._res_ptr,
-            self._res_words,
-            self._sub_ptr,
-            self._subs,
-            self._res_sig,
-        ) = K.build(ptr, words, ids, n_words)
+        self._index = _Index(*K.build(ptr, words, ids, n_words))
         self._mark = np.zeros(n_words, dtype=np.int64)
         self._stamp = np.int64(1)
 
     @property
     def n_subscriptions(self) -> int:
-        return int(self._subs.shape[0])
+        return int(self._index.subs.shape[0])
 
     @property
     def n_sets(self) -> int:
         """Distinct word sets (identical subscriptions share one)."""
-        return int(self._res_ptr.shape[0] - 1)
+        return int(self._index.res_ptr.shape[0] - 1)
 
     @property
     def nbytes(self) -> int:
-        arrays = (self._acc_indptr, self._res_ptr, self._res_words, self._sub_ptr, self._subs,
-                  self._res_sig, self._mark)  # fmt: skip
-        return int(sum(a.nbytes for a in arrays))
+        return int(sum(a.nbytes for a in self._index) + self._mark.nbytes)
 
     def match(
         self, post_indptr: np.ndarray, post_words: np.ndarray, word_map: np.ndarray | None = None
@@ -67,12 +71,7 @@ class AccessPredicateMatcher:
             ptr,
             words,
             mapping,
-            self._acc_indptr,
-            self._res_ptr,
-            self._res_words,
-            self._sub_ptr,
-            self._subs,
-            self._res_sig,
+            *self._index,
             self._mark,
             np.int64(self._stamp),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import shutil
 import statistics
@@ -19,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.errors import InputDataError
 
@@ -62,6 +64,23 @@ def run_bench(tree: Path, argv: Sequence[str]) -> None:
         raise InputDataError(
             f"benchmark in {tree} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
         )
+
+
+def run_json_child(tree: Path, argv: Sequence[str], what: str) -> dict[str, Any]:
+    """``python <argv>`` with ``tree``'s code first on ``PYTHONPATH``; its last stdout line,
+    parsed as JSON (the figures of one run)."""
+    done = subprocess.run(
+        [sys.executable, *argv],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise InputDataError(f"{what} in {tree} failed: {done.stderr.strip()[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 @dataclass(frozen=True)
@@ -183,8 +202,6 @@ def compare_stream(
 def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int, out: Path):  # type: ignore[no-untyped-def]
     """The learn job at ``rev`` and here on the same ``gold.post_words``, alternating:
     wall seconds and the Python driver's peak RSS; ``learn_job_compare.csv``."""
-    import json
-
     from core.formatting import format_table
     from s3tm.bench.learn_job import write_edges
     from s3tm.bench.machine import machine_summary
@@ -196,17 +213,9 @@ def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int,
         print(f"wrote {edges:,} edges of {posts:,} synthetic posts to {root}", flush=True)
 
         def one_run(tree: Path, _: Path) -> dict[str, float]:
-            done = subprocess.run(
-                [sys.executable, "-m", "s3tm.bench.learn_job", str(root), str(nodes)],
-                cwd=tree,
-                env={**os.environ, "PYTHONPATH": str(tree)},
-                capture_output=True,
-                text=True,
-                check=False,
+            result = run_json_child(
+                tree, ["-m", "s3tm.bench.learn_job", str(root), str(nodes)], "learn job"
             )
-            if done.returncode != 0:
-                raise InputDataError(f"learn job in {tree} failed: {done.stderr[-2000:]}")
-            result = json.loads(done.stdout.strip().splitlines()[-1])
             return {"wall s": result["wall_s"], "driver MiB": result["python_peak_mib"]}
 
         with worktree(rev) as (baseline, commit):
@@ -246,8 +255,6 @@ def compare_matcher(
     """The matcher index each tree's stream uses, on the same saved scenarios, alternating
     (:mod:`s3tm.bench.matcher_probe`); ``matcher_compare.csv``. Both sides must find exactly
     the same matches."""
-    import json
-
     from core.formatting import format_table
     from s3tm.bench.machine import machine_summary
     from s3tm.bench.matcher import scenarios
@@ -274,19 +281,9 @@ def compare_matcher(
                     indexes: dict[Path, str] = indexes,
                     checksums: set[tuple[int, int]] = checksums,
                 ) -> dict[str, float]:
-                    done = subprocess.run(
-                        [sys.executable, str(probe), str(saved), str(repeats)],
-                        cwd=tree,
-                        env={**os.environ, "PYTHONPATH": str(tree)},
-                        capture_output=True,
-                        text=True,
-                        check=False,
+                    figures = run_json_child(
+                        tree, [str(probe), str(saved), str(repeats)], "matcher probe"
                     )
-                    if done.returncode != 0:
-                        raise InputDataError(
-                            f"matcher probe in {tree} failed: {done.stderr.strip()[-2000:]}"
-                        )
-                    figures = json.loads(done.stdout.strip().splitlines()[-1])
                     indexes[tree] = figures["index"]
                     checksums.add((figures["matches"], figures["checksum"]))
                     return {"posts/s": figures["posts_s"], "build s": figures["build_s"]}

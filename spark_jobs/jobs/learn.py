@@ -35,30 +35,18 @@ from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.sampling.hash_fraction import hash_fraction_mask
 from spark_jobs.common import job_main, log, window_start
-from spark_jobs.jobs.sampling import HOLDOUT_SEED, holdout_filter
+from spark_jobs.jobs.sampling import HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import add_candidate, now_utc
 from spark_jobs.lake.subscription_store import active_subscriptions
 
 
-def window_edges(
-    post_words: Any, start: dt.date | None, end: dt.date | None, holdout_fraction: float
-) -> Any:
-    """Pure transform: the training edges (post_id, word) of a day window (Spark)."""
-    from pyspark.sql import functions as F
-
-    edges = post_words
-    if start:
-        edges = edges.where(F.col("day") >= F.lit(start))
-    if end:
-        edges = edges.where(F.col("day") <= F.lit(end))
-    return edges.where(~holdout_filter(holdout_fraction)).select("post_id", "word")
-
-
 def window_edges_arrow(
     snapshot: TableSnapshot, start: dt.date | None, end: dt.date | None, holdout_fraction: float
 ) -> pa.Table:
-    """The same edges as :func:`window_edges`, read on the driver from the version's files.
+    """The training edges (post_id, word) of a day window, held-out posts excluded (the
+    posts ``holdout_filter`` selects in Spark, for ``evaluate``), read on the driver from
+    the version's files.
 
     The learner runs on the driver anyway, so the edges go from Parquet straight into Arrow
     (dictionary-encoded as they are read: no string per edge), and the hold-out is the same

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import string
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,18 @@ def test_core_hash_is_sparks_xxhash64_and_selects_the_same_posts(spark):
     assert hash_fraction_mask(array, 0.35, 11).tolist() == [r["sampled"] for r in rows]
 
 
+def spark_window_edges(
+    post_words: Any, start: dt.date | None, end: dt.date | None, holdout_fraction: float
+) -> Any:
+    """The reference: the same selection as a Spark transform (the job's old read)."""
+    edges = post_words
+    if start:
+        edges = edges.where(F.col("day") >= F.lit(start))
+    if end:
+        edges = edges.where(F.col("day") <= F.lit(end))
+    return edges.where(~holdout_filter(holdout_fraction)).select("post_id", "word")
+
+
 @pytest.fixture()
 def post_words(spark, lakehouse):
     """gold.post_words written by Spark (as the graph job does), three days, two commits."""
@@ -74,7 +87,7 @@ def test_driver_read_selects_sparks_edges(post_words, start, end, fraction):
     version = post_words.version("gold.post_words")
     by_spark = {
         (r["post_id"], r["word"])
-        for r in learn.window_edges(
+        for r in spark_window_edges(
             post_words.read("gold.post_words", version), start, end, fraction
         ).collect()
     }
