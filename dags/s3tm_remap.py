@@ -45,7 +45,11 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
     doc_md=__doc__,
     params={
         "nodes": Param(16, type="integer", minimum=1, description="matchers N"),
-        "algorithm": Param("salb", enum=["salb", "hash", "gC", "gFC", "gFCL", "gNFCL"]),
+        "algorithm": Param(
+            "salb2",
+            enum=["salb2", "salb", "hash", "gC", "gFC", "gFCL", "gNFCL"],
+            description="learner: salb2 (SALB then restreaming, needs split) or a baseline",
+        ),
         "split": Param(True, type="boolean", description="split hot words"),
         "window_days": Param(
             7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"

@@ -1,6 +1,13 @@
-"""Learners of the word -> matcher mapping: hash and SALB, with optional hot-word splitting."""
+"""Learners of the word -> matcher mapping: hash, SALB, salb2 and the word-network
+baselines, with optional hot-word splitting; incremental remaps of a published mapping."""
 
-from core.learn.api import ALGORITHMS, LearnedMapping, algorithm_label, learn_mapping
+from core.learn.api import (
+    ALGORITHMS,
+    LearnedMapping,
+    algorithm_label,
+    learn_mapping,
+    remap_incremental,
+)
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import SalbResult, learn_salb
 from core.learn.split import SplitPlan, plan_split
@@ -16,4 +23,5 @@ __all__ = [
     "learn_mapping",
     "learn_salb",
     "plan_split",
+    "remap_incremental",
 ]

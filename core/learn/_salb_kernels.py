@@ -10,6 +10,9 @@ as in Alg. 1's strict ``u > u*``).
 The extra load of word w on matcher i is f(w) minus the number of w's posts already routed
 to i. Each post keeps the distinct matchers routing it in slots of its own CSR row (a post
 has at most as many matchers as words), so counting them costs O(k) per (word, post) edge.
+Each slot also counts the post's tokens on its matcher: SALB does not need the counts, the
+refinement that ``salb2`` runs after it does (a token may leave a matcher, and the post
+stays there while another of its tokens does).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def salb_assign(
     post_indptr: np.ndarray,
     order: np.ndarray,
     n_matchers: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Assign ``order``'s tokens one by one.
 
     Args:
@@ -35,11 +38,15 @@ def salb_assign(
         n_matchers: N.
 
     Returns:
-        ``(chosen, extra_load, loads)``: the matcher of each ``order`` entry (int32), the
-        load it added (int64), and the final per-matcher loads (int64, posts routed).
+        ``(chosen, extra_load, loads, slot_matcher, slot_tokens, post_slots)``: the matcher
+        of each ``order`` entry (int32), the load it added (int64), the final per-matcher
+        loads (int64, posts routed), and the routing state: post p's distinct matchers are
+        ``slot_matcher[post_indptr[p]:][:post_slots[p]]`` with ``slot_tokens`` of its
+        tokens on each (int32).
     """
     n_posts = post_indptr.shape[0] - 1
     post_matchers = np.empty(post_indptr[-1], dtype=np.int32)
+    slot_tokens = np.zeros(post_indptr[-1], dtype=np.int32)
     post_count = np.zeros(n_posts, dtype=np.int32)
     loads = np.zeros(n_matchers, dtype=np.int64)
     covered = np.zeros(n_matchers, dtype=np.int64)
@@ -76,10 +83,12 @@ def salb_assign(
             seen = False
             for j in range(post_count[p]):
                 if post_matchers[base + j] == best:
+                    slot_tokens[base + j] += 1
                     seen = True
                     break
             if not seen:
                 post_matchers[base + post_count[p]] = best
+                slot_tokens[base + post_count[p]] = 1
                 post_count[p] += 1
                 extra += 1
         total_sq += extra * (2 * loads[best] + extra)
@@ -87,4 +96,4 @@ def salb_assign(
         loads[best] += extra
         chosen[step] = best
         extra_load[step] = extra
-    return chosen, extra_load, loads
+    return chosen, extra_load, loads, post_matchers, slot_tokens, post_count

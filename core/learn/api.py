@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -13,16 +14,21 @@ import numpy as np
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn.hash import learn_hash
+from core.learn.incremental import learn_incremental, project_table
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
+from core.learn.salb2 import learn_salb2
 from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
 
 log = logging.getLogger(__name__)
 
-Algorithm = Literal["hash", "salb", "gC", "gFC", "gFCL", "gNFCL"]
-ALGORITHMS: tuple[str, ...] = ("hash", "salb", *WORDNET_VARIANTS)
+Algorithm = Literal["hash", "salb", "salb2", "gC", "gFC", "gFCL", "gNFCL"]
+ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
+# score a move loses per subscription it re-places (the LDG score is in posts: a move must
+# gather this many more of the token's posts per subscription it moves)
+DEFAULT_PENALTY = 1.0
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,13 @@ class LearnedMapping:
     learn_seconds: float
 
 
+# learners whose form includes hot-word splitting (they refuse split=False)
+SPLITTING_ALGORITHMS: frozenset[str] = frozenset({"salb2"})
+
+
 def algorithm_label(algorithm: str, split: bool) -> str:
-    """Display name, e.g. ``salb+split``."""
-    return f"{algorithm}+split" if split else algorithm
+    """Display name, e.g. ``salb+split`` (``salb2``: splitting is part of it)."""
+    return f"{algorithm}+split" if split and algorithm not in SPLITTING_ALGORITHMS else algorithm
 
 
 def learn_mapping(
@@ -54,7 +64,8 @@ def learn_mapping(
     Args:
         corpus: training posts.
         n_matchers: N >= 1.
-        algorithm: ``hash``, ``salb`` or a word-network variant (``gC``, ``gFC``, ``gFCL``,
+        algorithm: ``hash``, ``salb`` (Alg. 1 as printed), ``salb2`` (SALB then restreaming,
+            :mod:`core.learn.salb2`) or a word-network variant (``gC``, ``gFC``, ``gFCL``,
             ``gNFCL``).
         split: split hot words first (Sect. 5.1).
         subscribed_words: learn on these words only (None: all words are subscribed).
@@ -72,6 +83,10 @@ def learn_mapping(
         raise InvalidArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     if not isinstance(n_matchers, int | np.integer) or n_matchers < 1:
         raise InvalidArgumentError(f"n_matchers must be a positive integer, got {n_matchers!r}")
+    if algorithm in SPLITTING_ALGORITHMS and not split:
+        raise InvalidArgumentError(
+            f"{algorithm} splits hot words as part of its form; use salb for an unsplit mapping"
+        )
     if subscribed_words is not None and len(subscribed_words) == 0:
         raise InvalidArgumentError("subscribed_words is empty; pass None for 'all words'")
     started = time.perf_counter()
@@ -83,20 +98,142 @@ def learn_mapping(
         seed=seed,
         min_parts=min_parts,
     )
+    refinement: dict[str, object] = {}
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
+    elif algorithm == "salb2":
+        refined = learn_salb2(problem, int(n_matchers))
+        token_matcher = refined.token_matcher
+        refinement = {
+            "refinement_moves": list(refined.moves),
+            "training_load_max": int(refined.loads.max()),
+            "salb_training_load_max": int(refined.salb_loads.max()),
+        }
     elif algorithm == "hash":
         token_matcher = learn_hash(problem, int(n_matchers))
     else:
         token_matcher = learn_wordnet(problem, int(n_matchers), algorithm, seed=seed)
     seconds = time.perf_counter() - started
+    return _learned(
+        corpus,
+        problem,
+        token_matcher,
+        int(n_matchers),
+        seconds,
+        subscribed_words,
+        {
+            "algorithm": algorithm,
+            "label": algorithm_label(algorithm, split),
+            "split": split,
+            "seed": seed,
+            **refinement,
+        },
+    )
+
+
+def remap_incremental(
+    corpus: Corpus,
+    published: RoutingTable,
+    word_subscriptions: Mapping[str, int],
+    *,
+    n_subscriptions: int,
+    max_moved_fraction: float = 0.1,
+    penalty: float = DEFAULT_PENALTY,
+    subscribed_words: Collection[str] | None = None,
+    seed: int = 0,
+    min_parts: Mapping[str, int] | None = None,
+) -> LearnedMapping:
+    """Refine ``published`` on a new window instead of learning from scratch (``salb2``'s
+    restreaming with each token's published matcher as its origin, see
+    :mod:`core.learn.incremental`).
+
+    Args:
+        corpus: the new window's training posts.
+        published: the mapping the matchers hold today; its N is kept.
+        word_subscriptions: active subscriptions per word (the move cost of its tokens).
+        n_subscriptions: active subscriptions in all (the budget's base).
+        max_moved_fraction: moves re-place at most this fraction of them (counted per word,
+            so a subscription two moved words share counts twice: conservative).
+        penalty: score lost per subscription re-placed.
+        subscribed_words, seed, min_parts: as :func:`learn_mapping` (hot words split).
+
+    Raises:
+        InvalidArgumentError: for a fraction outside [0, 1] or a negative count.
+    """
+    if not 0.0 <= max_moved_fraction <= 1.0:
+        raise InvalidArgumentError(
+            f"max_moved_fraction must be within [0, 1], got {max_moved_fraction!r}"
+        )
+    if n_subscriptions < 0:
+        raise InvalidArgumentError(f"n_subscriptions must be >= 0, got {n_subscriptions!r}")
+    if subscribed_words is not None and len(subscribed_words) == 0:
+        raise InvalidArgumentError("subscribed_words is empty; pass None for 'all words'")
+    started = time.perf_counter()
+    n_matchers = published.n_matchers
+    problem = build_problem(
+        corpus,
+        n_matchers,
+        subscribed_words=subscribed_words,
+        split=True,
+        seed=seed,
+        min_parts=min_parts,
+    )
+    word_cost = np.fromiter(
+        (word_subscriptions.get(w, 0) for w in problem.vocabulary.tolist()),
+        dtype=np.int64,
+        count=len(problem.vocabulary),
+    )
+    budget = math.floor(max_moved_fraction * n_subscriptions)
+    result = learn_incremental(
+        problem,
+        n_matchers,
+        project_table(published, problem),
+        word_cost[problem.token_word],
+        budget=budget,
+        penalty=penalty,
+    )
+    seconds = time.perf_counter() - started
+    return _learned(
+        corpus,
+        problem,
+        result.token_matcher,
+        n_matchers,
+        seconds,
+        subscribed_words,
+        {
+            "algorithm": "salb2",
+            "label": "salb2",
+            "split": True,
+            "seed": seed,
+            "remap": "incremental",
+            "moved_tokens": result.moved_tokens,
+            "moved_subscription_words": result.moved_cost,
+            "move_budget": result.budget,
+            "penalty": penalty,
+            "refinement_moves": list(result.moves),
+            "training_load_max": int(result.loads.max()),
+            "start_training_load_max": int(result.start_loads.max()),
+        },
+        keep=published,
+    )
+
+
+def _learned(
+    corpus: Corpus,
+    problem: LearningProblem,
+    token_matcher: np.ndarray,
+    n_matchers: int,
+    seconds: float,
+    subscribed_words: Collection[str] | None,
+    about: dict[str, object],
+    keep: RoutingTable | None = None,
+) -> LearnedMapping:
+    """The routing table of a token -> matcher decision, with its manifest. Subscribed
+    words no training post holds keep their matcher in ``keep`` (else hash's)."""
     learned = np.flatnonzero(token_matcher >= 0)
     hot = 0 if problem.split_plan is None else int(problem.split_plan.hot_words.size)
     manifest = {
-        "algorithm": algorithm,
-        "label": algorithm_label(algorithm, split),
-        "split": split,
-        "seed": seed,
+        **about,
         "corpus_fingerprint": corpus.fingerprint(),
         "training_posts": corpus.n_posts,
         "training_words": corpus.n_words,
@@ -117,15 +254,19 @@ def learn_mapping(
     matchers = token_matcher[learned]
     if subscribed_words is not None:
         # A subscribed word no learning post holds (a new subscription, a word not yet
-        # seen) has nothing to learn from: it keeps the matcher hash routing gives it, as
-        # an explicit row, so the table covers every subscribed word.
+        # seen) has nothing to learn from: it keeps the matcher hash routing gives it (or
+        # the kept table's, so an incremental remap does not move it), as an explicit
+        # row, so the table covers every subscribed word.
         unseen = sorted(set(subscribed_words).difference(words.tolist()))
         if unseen:
+            kept = (
+                hash_matchers(unseen, int(n_matchers))
+                if keep is None
+                else np.array([keep.version_matchers(w)[0] for w in unseen], dtype=np.int32)
+            )
             words = np.concatenate([words, np.array(unseen, dtype=object)])
             parts = np.concatenate([parts, np.zeros(len(unseen), dtype=parts.dtype)])
-            matchers = np.concatenate(
-                [matchers, hash_matchers(unseen, int(n_matchers)).astype(matchers.dtype)]
-            )
+            matchers = np.concatenate([matchers, kept.astype(matchers.dtype)])
             manifest["unseen_subscribed_words"] = len(unseen)
     table = RoutingTable.from_rows(
         words,

@@ -22,11 +22,31 @@ class SalbResult:
         order: ``(n_steps,)`` int64 tokens in the order they were assigned (f desc).
         extra_load: ``(n_steps,)`` int64 posts newly routed by each step's choice.
         loads: ``(N,)`` int64 posts routed to each matcher on the training posts.
+        state: with ``keep_state``, the training posts' routing (for a refinement).
     """
 
     token_matcher: np.ndarray
     order: np.ndarray
     extra_load: np.ndarray
+    loads: np.ndarray
+    state: RoutingState | None = None
+
+
+@dataclass(frozen=True)
+class RoutingState:
+    """How the training posts are routed under a mapping, kept exact under token moves.
+
+    Attributes:
+        slot_matcher: ``(n_edges,)`` int32; post p's distinct matchers are
+            ``slot_matcher[post_indptr[p] : post_indptr[p] + post_slots[p]]``.
+        slot_tokens: ``(n_edges,)`` int32, how many of the post's tokens are on that matcher.
+        post_slots: ``(n_posts,)`` int32, distinct matchers per post (its spread).
+        loads: ``(N,)`` int64 posts routed to each matcher.
+    """
+
+    slot_matcher: np.ndarray
+    slot_tokens: np.ndarray
+    post_slots: np.ndarray
     loads: np.ndarray
 
 
@@ -37,12 +57,15 @@ def salb_order(problem: LearningProblem) -> np.ndarray:
     return tokens[np.lexsort((tokens, -freq))].astype(np.int64)
 
 
-def learn_salb(problem: LearningProblem, n_matchers: int) -> SalbResult:
+def learn_salb(
+    problem: LearningProblem, n_matchers: int, *, keep_state: bool = False
+) -> SalbResult:
     """Map every learnable token to a matcher with SALB.
 
     Args:
         problem: the learning input (see :func:`core.learn.problem.build_problem`).
         n_matchers: N >= 1.
+        keep_state: also return the training posts' routing state (8 bytes per edge).
 
     Raises:
         InvalidArgumentError: if N < 1, or the corpus is so large that the exact integer
@@ -57,9 +80,12 @@ def learn_salb(problem: LearningProblem, n_matchers: int) -> SalbResult:
             f"{max_total} subscribed word occurrences with N={n_matchers} overflow SALB's "
             "exact integer utility; learn on a sample of the posts"
         )
-    chosen, extra_load, loads = salb_assign(
+    chosen, extra_load, loads, slot_matcher, slot_tokens, post_slots = salb_assign(
         problem.token_indptr, problem.token_posts, problem.post_indptr, order, int(n_matchers)
     )
     token_matcher = np.full(problem.n_tokens, -1, dtype=np.int32)
     token_matcher[order] = chosen
-    return SalbResult(token_matcher, order, extra_load, loads)
+    state = (
+        RoutingState(slot_matcher, slot_tokens, post_slots, loads.copy()) if keep_state else None
+    )
+    return SalbResult(token_matcher, order, extra_load, loads, state)

@@ -22,7 +22,7 @@ from core.learn import algorithm_label, build_problem, learn_mapping, learn_salb
 from s3tm.bench.learn_memory import measure_in_child, save_corpus
 from s3tm.bench.machine import machine_summary, pin_to_one_core
 
-VARIANTS = (("hash", False), ("salb", False), ("salb", True))
+VARIANTS = (("hash", False), ("salb", False), ("salb", True), ("salb2", True))
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from s3tm.cli.commands import load_corpus
 
 log = logging.getLogger("s3tm")
 
-DEMO_ALGORITHMS = (("hash", False), ("salb", False), ("salb", True))
+DEMO_ALGORITHMS = (("hash", False), ("salb", False), ("salb", True), ("salb2", True))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="generate a corpus, learn hash/SALB/SALB+split, compare")
+    p = sub.add_parser("demo", help="generate a corpus, learn hash/SALB/SALB+split/salb2, compare")
     p.add_argument("--posts", type=int, default=100_000)
     p.add_argument("--nodes", default="16,64,256", help="comma-separated N values")
     p.add_argument("--seed", type=int, default=0)

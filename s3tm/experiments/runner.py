@@ -32,6 +32,7 @@ VARIANTS: dict[str, tuple[str, bool]] = {
     "gNFCL": ("gNFCL", False),
     "salb": ("salb", False),
     "salb+split": ("salb", True),
+    "salb2": ("salb2", True),  # salb2 splits hot words as part of its form
 }
 
 

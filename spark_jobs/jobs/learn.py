@@ -2,7 +2,7 @@
 
 Reads the bipartite edges of the learning window (held-out posts excluded: the same
 deterministic hold-out ``evaluate`` uses), builds the CSR arrays on the driver, runs the
-chosen learner (hash | SALB | gC | gFC | gFCL | gNFCL, optionally with hot-word splitting),
+chosen learner (hash | SALB | salb2 | gC | gFC | gFCL | gNFCL, with hot-word splitting or not),
 and writes ``routing.mappings`` rows and a ``routing.versions`` row with status
 ``candidate``. Learning is on the subscribed words of the active subscriptions when there
 are any (``--subscribed registry``), else on all words.
@@ -133,7 +133,12 @@ def training_corpus(edges: pa.Table) -> Corpus:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default="salb")
+    parser.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        default="salb2",
+        help="learner (default salb2: SALB then restreaming; salb is Alg. 1 as printed)",
+    )
     parser.add_argument(
         "--split",
         action=argparse.BooleanOptionalAction,

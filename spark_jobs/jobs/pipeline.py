@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.formatting import format_table
+from core.learn import ALGORITHMS
 from spark_jobs.common import job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-id", type=int, default=None)
     parser.add_argument("--sample-rate", type=float, default=1.0)
     parser.add_argument("--nodes", type=int, default=16)
-    parser.add_argument("--algorithm", default="salb")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="salb2")
     parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--holdout-fraction", type=float, default=0.2)
     parser.add_argument(

@@ -1,0 +1,239 @@
+"""The refinement kernel of ``salb2``: restreaming the tokens over SALB's mapping.
+
+Each pass takes the tokens in SALB's order, lifts each one off its matcher and puts it back
+on the matcher that scores best under linear deterministic greedy (LDG, Stanton and Kliot,
+KDD 2012): ``covered(b) * (1 - load(b) / capacity)``, where ``covered(b)`` is the number of
+the token's posts already routed to b. Co-occurring tokens are drawn together (the spread
+falls) while a matcher's pull fades as it fills (balance holds); a matcher the move would
+push past ``capacity`` is not a candidate. SALB's greedy places each token once, when few of
+its neighbours are placed yet; restreaming lets every token see where all the others went.
+
+Each pass has its own slack: capacity = ceil((1 + slack) x current total load / N). A
+loose first pass lets groups of co-occurring tokens gather; later, tighter passes push the
+tokens of overfull matchers out again (a matcher above the capacity is no candidate, not
+even for its own tokens), so the final balance is the last slack's.
+
+Incremental remaps (paper 004: moving state costs) start from the published mapping instead
+of SALB's and give every token an *origin*, the matcher its subscriptions sit on today. A
+candidate other than the origin scores ``penalty x move_cost`` lower (the subscriptions the
+move re-places, in posts of gain per subscription), and leaving the origin is allowed only
+while the moved subscriptions stay within ``budget``; going back to the origin refunds it.
+Tokens with no origin (new words, new versions) move freely; a token not yet on any matcher
+(-1) is placed by the same rule.
+
+The routing state is SALB's: per post, the distinct matchers routing it (slots in the post's
+CSR row) and how many of its tokens sit on each, so lifting a token off a matcher drops the
+post from that matcher exactly when the token was its last one there. Loads stay exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _lift(
+    start: int,
+    stop: int,
+    matcher: int,
+    token_posts: np.ndarray,
+    post_indptr: np.ndarray,
+    slot_matcher: np.ndarray,
+    slot_tokens: np.ndarray,
+    post_slots: np.ndarray,
+    loads: np.ndarray,
+) -> None:
+    """Take one token (edges ``start:stop``) off ``matcher``."""
+    for e in range(start, stop):
+        p = token_posts[e]
+        base = post_indptr[p]
+        last = post_slots[p] - 1
+        for j in range(last + 1):
+            if slot_matcher[base + j] == matcher:
+                slot_tokens[base + j] -= 1
+                if slot_tokens[base + j] == 0:
+                    slot_matcher[base + j] = slot_matcher[base + last]
+                    slot_tokens[base + j] = slot_tokens[base + last]
+                    post_slots[p] = last
+                    loads[matcher] -= 1
+                break
+
+
+@njit(cache=True)
+def _place(
+    start: int,
+    stop: int,
+    matcher: int,
+    token_posts: np.ndarray,
+    post_indptr: np.ndarray,
+    slot_matcher: np.ndarray,
+    slot_tokens: np.ndarray,
+    post_slots: np.ndarray,
+    loads: np.ndarray,
+) -> None:
+    """Put one token (edges ``start:stop``) on ``matcher``."""
+    for e in range(start, stop):
+        p = token_posts[e]
+        base = post_indptr[p]
+        n = post_slots[p]
+        found = False
+        for j in range(n):
+            if slot_matcher[base + j] == matcher:
+                slot_tokens[base + j] += 1
+                found = True
+                break
+        if not found:
+            slot_matcher[base + n] = matcher
+            slot_tokens[base + n] = 1
+            post_slots[p] = n + 1
+            loads[matcher] += 1
+
+
+@njit(cache=True)
+def restream(
+    token_indptr: np.ndarray,
+    token_posts: np.ndarray,
+    post_indptr: np.ndarray,
+    order: np.ndarray,
+    token_matcher: np.ndarray,
+    slacks: np.ndarray,
+    slot_matcher: np.ndarray,
+    slot_tokens: np.ndarray,
+    post_slots: np.ndarray,
+    loads: np.ndarray,
+    origin: np.ndarray,
+    move_cost: np.ndarray,
+    penalty: float,
+    budget: int,
+) -> tuple[np.ndarray, int]:
+    """Restream ``order``'s tokens once per slack, updating everything in place.
+
+    Args:
+        token_indptr, token_posts: token -> posts CSR (int64, int32).
+        post_indptr: post -> tokens CSR row pointers (int64): the slot rows.
+        order: int64 tokens to restream, in order.
+        token_matcher: ``(n_tokens,)`` int32 matcher per token (-1: not placed yet),
+            updated.
+        slacks: float64, one per pass; stops early after a pass that moved nothing when
+            the remaining slacks equal its own.
+        slot_matcher, slot_tokens, post_slots, loads: the routing state (see module doc).
+        origin: ``(n_tokens,)`` int32, each token's matcher today (-1: none, moves free).
+        move_cost: ``(n_tokens,)`` int64, subscriptions re-placed when it leaves its origin.
+        penalty: score lost per subscription re-placed.
+        budget: most subscriptions away from their origin at any time (< 0: no limit).
+
+    Returns:
+        ``(moved, spent)``: tokens moved in each pass that ran (int64), and the move cost of
+        the tokens that end away from their origin.
+    """
+    n_matchers = loads.shape[0]
+    passes = slacks.shape[0]
+    covered = np.zeros(n_matchers, dtype=np.int64)
+    moved_per_pass = np.zeros(passes, dtype=np.int64)
+    spent = 0
+    ran = 0
+    for it in range(passes):
+        ran += 1
+        moved = 0
+        capacity = max(1, int(np.ceil((1.0 + slacks[it]) * loads.sum() / n_matchers)))
+        for step in range(order.shape[0]):
+            token = order[step]
+            home = token_matcher[token]
+            start = token_indptr[token]
+            stop = token_indptr[token + 1]
+            freq = stop - start
+            alone = 0  # posts that only this token routes to its matcher
+            source = origin[token]
+            cost = move_cost[token] if source >= 0 else 0
+            # may the token leave (or stay away from) its origin?
+            can_leave = source < 0 or home != source or budget < 0 or spent + cost <= budget
+            for e in range(start, stop):
+                p = token_posts[e]
+                base = post_indptr[p]
+                for j in range(post_slots[p]):
+                    m = slot_matcher[base + j]
+                    covered[m] += 1
+                    if m == home and slot_tokens[base + j] == 1:
+                        alone += 1
+            # score every matcher as if the token were lifted off its own
+            if home >= 0:
+                covered[home] -= alone
+                loads[home] -= alone
+            best = -1
+            best_score = 0.0
+            fallback = -1
+            fallback_load = np.int64(0)
+            for b in range(n_matchers):
+                new_load = loads[b] + freq - covered[b]
+                away = source >= 0 and b != source
+                if away and not can_leave:
+                    covered[b] = 0
+                    continue
+                if new_load <= capacity:
+                    score = covered[b] * (1.0 - loads[b] / capacity)
+                    if away:
+                        score -= penalty * cost
+                    if (
+                        best < 0
+                        or score > best_score
+                        or (score == best_score and loads[b] < loads[best])
+                    ):
+                        best = b
+                        best_score = score
+                if fallback < 0 or new_load < fallback_load:
+                    fallback = b
+                    fallback_load = new_load
+                covered[b] = 0
+            if home >= 0:
+                loads[home] += alone
+            if best < 0:
+                best = fallback  # nothing fits: the least loaded result
+            if best != home:
+                if source >= 0 and home == source:
+                    spent += cost
+                elif source >= 0 and best == source:
+                    spent -= cost
+                if home >= 0:
+                    _lift(
+                        start, stop, home, token_posts, post_indptr,
+                        slot_matcher, slot_tokens, post_slots, loads,
+                    )  # fmt: skip
+                _place(
+                    start, stop, best, token_posts, post_indptr,
+                    slot_matcher, slot_tokens, post_slots, loads,
+                )  # fmt: skip
+                token_matcher[token] = best
+                moved += 1
+        moved_per_pass[it] = moved
+        if moved == 0 and np.all(slacks[it:] == slacks[it]):
+            break
+    return moved_per_pass[:ran], spent
+
+
+@njit(cache=True)
+def route_tokens(
+    token_indptr: np.ndarray,
+    token_posts: np.ndarray,
+    post_indptr: np.ndarray,
+    token_matcher: np.ndarray,
+    n_matchers: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The routing state of a mapping (tokens at -1 route nowhere).
+
+    Returns:
+        ``(slot_matcher, slot_tokens, post_slots, loads)`` as SALB's kernel returns them.
+    """
+    n_posts = post_indptr.shape[0] - 1
+    slot_matcher = np.empty(post_indptr[-1], dtype=np.int32)
+    slot_tokens = np.zeros(post_indptr[-1], dtype=np.int32)
+    post_slots = np.zeros(n_posts, dtype=np.int32)
+    loads = np.zeros(n_matchers, dtype=np.int64)
+    for token in range(token_indptr.shape[0] - 1):
+        matcher = token_matcher[token]
+        if matcher >= 0:
+            _place(
+                token_indptr[token], token_indptr[token + 1], matcher, token_posts,
+                post_indptr, slot_matcher, slot_tokens, post_slots, loads,
+            )  # fmt: skip
+    return slot_matcher, slot_tokens, post_slots, loads
