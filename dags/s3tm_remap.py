@@ -5,15 +5,20 @@ When `s3tm_monitor` asks for it (the `remap_request` asset: the live relative th
 fell, or a new hot word appeared; the run report says which), and nightly as a backstop:
 re-learn the word -> matcher routing.
 
-graph (learning window) -> learn (SALB + hot-word split by default) -> place (LASP) ->
+graph (learning window) -> learn (by default an incremental salb2 remap of the published
+version, moving at most `max_moved` of the subscriptions; a full salb2 remap when there is
+none, N changed, or a full one gains more than `full_remap_gain`) -> place (LASP; the
+subscriptions whose matcher stays eligible stay put) ->
 validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
 the held-out posts against the published version and hash -> publish only if validation
 passed AND the candidate beats the published version by `margin` (by counted trie work
 in the replay when there are subscriptions, else by the model; else the current version
 stays, and the report says why) -> run report.
 
-Params: `nodes` (N), `algorithm`, `split`, `window_days` (a monitor request may ask for
-a shorter window: the run then learns on the recent days only), `margin`, `lakehouse`.
+Params: `nodes` (N), `algorithm`, `split`, `incremental`, `max_moved`, `full_remap_gain`,
+`window_days` (a monitor request may ask for a shorter window: the run then learns on the
+recent days only), `margin`, `lakehouse`. The run report says which remap ran and how many
+subscriptions moved.
 Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted/data_docs/`.
 """
 
@@ -51,6 +56,25 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
             description="learner: salb2 (SALB then restreaming, needs split) or a baseline",
         ),
         "split": Param(True, type="boolean", description="split hot words"),
+        "incremental": Param(
+            True,
+            type="boolean",
+            description="refine the published version (salb2), moving few subscriptions; "
+            "a full remap when it gains more than full_remap_gain",
+        ),
+        "max_moved": Param(
+            0.1,
+            type="number",
+            minimum=0,
+            maximum=1,
+            description="incremental: the most subscriptions (fraction) a remap re-places",
+        ),
+        "full_remap_gain": Param(
+            0.1,
+            type="number",
+            minimum=0,
+            description="incremental: learn from scratch when that gains more than this",
+        ),
         "window_days": Param(
             7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
         ),
@@ -78,6 +102,12 @@ def s3tm_remap() -> None:
             "--window-days",
             WINDOW,
             "{{ '--split' if params.split else '--no-split' }}",
+            "{{ '--incremental' if params.incremental and params.algorithm == 'salb2' "
+            "else '--no-incremental' }}",
+            "--max-moved",
+            "{{ params.max_moved }}",
+            "--full-remap-gain",
+            "{{ params.full_remap_gain }}",
         ],
         outlets=[asset("routing.mappings"), asset("routing.versions")],
     )

@@ -58,6 +58,7 @@ def place(
     intercept: float,
     random_anycast: bool,
     seed: int,
+    keep: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Place subscriptions one at a time, on top of the matchers' current contents.
 
@@ -69,6 +70,9 @@ def place(
         unique: ``(N,)`` int64 |H(i)|, updated in place.
         slope, intercept: f(x) = slope * x + intercept, the fitted matching cost.
         random_anycast: pick a uniformly random eligible matcher instead of LASP.
+        keep: ``(n_subs,)`` int32, the matcher a subscription sits on today (-1: none); it
+            stays there while that matcher is still eligible (an incremental remap moves
+            only the subscriptions whose words moved away).
 
     Returns:
         ``(placement_indptr, placement_matchers)``.
@@ -89,8 +93,16 @@ def place(
     for s in range(n_subs):
         words = sub_words[sub_indptr[s] : sub_indptr[s + 1]]
         n_el, multicast = _eligible(words, part_start, part_count, part_matchers, eligible)
+        kept = -1
+        if not multicast and keep[s] >= 0:
+            for j in range(n_el):
+                if eligible[j] == keep[s]:
+                    kept = j
+                    break
         if multicast:
             chosen_from, chosen_n = 0, n_el
+        elif kept >= 0:
+            chosen_from, chosen_n = kept, 1
         elif random_anycast:
             chosen_from, chosen_n = np.random.randint(0, n_el), 1
         else:

@@ -8,6 +8,7 @@ uses (DESIGN.md section 6). Placement is incremental: one subscription at a time
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -62,6 +63,20 @@ class Placement:
         """matcher -> subscription rows, as CSR ``(indptr, rows)``."""
         return corpus_kernels.transpose_csr(self.indptr, self.matchers, self.n_matchers)
 
+    def matcher_sets(self) -> dict[int, frozenset[int]]:
+        """sub_id -> the matchers it is placed on."""
+        return {
+            int(sub_id): frozenset(self.matchers[self.indptr[k] : self.indptr[k + 1]].tolist())
+            for k, sub_id in enumerate(self.sub_ids.tolist())
+        }
+
+    def single_matchers(self) -> dict[int, int]:
+        """sub_id -> matcher, for the subscriptions placed on exactly one (not multicast)."""
+        one = np.flatnonzero(np.diff(self.indptr) == 1)
+        return dict(
+            zip(self.sub_ids[one].tolist(), self.matchers[self.indptr[one]].tolist(), strict=True)
+        )
+
     def multicast_count(self) -> int:
         """Subscriptions placed on more than one matcher (all-hot-word ones)."""
         return int(np.count_nonzero(np.diff(self.indptr) > 1))
@@ -74,8 +89,14 @@ def place_subscriptions(
     policy: Policy = "lasp",
     cost: CostModel = UNIT_COST,
     seed: int = 0,
+    previous: Mapping[int, int] | None = None,
 ) -> Placement:
     """Place every subscription (rows of ``subscriptions``) on matchers of ``table``.
+
+    With ``previous`` (sub_id -> the one matcher it sits on under the published version,
+    :meth:`Placement.single_matchers`), a subscription stays on that matcher while it is
+    still eligible (holds one of its words), so a remap re-places only the subscriptions
+    whose words moved.
 
     Raises:
         InvalidArgumentError: for an unknown policy, an empty subscription, or a
@@ -96,6 +117,19 @@ def place_subscriptions(
             )
     aligned = align_table(table, words)
     unique = np.zeros(table.n_matchers, dtype=np.int64)
+    sub_ids = (
+        np.arange(subscriptions.n_posts, dtype=np.int64)
+        if subscriptions.post_ids is None
+        else np.array([int(x) for x in subscriptions.post_ids], dtype=np.int64)
+    )
+    keep = np.full(subscriptions.n_posts, -1, dtype=np.int32)
+    if previous:
+        keep = np.array([previous.get(int(s), -1) for s in sub_ids.tolist()], dtype=np.int32)
+        if keep.max() >= table.n_matchers:
+            raise InvalidArgumentError(
+                f"the previous placement uses matcher {int(keep.max())}, the table has "
+                f"N={table.n_matchers}: nothing can stay in place"
+            )
     indptr, matchers = place(
         subscriptions.indptr,
         compact.astype(np.int32),
@@ -108,10 +142,16 @@ def place_subscriptions(
         float(cost.intercept),
         policy == "random",
         int(seed),
-    )
-    sub_ids = (
-        np.arange(subscriptions.n_posts, dtype=np.int64)
-        if subscriptions.post_ids is None
-        else np.array([int(x) for x in subscriptions.post_ids], dtype=np.int64)
+        keep,
     )
     return Placement(table.n_matchers, sub_ids, indptr, matchers, unique)
+
+
+def moved_subscriptions(before: Mapping[int, frozenset[int]], current: Placement) -> int:
+    """Subscriptions in both placements whose matchers differ (re-placed by a remap);
+    ``before`` is the earlier placement's :meth:`Placement.matcher_sets`."""
+    return sum(
+        1
+        for sub_id, matchers in current.matcher_sets().items()
+        if sub_id in before and before[sub_id] != matchers
+    )

@@ -233,6 +233,7 @@ class LivePlacement:
             float(self.cost.intercept),
             False,
             0,
+            np.full(len(sub_ids), -1, dtype=np.int32),
         )
         out: dict[int, np.ndarray] = {}
         for s, sub in enumerate(sub_ids):

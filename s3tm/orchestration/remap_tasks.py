@@ -83,6 +83,34 @@ def remap_triggers(events: Any) -> list[str]:
     return found
 
 
+def remap_lines(latest: dict[str, Any] | None, metrics: dict[str, Any]) -> list[str]:
+    """What the latest candidate's learn step chose (incremental or full, why) and how
+    many subscriptions its placement moved."""
+    if latest is None:
+        return ["- no routing version yet"]
+    params = json.loads(latest["params"] or "{}")
+    placement = metrics.get("placement", {})
+    lines = [
+        f"- version {latest['routing_version']}: {params.get('remap', 'full')} remap "
+        f"({params.get('remap_reason', 'not recorded')})"
+    ]
+    if "moved_tokens" in params:
+        lines.append(
+            f"- incremental from version {params['from_version']}: {params['moved_tokens']} "
+            f"tokens moved, {params['moved_subscription_words']} of "
+            f"{params['move_budget']} subscription words allowed; training throughput "
+            f"{params['incremental_training_throughput']} incremental vs "
+            f"{params['full_training_throughput']} full"
+        )
+    if placement.get("previous_version") is not None:
+        lines.append(
+            f"- placement: {placement['moved_subscriptions']} of "
+            f"{placement['subscriptions']} subscriptions moved from version "
+            f"{placement['previous_version']}'s"
+        )
+    return lines
+
+
 def write_report(
     root: str, run_id: str, outcome: dict[str, Any] | None, *, triggers: list[str] | None = None
 ) -> str:
@@ -103,7 +131,8 @@ def write_report(
         outcome = {"published": None, "reason": reason}
     rows = versions(lakehouse)
     latest = rows[-1] if rows else None
-    evaluation = json.loads(latest["metrics"] or "{}").get("evaluation", {}) if latest else {}
+    metrics = json.loads(latest["metrics"] or "{}") if latest else {}
+    evaluation = metrics.get("evaluation", {})
     path = reports.write_report(
         root,
         "remap",
@@ -120,6 +149,10 @@ def write_report(
             ),
             "",
             f"Decision: `{json.dumps(outcome)}`",
+            "",
+            "## Remap",
+            "",
+            *remap_lines(latest, metrics),
             "",
             "## Routing versions",
             "",

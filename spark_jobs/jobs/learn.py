@@ -7,6 +7,13 @@ and writes ``routing.mappings`` rows and a ``routing.versions`` row with status
 ``candidate``. Learning is on the subscribed words of the active subscriptions when there
 are any (``--subscribed registry``), else on all words.
 
+``--incremental`` (the remap DAG's default) refines the published version instead of
+learning from scratch (paper 004: moving subscriptions costs): salb2's restreaming from the
+published mapping, moves re-placing at most ``--max-moved`` of the active subscriptions.
+A full salb2 remap is learned beside it, and wins when its training throughput beats the
+incremental one's by more than ``--full-remap-gain``; the version's params say which
+remap was chosen, why, and how much moved.
+
 Driver memory and time: the edges are read from the version's Parquet files straight into
 dictionary-encoded Arrow columns on the driver (:func:`window_edges_arrow`: the learner
 runs there anyway, and Spark's ``toArrow`` of the strings was most of the job), with no
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -29,15 +37,26 @@ import pyarrow.compute as pc
 
 from core.corpus.arrays import Corpus, corpus_from_codes
 from core.errors import InputDataError, InvalidArgumentError
-from core.learn import ALGORITHMS, algorithm_label, learn_mapping
+from core.learn import (
+    ALGORITHMS,
+    LearnedMapping,
+    algorithm_label,
+    learn_mapping,
+    remap_incremental,
+)
 from core.monitor.health import versions_needed
-from core.routing.metrics import routing_metrics
+from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.sampling.hash_fraction import hash_fraction_mask
 from spark_jobs.common import job_main, log, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
-from spark_jobs.lake.routing_store import add_candidate, now_utc
+from spark_jobs.lake.routing_store import (
+    add_candidate,
+    load_routing_table,
+    now_utc,
+    published_version,
+)
 from spark_jobs.lake.subscription_store import active_subscriptions
 
 
@@ -145,6 +164,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="split hot words (default on)",
     )
+    parser.add_argument(
+        "--incremental",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="refine the published version (salb2 only; full remap when none is published, "
+        "N changed, or a full remap gains more than --full-remap-gain)",
+    )
+    parser.add_argument(
+        "--max-moved",
+        type=float,
+        default=0.1,
+        help="incremental: re-place at most this fraction of the active subscriptions",
+    )
+    parser.add_argument(
+        "--full-remap-gain",
+        type=float,
+        default=0.1,
+        help="incremental: learn from scratch instead when that gains more than this "
+        "(relative training throughput)",
+    )
     parser.add_argument("--start", type=dt.date.fromisoformat, help="first day of the window")
     parser.add_argument("--end", type=dt.date.fromisoformat, help="last day of the window")
     parser.add_argument(
@@ -198,10 +237,24 @@ def learn_version(
     subscribed: str,
     seed: int,
     live_hot_hours: float = 0.0,
+    incremental: bool = False,
+    max_moved: float = 0.1,
+    full_remap_gain: float = 0.1,
 ) -> dict[str, Any]:
     """Learn and write one candidate version; returns its summary."""
     if nodes < 1:
         raise InvalidArgumentError(f"--nodes must be >= 1, got {nodes}")
+    if incremental and algorithm != "salb2":
+        raise InvalidArgumentError(
+            f"--incremental refines with salb2's restreaming; got --algorithm {algorithm} "
+            "(use --algorithm salb2, or --no-incremental)"
+        )
+    if incremental and not split:
+        raise InvalidArgumentError("--incremental learns salb2, which splits: drop --no-split")
+    if not 0.0 <= max_moved <= 1.0:
+        raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
+    if full_remap_gain < 0:
+        raise InvalidArgumentError(f"--full-remap-gain must be >= 0, got {full_remap_gain}")
     started = time.perf_counter()
     edges_version = lakehouse.version("gold.post_words")
     if edges_version is None:
@@ -232,6 +285,20 @@ def learn_version(
         min_parts=min_parts,
     )
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
+    remap: dict[str, Any] = {"remap": "full", "remap_reason": "--no-incremental"}
+    if incremental:
+        learned, training, remap = _incremental_or_full(
+            lakehouse,
+            corpus,
+            learned,
+            training,
+            subs,
+            words,
+            max_moved=max_moved,
+            full_remap_gain=full_remap_gain,
+            seed=seed,
+            min_parts=min_parts,
+        )
     params = {
         "split": split,
         "seed": seed,
@@ -239,6 +306,7 @@ def learn_version(
         "label": algorithm_label(algorithm, split),
         "hot_words": learned.table.n_split_words,
         "live_hot_words": min_parts,
+        **remap,
     }
     inputs = {
         "gold.post_words": edges_version,
@@ -279,6 +347,7 @@ def learn_version(
         **inputs,
         "learn_seconds": round(learned.learn_seconds, 3),
         "read_seconds": round(read_s, 3),
+        **remap,
     }
     log.info(
         "learned candidate version %d (%s, N=%d) on %d posts",
@@ -288,6 +357,74 @@ def learn_version(
         corpus.n_posts,
     )
     return summary
+
+
+def _incremental_or_full(
+    lakehouse: Any,
+    corpus: Corpus,
+    full: LearnedMapping,
+    full_metrics: RoutingMetrics,
+    subs: list[dict[str, Any]],
+    words: list[str] | None,
+    *,
+    max_moved: float,
+    full_remap_gain: float,
+    seed: int,
+    min_parts: dict[str, int],
+) -> tuple[LearnedMapping, RoutingMetrics, dict[str, Any]]:
+    """The incremental remap of the published version, unless the full one (already
+    learned, with its training metrics) must win: nothing published, N changed, or it
+    gains more than allowed."""
+    full_throughput = full_metrics.throughput
+    published = published_version(lakehouse)
+    if published is None:
+        return full, full_metrics, {"remap": "full", "remap_reason": "no published version"}
+    table = load_routing_table(lakehouse, published)
+    n_matchers = full.table.n_matchers
+    if table.n_matchers != n_matchers:
+        reason = f"N changed ({table.n_matchers} -> {n_matchers})"
+        return full, full_metrics, {"remap": "full", "remap_reason": reason}
+    per_word: dict[str, int] = {}
+    for row in subs:
+        for word in set(row["words"]):
+            per_word[word] = per_word.get(word, 0) + 1
+    refined = remap_incremental(
+        corpus,
+        table,
+        per_word,
+        n_subscriptions=len(subs),
+        max_moved_fraction=max_moved,
+        subscribed_words=words,
+        seed=seed,
+        min_parts=min_parts,
+    )
+    metrics = routing_metrics(route_corpus(refined.table, corpus, seed=seed))
+    gain = full_throughput / metrics.throughput - 1.0 if metrics.throughput > 0 else math.inf
+    manifest = refined.table.manifest
+    about = {
+        "from_version": published,
+        "moved_tokens": manifest["moved_tokens"],
+        "moved_subscription_words": manifest["moved_subscription_words"],
+        "move_budget": manifest["move_budget"],
+        "incremental_training_throughput": round(metrics.throughput, 3),
+        "full_training_throughput": round(full_throughput, 3),
+        "full_remap_gain": round(gain, 4),
+    }
+    if gain > full_remap_gain:
+        reason = f"a full remap gains {gain:.1%} > {full_remap_gain:.1%}"
+        log.info("incremental remap of version %d: %s, learning from scratch", published, reason)
+        return full, full_metrics, {"remap": "full", "remap_reason": reason, **about}
+    log.info(
+        "incremental remap of version %d: %d tokens moved (%d of %d subscription words "
+        "allowed), a full remap would gain %.1f%%",
+        published,
+        about["moved_tokens"],
+        about["moved_subscription_words"],
+        about["move_budget"],
+        100 * gain,
+    )
+    reason = f"a full remap gains {gain:.1%} <= {full_remap_gain:.1%}"
+    return refined, metrics, {"remap": "incremental", "remap_reason": reason, **about}
 
 
 def run(args: argparse.Namespace, lakehouse: Any) -> int:
@@ -309,6 +446,9 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         subscribed=args.subscribed,
         seed=args.seed,
         live_hot_hours=getattr(args, "live_hot_words", 0.0),
+        incremental=getattr(args, "incremental", False),
+        max_moved=getattr(args, "max_moved", 0.1),
+        full_remap_gain=getattr(args, "full_remap_gain", 0.1),
     )
     print(json.dumps(summary))
     return 0

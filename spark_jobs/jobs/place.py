@@ -1,6 +1,11 @@
 """place: LASP placement of all active subscriptions for a routing version ->
 ``routing.placements``. The cost function f is fitted to the trie's measured operations on
-a sample of silver posts (paper Fig. 3) unless ``--unit-cost`` is given."""
+a sample of silver posts (paper Fig. 3) unless ``--unit-cost`` is given.
+
+A subscription placed on one matcher under the published version stays there while that
+matcher is still eligible for it (a remap re-places only the subscriptions whose words
+moved: an incremental remap moves few); the summary and the version's metrics count the
+subscriptions that moved."""
 
 from __future__ import annotations
 
@@ -15,10 +20,24 @@ import numpy as np
 from core.corpus.arrays import Corpus, corpus_from_word_lists
 from core.errors import InputDataError
 from core.placement.cost import fit_cost_model
-from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
+from core.placement.lasp import (
+    UNIT_COST,
+    CostModel,
+    Placement,
+    moved_subscriptions,
+    place_subscriptions,
+)
 from spark_jobs import failpoints
 from spark_jobs.common import job_main, log
-from spark_jobs.lake.routing_store import latest_pending, load_routing_table, write_placements
+from spark_jobs.lake.routing_store import (
+    get_version,
+    latest_pending,
+    load_placements,
+    load_routing_table,
+    published_version,
+    update_versions,
+    write_placements,
+)
 from spark_jobs.lake.subscription_store import active_subscriptions
 
 
@@ -39,6 +58,25 @@ def sample_posts(lakehouse: Any, n: int, seed: int) -> Corpus | None:
         return None
     rows = frame.sample(fraction=min(1.0, 1.2 * n / total), seed=seed).limit(n).toArrow()
     return corpus_from_word_lists(rows["words"].to_pylist())
+
+
+def published_placement(
+    lakehouse: Any, n_matchers: int
+) -> tuple[int | None, dict[int, frozenset[int]]]:
+    """The published version and its placement (sub_id -> matchers), when it has the
+    same N (else nothing can stay in place: ``(None, {})``)."""
+    published = published_version(lakehouse)
+    if published is None or not lakehouse.exists("routing.placements"):
+        return None, {}
+    if int(get_version(lakehouse, published)["n_matchers"]) != n_matchers:
+        return None, {}
+    rows = load_placements(lakehouse, published)
+    sets: dict[int, set[int]] = {}
+    for sub_id, matcher in zip(
+        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+    ):
+        sets.setdefault(int(sub_id), set()).add(int(matcher))
+    return published, {k: frozenset(v) for k, v in sets.items()}
 
 
 def place_version(
@@ -66,19 +104,45 @@ def place_version(
     posts = None if unit_cost else sample_posts(lakehouse, 20_000, seed)
     if posts is not None and corpus.n_posts >= 8:
         cost = fit_cost_model(corpus, posts, seed=seed).model
-    placement = place_subscriptions(routing, corpus, policy="lasp", cost=cost, seed=seed)
+    kept_from, before = (
+        published_placement(lakehouse, routing.n_matchers)
+        if chosen != published_version(lakehouse)
+        else (None, {})
+    )
+    previous = {sub: next(iter(m)) for sub, m in before.items() if len(m) == 1}
+    placement = place_subscriptions(
+        routing, corpus, policy="lasp", cost=cost, seed=seed, previous=previous
+    )
     failpoints.crash("place:before-commit")
     rows = write_placements(
         lakehouse, chosen, placement.sub_ids, placement.indptr, placement.matchers
     )
+    moved = moved_subscriptions(before, placement) if kept_from is not None else None
     summary = {
         "routing_version": chosen,
         "subscriptions": corpus.n_posts,
         "placement_rows": rows,
         "multicast": placement.multicast_count(),
         "cost_model": {"slope": cost.slope, "intercept": cost.intercept},
+        "previous_version": kept_from,
+        "moved_subscriptions": moved,
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if kept_from is not None:
+        log.info(
+            "version %d: %d of %d subscriptions moved from version %d's placement",
+            chosen,
+            moved,
+            corpus.n_posts,
+            kept_from,
+        )
+    metrics = json.loads(get_version(lakehouse, chosen)["metrics"] or "{}")
+    metrics["placement"] = {
+        "subscriptions": corpus.n_posts,
+        "previous_version": kept_from,
+        "moved_subscriptions": moved,
+    }
+    update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
     return chosen, placement, summary
 
 

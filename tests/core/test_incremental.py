@@ -66,7 +66,8 @@ def test_projection_recovers_the_mapping_learned_on_the_same_posts() -> None:
     origin = project_table(learned.table, learned.problem)
     assert learned.problem.split_plan is not None and learned.problem.split_plan.hot_words.size
     frame = learned.table.to_frame()
-    expected = dict(zip(zip(frame["word"], frame["part"]), frame["matcher_id"]))
+    pairs = zip(frame["word"], frame["part"], strict=True)
+    expected = dict(zip(pairs, frame["matcher_id"], strict=True))
     got = {
         (
             learned.problem.vocabulary[learned.problem.token_word[t]],

@@ -10,8 +10,9 @@ from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.errors import InvalidArgumentError
 from core.learn import learn_mapping
 from core.placement.cost import fit_cost_model
-from core.placement.lasp import CostModel, place_subscriptions
+from core.placement.lasp import CostModel, moved_subscriptions, place_subscriptions
 from core.replay import replay
+from core.routing.table import RoutingTable
 from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
 
 
@@ -111,3 +112,58 @@ def test_placement_rejects_unrouted_words_and_bad_policy():
     with pytest.raises(InvalidArgumentError, match="steps"):
         fit_cost_model(corpus, corpus, steps=1)
     assert CostModel(2.0, 1.0)(3) == 7.0
+
+
+def test_a_previous_placement_keeps_subscriptions_whose_matcher_stays_eligible(setup) -> None:
+    training, _, workloads = setup
+    subs = workloads["tweet"]
+    words = _words(subs)
+    table = learn_mapping(training, 8, "salb2", split=True, subscribed_words=words).table
+    first = place_subscriptions(table, subs, cost=CostModel(2.0, 1.0))
+    again = place_subscriptions(
+        table, subs, cost=CostModel(2.0, 1.0), previous=first.single_matchers()
+    )
+    assert moved_subscriptions(first.matcher_sets(), again) == 0
+    # move a quarter of the words to the next matcher: only the subscriptions that lose
+    # their matcher's eligibility move
+    frame = table.to_frame()
+    rng = np.random.default_rng(0)
+    shifted = frame["matcher_id"].to_numpy().copy()
+    chosen = rng.random(len(frame)) < 0.25
+    shifted[chosen] = (shifted[chosen] + 1) % 8
+    moved_table = RoutingTable.from_rows(
+        frame["word"], frame["part"], shifted, 8, subscribed_words=words
+    )
+    after = place_subscriptions(
+        moved_table, subs, cost=CostModel(2.0, 1.0), previous=first.single_matchers()
+    )
+    before = first.single_matchers()
+    now = after.matcher_sets()
+    must_move = 0
+    for k, sub_id in enumerate(after.sub_ids.tolist()):
+        sub_words = subs.vocabulary[subs.indices[subs.indptr[k] : subs.indptr[k + 1]]].tolist()
+        eligible = {int(m) for w in sub_words for m in moved_table.version_matchers(w).tolist()}
+        if sub_id in before and before[sub_id] in eligible and len(eligible) > 0:
+            unsplit = [w for w in sub_words if moved_table.version_matchers(w).size == 1]
+            if unsplit and before[sub_id] in {
+                int(moved_table.version_matchers(w)[0]) for w in unsplit
+            }:
+                assert now[sub_id] == frozenset({before[sub_id]})
+                continue
+        must_move += int(now[sub_id] != first.matcher_sets()[sub_id])
+    moved = moved_subscriptions(first.matcher_sets(), after)
+    assert 0 < moved == must_move < subs.n_posts // 2
+    fresh = place_subscriptions(moved_table, subs, cost=CostModel(2.0, 1.0))
+    assert (
+        moved_subscriptions(first.matcher_sets(), fresh) > moved
+    )  # without it, LASP re-deals many more
+
+
+def test_a_previous_placement_needs_the_same_n(setup) -> None:
+    training, _, workloads = setup
+    subs = workloads["tweet"]
+    words = _words(subs)
+    four = learn_mapping(training, 4, "salb", subscribed_words=words).table
+    eight = learn_mapping(training, 8, "salb", subscribed_words=words).table
+    with pytest.raises(InvalidArgumentError, match="N=4"):
+        place_subscriptions(four, subs, previous=place_subscriptions(eight, subs).single_matchers())

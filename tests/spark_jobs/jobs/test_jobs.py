@@ -393,3 +393,56 @@ def test_training_corpus_is_built_exactly(dictionary):
     empty = pa.table({"post_id": pa.array([], pa.string()), "word": pa.array([], pa.string())})
     with pytest.raises(InputDataError, match="no training edges"):
         learn.training_corpus(empty)
+
+
+def _learn_incremental(lakehouse, nodes=8, **overrides):
+    arguments = {
+        "nodes": nodes,
+        "algorithm": "salb2",
+        "split": True,
+        "start": None,
+        "end": None,
+        "holdout_fraction": 0.2,
+        "subscribed": "auto",
+        "seed": 0,
+        "incremental": True,
+        "max_moved": 0.1,
+        "full_remap_gain": 10.0,  # a full remap never wins here unless forced
+        **overrides,
+    }
+    return learn.learn_version(lakehouse, **arguments)
+
+
+def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
+    landing = _landing(tmp_path)
+    assert _ingest(lakehouse, landing, 1) == 0
+    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    words = lakehouse.read("silver.posts").limit(60).collect()
+    add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
+    assert graph.run(
+        argparse.Namespace(start=None, end=None, no_cooccurrence=True), lakehouse
+    ) == 0  # fmt: skip
+    # nothing published yet: the incremental remap falls back to a full one, and says why
+    first = _learn_incremental(lakehouse)
+    assert (first["remap"], first["remap_reason"]) == ("full", "no published version")
+    assert place.run(argparse.Namespace(version=None, unit_cost=True, seed=0), lakehouse) == 0
+    assert publish.publish(lakehouse, first["routing_version"], skip_validation=True)["changed"]
+    # a second window (here: the same posts) refines version 1 within the budget
+    second = _learn_incremental(lakehouse)
+    assert second["remap"] == "incremental" and second["from_version"] == 1
+    assert second["move_budget"] == 6  # 10% of 60 subscriptions
+    assert second["moved_subscription_words"] <= 6
+    _, _, placed = place.place_version(lakehouse, second["routing_version"], unit_cost=True)
+    assert placed["previous_version"] == 1
+    assert placed["moved_subscriptions"] <= 6
+    metrics = json.loads(versions(lakehouse)[-1]["metrics"])
+    assert metrics["placement"]["moved_subscriptions"] == placed["moved_subscriptions"]
+    params = json.loads(versions(lakehouse)[-1]["params"])
+    assert params["remap"] == "incremental" and params["label"] == "salb2"
+    # a changed N cannot start from version 1; a full remap that gains enough wins
+    changed = _learn_incremental(lakehouse, nodes=4)
+    assert (changed["remap"], changed["remap_reason"]) == ("full", "N changed (8 -> 4)")
+    forced = _learn_incremental(lakehouse, full_remap_gain=0.0, max_moved=0.0)
+    assert forced["remap"] == ("full" if forced["full_remap_gain"] > 0 else "incremental")
+    with pytest.raises(InvalidArgumentError, match="salb2"):
+        _learn_incremental(lakehouse, algorithm="gFCL", split=False)
