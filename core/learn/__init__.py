@@ -3,6 +3,7 @@ baselines, with optional hot-word splitting; incremental remaps of a published m
 
 from core.learn.api import (
     ALGORITHMS,
+    SPLITTING_ALGORITHMS,
     LearnedMapping,
     algorithm_label,
     learn_mapping,
@@ -14,6 +15,7 @@ from core.learn.split import SplitPlan, plan_split
 
 __all__ = [
     "ALGORITHMS",
+    "SPLITTING_ALGORITHMS",
     "LearnedMapping",
     "LearningProblem",
     "SalbResult",

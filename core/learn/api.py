@@ -54,7 +54,7 @@ def learn_mapping(
     n_matchers: int,
     algorithm: Algorithm | str,
     *,
-    split: bool = False,
+    split: bool | None = None,
     subscribed_words: Collection[str] | None = None,
     seed: int = 0,
     min_parts: Mapping[str, int] | None = None,
@@ -67,7 +67,8 @@ def learn_mapping(
         algorithm: ``hash``, ``salb`` (Alg. 1 as printed), ``salb2`` (SALB then restreaming,
             :mod:`core.learn.salb2`) or a word-network variant (``gC``, ``gFC``, ``gFCL``,
             ``gNFCL``).
-        split: split hot words first (Sect. 5.1).
+        split: split hot words first (Sect. 5.1); None: the algorithm's default (on for
+            ``salb2``, which refuses False; off for the others).
         subscribed_words: learn on these words only (None: all words are subscribed).
         seed: seeds hot-word dealing.
         min_parts: with ``split``, at least this many versions for these words (the live
@@ -83,6 +84,8 @@ def learn_mapping(
         raise InvalidArgumentError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     if not isinstance(n_matchers, int | np.integer) or n_matchers < 1:
         raise InvalidArgumentError(f"n_matchers must be a positive integer, got {n_matchers!r}")
+    if split is None:
+        split = algorithm in SPLITTING_ALGORITHMS
     if algorithm in SPLITTING_ALGORITHMS and not split:
         raise InvalidArgumentError(
             f"{algorithm} splits hot words as part of its form; use salb for an unsplit mapping"

@@ -17,7 +17,7 @@ from core.corpus.io import read_corpus, read_word_list
 from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.formatting import format_table
-from core.learn import ALGORITHMS, learn_mapping
+from core.learn import ALGORITHMS, SPLITTING_ALGORITHMS, algorithm_label, learn_mapping
 from core.routing.evaluate import Evaluation, evaluate_table
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
@@ -80,7 +80,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _add_corpus_options(p)
     p.add_argument("--nodes", type=int, required=True, help="number of matchers N")
     p.add_argument("--algorithm", choices=ALGORITHMS, required=True)
-    p.add_argument("--split", action="store_true", help="split hot words (paper Sect. 5.1)")
+    p.add_argument(
+        "--split",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="split hot words (paper Sect. 5.1; default: on for salb2, which needs it, off "
+        "for the others)",
+    )
     p.add_argument(
         "--subscribed-words",
         help="file of subscriptions/words, one per line; "
@@ -151,10 +157,10 @@ def run_learn(args: argparse.Namespace) -> int:
     subscribed = read_word_list(args.subscribed_words) if args.subscribed_words else None
     loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
     training, _ = _holdout_split(loaded.corpus, args.holdout_fraction, args.split_seed)
+    split = args.split if args.split is not None else args.algorithm in SPLITTING_ALGORITHMS
     log.info(
-        "learning %s%s with N=%d on %d posts ...",
-        args.algorithm,
-        "+split" if args.split else "",
+        "learning %s with N=%d on %d posts ...",
+        algorithm_label(args.algorithm, split),
         args.nodes,
         training.n_posts,
     )
@@ -162,7 +168,7 @@ def run_learn(args: argparse.Namespace) -> int:
         training,
         args.nodes,
         args.algorithm,
-        split=args.split,
+        split=split,
         subscribed_words=subscribed,
         seed=args.seed,
     )

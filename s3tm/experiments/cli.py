@@ -50,6 +50,64 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.set_defaults(handler=_run, experiment_name=name)
     _register_shedding(kinds)
     _register_drift(kinds)
+    _register_remap_cost(kinds)
+
+
+def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = kinds.add_parser(
+        "remap-cost", help="full vs incremental remaps on consecutive windows: gain vs moves"
+    )
+    p.add_argument("--corpus", help="timestamped corpus (default: ../shared/data tweets-ira-timed)")
+    p.add_argument("--nodes", type=int, default=16, help="N")
+    p.add_argument("--window-days", type=float, default=7.0, help="window length (a week)")
+    p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
+    p.add_argument("--windows", type=int, default=12, help="at most this many windows")
+    p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
+    p.add_argument("--workload", choices=("topic", "tweet"), default="tweet")
+    p.add_argument("--subscriptions", type=int, default=10_000, help="from window 0's posts")
+    p.add_argument(
+        "--max-moved", type=float, default=0.1, help="incremental: most subscriptions moved"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line per row")
+    p.add_argument("--lda-iterations", type=int, default=5)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default="docs/experiments")
+    p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
+
+
+def _run_remap_cost(args: argparse.Namespace) -> int:
+    import sys
+
+    from s3tm.bench.realdata import timed_corpus_path
+    from s3tm.experiments.remap_cost import remap_cost
+
+    path = Path(args.corpus) if args.corpus else timed_corpus_path()
+    if path is None:
+        raise InputDataError(
+            "timestamped corpus not found: pass --corpus FILE (e.g. `s3tm demo-corpus --days "
+            "28 --burst-day 14`) or set S3TM_SHARED_DATA"
+        )
+
+    def progress(message: str) -> None:  # --json: stdout carries only the JSON lines
+        print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    remap_cost(
+        path,
+        nodes=args.nodes,
+        window_days=args.window_days,
+        min_posts=args.min_posts,
+        max_windows=args.windows,
+        start=args.start,
+        workload=args.workload,
+        n_subscriptions=args.subscriptions,
+        max_moved=args.max_moved,
+        lda_iterations=args.lda_iterations,
+        seed=args.seed,
+        out=Path(args.out),
+        as_json=args.json,
+        progress=progress,
+    )
+    return 0
 
 
 def _register_drift(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -128,8 +128,12 @@ def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
     ).is_file()
     # The worse candidate was evaluated and validated, but the published version stayed.
     assert published_version(store) == first and len(rows) == 2
-    report = sorted((lakehouse / "reports").glob("remap-*.md"))[-1].read_text()
+    reports = sorted((lakehouse / "reports").glob("remap-*.md"))
+    # the default remap is incremental salb2: with nothing published yet it learned in full
+    assert "full remap (no published version)" in reports[0].read_text()
+    report = reports[-1].read_text()
     assert "below the required" in report
+    assert "full remap (--no-incremental)" in report  # hash cannot refine incrementally
     assert "(model)" in report  # no subscriptions to replay: the gate went by the model
 
 

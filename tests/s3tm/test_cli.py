@@ -185,9 +185,11 @@ def test_installed_entry_point_runs_the_demo(tmp_path: Path) -> None:
         ("4", "hash"),
         ("4", "salb"),
         ("4", "salb+split"),
+        ("4", "salb2"),
         ("32", "hash"),
         ("32", "salb"),
         ("32", "salb+split"),
+        ("32", "salb2"),
     ]
     assert all(float(r[5]) == 1.0 for r in rows if r[1] == "hash")
     assert (tmp_path / "demo" / "mappings" / "salb+split-N32" / "mapping.parquet").is_file()

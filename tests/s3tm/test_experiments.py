@@ -246,3 +246,33 @@ def test_drift_evaluates_the_window_0_mapping_on_later_windows(tmp_path, capsys)
     assert (
         main(["-q", "experiment", "drift", "--corpus", str(untimed), "--out", str(tmp_path)]) != 0
     )
+
+
+def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
+    import json
+
+    corpus = tmp_path / "timed.jsonl.gz"
+    args = ["-q", "demo-corpus", "--posts", "8000", "--words", "3000", "--days", "5"]
+    assert main([*args, "--out", str(corpus)]) == 0
+    capsys.readouterr()
+    args = ["-q", "experiment", "remap-cost", "--corpus", str(corpus), "--window-days", "1"]
+    args += ["--min-posts", "500", "--nodes", "8", "--subscriptions", "800", "--max-moved", "0.05"]
+    assert main([*args, "--json", "--out", str(tmp_path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    full = {r["window"]: r for r in lines if r["remap"] == "full"}
+    incremental = {r["window"]: r for r in lines if r["remap"] == "incremental"}
+    # five windows: learn on 0, remap at the end of 1..3, each judged on the next window
+    assert sorted(full) == sorted(incremental) == [1, 2, 3]
+    for w in (1, 2, 3):
+        # the budget holds (counted per word, so the subscriptions moved stay below it) ...
+        assert incremental[w]["moved_fraction"] <= 0.05
+        # ... where a full remap re-deals much of the placement
+        assert full[w]["moved_subscriptions"] > incremental[w]["moved_subscriptions"]
+        assert incremental[w]["relative_throughput"] > 0.8 * full[w]["relative_throughput"]
+        assert 0 <= incremental[w]["changed_matchers"] <= 8
+    assert (tmp_path / "remap_cost.csv").is_file() and (tmp_path / "remap_cost.png").is_file()
+    # two windows are not enough for a remap judged on the next one
+    short = tmp_path / "short.jsonl.gz"
+    assert main(["-q", "demo-corpus", "--posts", "2000", "--days", "2", "--out", str(short)]) == 0
+    args = ["-q", "experiment", "remap-cost", "--corpus", str(short), "--window-days", "1"]
+    assert main([*args, "--min-posts", "500", "--out", str(tmp_path)]) != 0
