@@ -109,6 +109,7 @@ def learn_mapping(
         token_matcher = refined.token_matcher
         refinement = {
             "refinement_moves": list(refined.moves),
+            "refinement_kept": refined.refined,
             "training_load_max": int(refined.loads.max()),
             "salb_training_load_max": int(refined.salb_loads.max()),
         }

@@ -47,6 +47,9 @@ class Salb2Result:
         salb_loads: the same under SALB's mapping (the start).
         slacks: each refinement pass's slack.
         moves: tokens moved in each refinement pass that ran.
+        refined: whether the refined mapping was kept: it is unless its busiest matcher
+            carries more training posts than SALB's (then SALB's mapping is returned; the
+            throughput model is |P| / max load, so the refinement never makes it worse).
     """
 
     token_matcher: np.ndarray
@@ -54,6 +57,7 @@ class Salb2Result:
     salb_loads: np.ndarray
     slacks: tuple[float, ...]
     moves: tuple[int, ...]
+    refined: bool
 
 
 def refinement_passes(n_edges: int, budget: int = EDGE_PASS_BUDGET) -> int:
@@ -118,10 +122,12 @@ def learn_salb2(
             0.0,
             -1,
         )
+    refined = bool(state.loads.max() <= salb.loads.max())
     return Salb2Result(
-        token_matcher=token_matcher,
-        loads=state.loads,
+        token_matcher=token_matcher if refined else salb.token_matcher,
+        loads=state.loads if refined else salb.loads,
         salb_loads=salb.loads,
         slacks=tuple(float(x) for x in slacks),
         moves=tuple(int(m) for m in moves),
+        refined=refined,
     )

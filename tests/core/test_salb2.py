@@ -87,13 +87,16 @@ def test_kernel_equals_slow_restreaming(case: tuple) -> None:
         else (start, [], [])
     )
     got = {int(t): int(result.token_matcher[t]) for t in salb.order}
-    assert got == expected
+    refined_loads = direct_loads(token_sets(problem), expected, n)
+    # the refinement is kept unless it loads the busiest matcher more than SALB did
+    assert result.refined == (refined_loads.max() <= salb.loads.max())
+    assert got == (expected if result.refined else start)
     assert list(result.moves) == moves
     assert np.all(result.token_matcher[np.setdiff1d(np.arange(problem.n_tokens), salb.order)] == -1)
-    # the incremental state stays exact, and a refinement never raises the busiest matcher
-    # above the loosest capacity or SALB's own maximum
+    # the incremental state stays exact; the busiest matcher never carries more than SALB's
     np.testing.assert_array_equal(result.loads, direct_loads(token_sets(problem), got, n))
-    assert result.loads.max() <= max([*capacities, int(salb.loads.max())])
+    assert result.loads.max() <= salb.loads.max()
+    assert refined_loads.max() <= max([*capacities, int(salb.loads.max())])
 
 
 def planted_communities(n_groups: int, words_per_group: int, posts: int, seed: int):
