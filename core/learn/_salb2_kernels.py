@@ -33,10 +33,11 @@ from numba import njit
 
 
 @njit(cache=True)
-def _lift(
+def _move(
     start: int,
     stop: int,
-    matcher: int,
+    home: int,
+    target: int,
     token_posts: np.ndarray,
     post_indptr: np.ndarray,
     slot_matcher: np.ndarray,
@@ -44,20 +45,37 @@ def _lift(
     post_slots: np.ndarray,
     loads: np.ndarray,
 ) -> None:
-    """Take one token (edges ``start:stop``) off ``matcher``."""
+    """Move one token (edges ``start:stop``) from ``home`` to ``target``: one scan of each
+    post's slots finds both; home's slot is released before target's may be appended, so a
+    post never needs more slots than it has tokens."""
     for e in range(start, stop):
         p = token_posts[e]
         base = post_indptr[p]
-        last = post_slots[p] - 1
-        for j in range(last + 1):
-            if slot_matcher[base + j] == matcher:
-                slot_tokens[base + j] -= 1
-                if slot_tokens[base + j] == 0:
-                    slot_matcher[base + j] = slot_matcher[base + last]
-                    slot_tokens[base + j] = slot_tokens[base + last]
-                    post_slots[p] = last
-                    loads[matcher] -= 1
-                break
+        n = post_slots[p]
+        at_home = -1
+        at_target = -1
+        for j in range(n):
+            m = slot_matcher[base + j]
+            if m == home:
+                at_home = j
+            elif m == target:
+                at_target = j
+        slot_tokens[base + at_home] -= 1
+        if slot_tokens[base + at_home] == 0:
+            n -= 1
+            slot_matcher[base + at_home] = slot_matcher[base + n]
+            slot_tokens[base + at_home] = slot_tokens[base + n]
+            loads[home] -= 1
+            if at_target == n:
+                at_target = at_home
+        if at_target >= 0:
+            slot_tokens[base + at_target] += 1
+        else:
+            slot_matcher[base + n] = target
+            slot_tokens[base + n] = 1
+            n += 1
+            loads[target] += 1
+        post_slots[p] = n
 
 
 @njit(cache=True)
@@ -171,9 +189,11 @@ def restream(
                     covered[b] = 0
                     continue
                 if new_load <= capacity:
-                    score = covered[b] * (1.0 - loads[b] / capacity)
+                    # LDG's covered x (1 - load / capacity), times the capacity: integer
+                    # arithmetic for a full remap, the same order of candidates
+                    score = float(covered[b] * (capacity - loads[b]))
                     if away:
-                        score -= penalty * cost
+                        score -= penalty * cost * capacity
                     if (
                         best < 0
                         or score > best_score
@@ -195,14 +215,15 @@ def restream(
                 elif source >= 0 and best == source:
                     spent -= cost
                 if home >= 0:
-                    _lift(
-                        start, stop, home, token_posts, post_indptr,
+                    _move(
+                        start, stop, home, best, token_posts, post_indptr,
                         slot_matcher, slot_tokens, post_slots, loads,
                     )  # fmt: skip
-                _place(
-                    start, stop, best, token_posts, post_indptr,
-                    slot_matcher, slot_tokens, post_slots, loads,
-                )  # fmt: skip
+                else:
+                    _place(
+                        start, stop, best, token_posts, post_indptr,
+                        slot_matcher, slot_tokens, post_slots, loads,
+                    )  # fmt: skip
                 token_matcher[token] = best
                 moved += 1
         moved_per_pass[it] = moved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -45,8 +46,14 @@ def slow_restream(problem, order, mapping, slacks, n) -> tuple[dict, list[int], 
             new_load = [int(loads[b]) + len(mine) - covered[b] for b in range(n)]
             fits = [b for b in range(n) if new_load[b] <= capacity]
             if fits:
+                # LDG's score, exactly (fractions: no rounding decides a tie)
                 best = max(
-                    fits, key=lambda b: (covered[b] * (1.0 - loads[b] / capacity), -loads[b], -b)
+                    fits,
+                    key=lambda b: (
+                        covered[b] * (1 - Fraction(int(loads[b]), capacity)),
+                        -loads[b],
+                        -b,
+                    ),
                 )
             else:
                 best = min(range(n), key=lambda b: (new_load[b], b))
