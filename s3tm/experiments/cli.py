@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
@@ -57,29 +58,33 @@ def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ig
     p = kinds.add_parser(
         "remap-cost", help="full vs incremental remaps on consecutive windows: gain vs moves"
     )
+    _add_window_arguments(p, workload="tweet", subscriptions_help="from window 0's posts")
+    p.add_argument(
+        "--max-moved", type=float, default=0.1, help="incremental: most subscriptions moved"
+    )
+    p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
+
+
+def _add_window_arguments(
+    p: argparse.ArgumentParser, *, workload: str, subscriptions_help: str
+) -> None:
+    """The arguments of the experiments over time windows of a timestamped corpus."""
     p.add_argument("--corpus", help="timestamped corpus (default: ../shared/data tweets-ira-timed)")
     p.add_argument("--nodes", type=int, default=16, help="N")
     p.add_argument("--window-days", type=float, default=7.0, help="window length (a week)")
     p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
     p.add_argument("--windows", type=int, default=12, help="at most this many windows")
     p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
-    p.add_argument("--workload", choices=("topic", "tweet"), default="tweet")
-    p.add_argument("--subscriptions", type=int, default=10_000, help="from window 0's posts")
-    p.add_argument(
-        "--max-moved", type=float, default=0.1, help="incremental: most subscriptions moved"
-    )
+    p.add_argument("--workload", choices=("topic", "tweet"), default=workload)
+    p.add_argument("--subscriptions", type=int, default=10_000, help=subscriptions_help)
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
     p.add_argument("--lda-iterations", type=int, default=5)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default="docs/experiments")
-    p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
 
 
-def _run_remap_cost(args: argparse.Namespace) -> int:
-    import sys
-
+def _timed_corpus(args: argparse.Namespace) -> Path:
     from s3tm.bench.realdata import timed_corpus_path
-    from s3tm.experiments.remap_cost import remap_cost
 
     path = Path(args.corpus) if args.corpus else timed_corpus_path()
     if path is None:
@@ -87,12 +92,23 @@ def _run_remap_cost(args: argparse.Namespace) -> int:
             "timestamped corpus not found: pass --corpus FILE (e.g. `s3tm demo-corpus --days "
             "28 --burst-day 14`) or set S3TM_SHARED_DATA"
         )
+    return path
+
+
+def _progress(args: argparse.Namespace) -> Callable[[str], None]:
+    import sys
 
     def progress(message: str) -> None:  # --json: stdout carries only the JSON lines
         print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
 
+    return progress
+
+
+def _run_remap_cost(args: argparse.Namespace) -> int:
+    from s3tm.experiments.remap_cost import remap_cost
+
     remap_cost(
-        path,
+        _timed_corpus(args),
         nodes=args.nodes,
         window_days=args.window_days,
         min_posts=args.min_posts,
@@ -105,7 +121,7 @@ def _run_remap_cost(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=Path(args.out),
         as_json=args.json,
-        progress=progress,
+        progress=_progress(args),
     )
     return 0
 
@@ -114,43 +130,19 @@ def _register_drift(kinds: argparse._SubParsersAction) -> None:  # type: ignore[
     p = kinds.add_parser(
         "drift", help="Fig. 7i-l: a mapping learned on window 0, evaluated on later windows"
     )
-    p.add_argument("--corpus", help="timestamped corpus (default: ../shared/data tweets-ira-timed)")
-    p.add_argument("--nodes", type=int, default=16, help="N")
+    _add_window_arguments(p, workload="topic", subscriptions_help="new ones per window")
     p.add_argument("--algorithms", default="hash,gFCL,salb,salb+split")
-    p.add_argument("--window-days", type=float, default=7.0, help="window length (a week)")
-    p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
-    p.add_argument("--windows", type=int, default=12, help="at most this many windows")
-    p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
-    p.add_argument("--workload", choices=("topic", "tweet"), default="topic")
-    p.add_argument("--subscriptions", type=int, default=10_000, help="new ones per window")
-    p.add_argument("--json", action="store_true", help="one JSON object per line per row")
-    p.add_argument("--lda-iterations", type=int, default=5)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="docs/experiments")
     p.set_defaults(handler=_run_drift, experiment_name="drift")
 
 
 def _run_drift(args: argparse.Namespace) -> int:
-    import sys
-
-    from s3tm.bench.realdata import timed_corpus_path
     from s3tm.experiments.drift import drift
 
-    path = Path(args.corpus) if args.corpus else timed_corpus_path()
-    if path is None:
-        raise InputDataError(
-            "timestamped corpus not found: pass --corpus FILE (e.g. `s3tm demo-corpus --days "
-            "28 --burst-day 14`) or set S3TM_SHARED_DATA"
-        )
     variants = [v for v in args.algorithms.split(",") if v]
     if "hash" not in variants:
         variants = ["hash", *variants]
-
-    def progress(message: str) -> None:  # --json: stdout carries only the JSON lines
-        print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
-
     drift(
-        path,
+        _timed_corpus(args),
         nodes=args.nodes,
         variants=variants,
         window_days=args.window_days,
@@ -163,7 +155,7 @@ def _run_drift(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=Path(args.out),
         as_json=args.json,
-        progress=progress,
+        progress=_progress(args),
     )
     return 0
 

@@ -117,6 +117,40 @@ def time_windows(
     ]
 
 
+def load_windows(
+    path: Path,
+    *,
+    window_days: float,
+    min_posts: int,
+    max_windows: int,
+    start: str | None,
+    progress: Any,
+) -> list[Window]:
+    """Read a timestamped corpus and cut it into windows (:func:`time_windows`), printing
+    the machine, the corpus report and the windows."""
+    try:
+        first_day = np.datetime64(start, "s") if start else None
+    except ValueError:
+        raise InvalidArgumentError(f"--start takes an ISO date, got {start!r}") from None
+    progress(f"machine: {machine_summary()}")
+    started = time.perf_counter()
+    corpus, times, report = read_timed_corpus(path)
+    progress(f"{path.name}: {report.summary()} ({time.perf_counter() - started:.0f}s)")
+    windows = time_windows(
+        corpus,
+        times,
+        window_days=window_days,
+        min_posts=min_posts,
+        max_windows=max_windows,
+        start=first_day,
+    )
+    progress(
+        f"{len(windows)} windows of {window_days:g} day(s) from {windows[0].start}: "
+        + ", ".join(f"{w.index}:{w.posts.n_posts}" for w in windows)
+    )
+    return windows
+
+
 def _subscriptions(posts: Corpus, kind: str, count: int, lda_iterations: int, seed: int) -> Corpus:
     if kind == "tweet":
         return tweet_subscriptions(posts, min(count, posts.n_posts), seed)
@@ -192,25 +226,13 @@ def drift(
         raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
     if workload not in ("topic", "tweet"):
         raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
-    try:
-        first_day = np.datetime64(start, "s") if start else None
-    except ValueError:
-        raise InvalidArgumentError(f"--start takes an ISO date, got {start!r}") from None
-    progress(f"machine: {machine_summary()}")
-    started = time.perf_counter()
-    corpus, times, report = read_timed_corpus(path)
-    progress(f"{path.name}: {report.summary()} ({time.perf_counter() - started:.0f}s)")
-    windows = time_windows(
-        corpus,
-        times,
+    windows = load_windows(
+        path,
         window_days=window_days,
         min_posts=min_posts,
         max_windows=max_windows,
-        start=first_day,
-    )
-    progress(
-        f"{len(windows)} windows of {window_days:g} day(s) from {windows[0].start}: "
-        + ", ".join(f"{w.index}:{w.posts.n_posts}" for w in windows)
+        start=start,
+        progress=progress,
     )
     words: list[frozenset[str]] = []
     for window in windows:

@@ -28,15 +28,13 @@ from typing import Any
 import numpy as np
 
 from core.corpus.arrays import Corpus
-from core.corpus.io import read_timed_corpus
 from core.errors import InvalidArgumentError
 from core.learn import learn_mapping, remap_incremental
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
-from s3tm.bench.machine import machine_summary
-from s3tm.experiments.drift import _subscriptions, time_windows
+from s3tm.experiments.drift import _subscriptions, load_windows
 from s3tm.experiments.report import plot_panels, print_rows, write_csv
 from s3tm.experiments.runner import subscribed_words
 
@@ -101,20 +99,13 @@ def remap_cost(
         raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
     if not 0.0 <= max_moved <= 1.0:
         raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
-    try:
-        first_day = np.datetime64(start, "s") if start else None
-    except ValueError:
-        raise InvalidArgumentError(f"--start takes an ISO date, got {start!r}") from None
-    progress(f"machine: {machine_summary()}")
-    corpus, times, report = read_timed_corpus(path)
-    progress(f"{path.name}: {report.summary()}")
-    windows = time_windows(
-        corpus,
-        times,
+    windows = load_windows(
+        path,
         window_days=window_days,
         min_posts=min_posts,
         max_windows=max_windows,
-        start=first_day,
+        start=start,
+        progress=progress,
     )
     if len(windows) < 3:
         raise InvalidArgumentError(
@@ -127,9 +118,7 @@ def remap_cost(
         for w in set(subs.vocabulary[subs.indices[subs.indptr[k] : subs.indptr[k + 1]]].tolist()):
             per_word[w] = per_word.get(w, 0) + 1
     progress(
-        f"{len(windows)} windows: "
-        + ", ".join(f"{w.index}:{w.posts.n_posts}" for w in windows)
-        + f"; {subs.n_posts:,} {workload}-based subscriptions from window 0 ({len(words):,} "
+        f"{subs.n_posts:,} {workload}-based subscriptions from window 0 ({len(words):,} "
         f"words), N={nodes}, incremental budget {max_moved:.0%}"
     )
     first = learn_mapping(windows[0].posts, nodes, "salb2", subscribed_words=words, seed=seed)
