@@ -84,8 +84,8 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(tmp_path
     assert before[0] is not None and before[1] and before[2]
 
     steps = [
-        ("learn.py", ["--nodes", "5", "--no-split"], "learn:after-mapping"),
-        ("learn.py", ["--nodes", "5", "--no-split"], None),
+        ("learn.py", ["--nodes", "5", "--algorithm", "salb", "--no-split"], "learn:after-mapping"),
+        ("learn.py", ["--nodes", "5", "--algorithm", "salb", "--no-split"], None),
         ("place.py", [], "place:before-commit"),
         ("place.py", [], None),
         ("evaluate.py", [], None),
