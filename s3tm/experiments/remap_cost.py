@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,8 @@ def remap_cost(
         )
     subs = _subscriptions(windows[0].posts, workload, n_subscriptions, lda_iterations, seed)
     words = frozenset(subscribed_words(subs))
-    per_word: dict[str, int] = {}
-    for k in range(subs.n_posts):
-        for w in set(subs.vocabulary[subs.indices[subs.indptr[k] : subs.indptr[k + 1]]].tolist()):
-            per_word[w] = per_word.get(w, 0) + 1
+    # subscriptions per word (a subscription's words are distinct in the corpus rows)
+    per_word = Counter(subs.vocabulary[subs.indices].tolist())
     progress(
         f"{subs.n_posts:,} {workload}-based subscriptions from window 0 ({len(words):,} "
         f"words), N={nodes}, incremental budget {max_moved:.0%}"

@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -384,14 +385,10 @@ def _incremental_or_full(
     if table.n_matchers != n_matchers:
         reason = f"N changed ({table.n_matchers} -> {n_matchers})"
         return full, full_metrics, {"remap": "full", "remap_reason": reason}
-    per_word: dict[str, int] = {}
-    for row in subs:
-        for word in set(row["words"]):
-            per_word[word] = per_word.get(word, 0) + 1
     refined = remap_incremental(
         corpus,
         table,
-        per_word,
+        Counter(word for row in subs for word in set(row["words"])),
         n_subscriptions=len(subs),
         max_moved_fraction=max_moved,
         subscribed_words=words,

@@ -61,12 +61,12 @@ def sample_posts(lakehouse: Any, n: int, seed: int) -> Corpus | None:
 
 
 def published_placement(
-    lakehouse: Any, n_matchers: int
+    lakehouse: Any, version: int, n_matchers: int
 ) -> tuple[int | None, dict[int, frozenset[int]]]:
-    """The published version and its placement (sub_id -> matchers), when it has the
-    same N (else nothing can stay in place: ``(None, {})``)."""
+    """The published version and its placement (sub_id -> matchers), when it is another
+    version than ``version`` with the same N (else nothing stays in place: ``(None, {})``)."""
     published = published_version(lakehouse)
-    if published is None or not lakehouse.exists("routing.placements"):
+    if published in (None, version) or not lakehouse.exists("routing.placements"):
         return None, {}
     if int(get_version(lakehouse, published)["n_matchers"]) != n_matchers:
         return None, {}
@@ -104,11 +104,7 @@ def place_version(
     posts = None if unit_cost else sample_posts(lakehouse, 20_000, seed)
     if posts is not None and corpus.n_posts >= 8:
         cost = fit_cost_model(corpus, posts, seed=seed).model
-    kept_from, before = (
-        published_placement(lakehouse, routing.n_matchers)
-        if chosen != published_version(lakehouse)
-        else (None, {})
-    )
+    kept_from, before = published_placement(lakehouse, chosen, routing.n_matchers)
     previous = {sub: next(iter(m)) for sub, m in before.items() if len(m) == 1}
     placement = place_subscriptions(
         routing, corpus, policy="lasp", cost=cost, seed=seed, previous=previous
