@@ -13,9 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import InputDataError
-
-# Bits an int64 sort key may use (post code, subscription rank, matcher id packed).
-PACKED_KEY_BITS = 62
+from core.stream._dispatch_kernels import dedupe_by_post
 
 MATCHES_ARROW = pa.schema(
     [
@@ -26,14 +24,32 @@ MATCHES_ARROW = pa.schema(
         ("shedding_level", pa.int32()),
     ]
 )
+# What a matcher task hands to dispatch: one row per (post, matcher) with the ids of the
+# subscriptions matched there. A post id travels once per matcher, not once per match (a
+# topic-based post meets ~200 subscriptions).
+MATCHED_ARROW = pa.schema(
+    [
+        ("post_id", pa.string()),
+        ("matcher_id", pa.int32()),
+        ("shedding_level", pa.int32()),
+        ("sub_ids", pa.list_(pa.int64())),
+    ]
+)
 
 
 @dataclass(frozen=True)
 class Subscribers:
-    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches)."""
+    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches).
+
+    Subscriptions are also ranked by (subscriber, sub id): dispatch sorts a post's matches
+    by rank, which groups them into deliveries with their ids ascending.
+    """
 
     code_of_sub: np.ndarray  # int32 per sub id, -1 for unknown ids
     names: pa.Array  # subscriber of each code
+    rank_of_sub: np.ndarray  # int64 per sub id, -1 for unknown ids
+    sub_of_rank: np.ndarray  # int64
+    owner_of_rank: np.ndarray  # int32: the subscriber code
 
     @classmethod
     def of(cls, subscribers: dict[int, str]) -> Subscribers:
@@ -43,7 +59,17 @@ class Subscribers:
         code_of_sub = np.full(top, -1, dtype=np.int32)
         for sub, name in subscribers.items():
             code_of_sub[sub] = code[name]
-        return cls(code_of_sub, pa.array(names, pa.string()))
+        known = np.flatnonzero(code_of_sub >= 0).astype(np.int64)
+        sub_of_rank = known[np.lexsort((known, code_of_sub[known]))]
+        rank_of_sub = np.full(top, -1, dtype=np.int64)
+        rank_of_sub[sub_of_rank] = np.arange(sub_of_rank.shape[0], dtype=np.int64)
+        return cls(
+            code_of_sub,
+            pa.array(names, pa.string()),
+            rank_of_sub,
+            sub_of_rank,
+            code_of_sub[sub_of_rank],
+        )
 
     def codes(self, sub_ids: np.ndarray) -> np.ndarray:
         """The subscriber code of each sub id.
@@ -60,6 +86,48 @@ class Subscribers:
             )
         return codes
 
+    def ranks(self, sub_ids: np.ndarray) -> np.ndarray:
+        """The rank of each sub id by (subscriber, sub id).
+
+        Raises:
+            InputDataError: for a sub id with no subscriber (not in the registry snapshot).
+        """
+        inside = (sub_ids >= 0) & (sub_ids < self.rank_of_sub.shape[0])
+        if inside.all():
+            ranks = self.rank_of_sub[sub_ids]
+        else:
+            ranks = np.full(sub_ids.shape[0], -1, dtype=np.int64)
+            ranks[inside] = self.rank_of_sub[sub_ids[inside]]
+        if (ranks < 0).any():
+            raise InputDataError(
+                f"matched subscriptions {sub_ids[ranks < 0][:5]} have no subscriber"
+            )
+        return ranks
+
+
+def as_matched_lists(matched: pa.Table) -> pa.Table:
+    """``matched`` in MATCHED_ARROW's form: row-per-match tables (MATCHES_ARROW) become one
+    list of one id per row; list tables pass through."""
+    if "sub_ids" in matched.column_names:
+        return matched
+    n = matched.num_rows
+    sub_id = matched.column("sub_id").combine_chunks()
+    level = (
+        matched.column("shedding_level")
+        if "shedding_level" in matched.column_names
+        else pa.nulls(n, pa.int32())
+    )
+    return pa.table(
+        {
+            "post_id": matched.column("post_id"),
+            "matcher_id": matched.column("matcher_id"),
+            "shedding_level": level,
+            "sub_ids": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32)), sub_id.cast(pa.int64())
+            ),
+        }
+    )
+
 
 def dispatch_tables(
     matched: pa.Table,
@@ -68,69 +136,58 @@ def dispatch_tables(
     batch_id: int,
     now: dt.datetime,
 ) -> tuple[pa.Table, pa.Table]:
-    """Pure: match rows (post_id, sub_id, matcher_id) -> (matches, deliveries) tables.
+    """Pure: a batch's matches (MATCHED_ARROW lists, or MATCHES_ARROW rows) -> (matches,
+    deliveries) tables.
 
     A (post, subscription) pair found twice (a multicast subscription reached on several
     matchers, or a post id repeated in the batch) is kept once, on the lowest matcher id;
     deliveries group a post's matches per subscriber, sub ids ascending, and carry the
     post's shedding level (0: every matcher it was routed to got it).
     """
+    matched = as_matched_lists(matched)
     posts = pc.dictionary_encode(matched.column("post_id").combine_chunks())
-    post_code = np.asarray(posts.indices, dtype=np.int64)
-    sub_ids = np.asarray(matched.column("sub_id").combine_chunks(), dtype=np.int64)
-    matcher_ids = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int64)
-    shed_level = (
-        np.asarray(
-            pc.fill_null(matched.column("shedding_level").combine_chunks(), 0), dtype=np.int32
-        )
-        if "shedding_level" in matched.column_names
-        else np.zeros(matcher_ids.shape[0], dtype=np.int32)
+    row_post = np.asarray(posts.indices, dtype=np.int64)
+    row_matcher = np.asarray(matched.column("matcher_id").combine_chunks(), dtype=np.int64)
+    row_level = np.asarray(
+        pc.fill_null(matched.column("shedding_level").combine_chunks(), 0), dtype=np.int32
     )
-    # Rank the batch's subscriptions by (subscriber, sub id), then sort the rows by one
-    # int64 key (post, rank, matcher): a single sort instead of a 4-key lexsort.
-    subs, sub_row = np.unique(sub_ids, return_inverse=True)
-    sub_owner = subscribers.codes(subs).astype(np.int64)
-    by_owner = np.lexsort((subs, sub_owner))
-    rank = np.empty(subs.shape[0], dtype=np.int64)
-    rank[by_owner] = np.arange(subs.shape[0])
-    row_rank = rank[sub_row]
-    rank_bits = max(int(subs.shape[0]).bit_length(), 1)
-    matcher_bits = max(int(matcher_ids.max(initial=0)).bit_length(), 1)
-    post_bits = max(int(post_code.max(initial=0)).bit_length(), 1)
-    if post_bits + rank_bits + matcher_bits <= PACKED_KEY_BITS:
-        key = (post_code << (rank_bits + matcher_bits)) | (row_rank << matcher_bits) | matcher_ids
-        order = np.argsort(key, kind="stable")
-    else:  # too many to pack: the same order by lexsort
-        order = np.lexsort((matcher_ids, row_rank, post_code))
-    post_code, row_rank, matcher_ids = post_code[order], row_rank[order], matcher_ids[order]
-    shed_level = shed_level[order]
-    # one row per (post, subscription): the first, i.e. the lowest matcher id
-    first = np.ones(order.shape[0], dtype=bool)
-    first[1:] = (post_code[1:] != post_code[:-1]) | (row_rank[1:] != row_rank[:-1])
-    post_code, row_rank, matcher = post_code[first], row_rank[first], matcher_ids[first]
-    shed_level = shed_level[first]
-    ranked = subs[by_owner]
-    sub_id = ranked[row_rank]
-    owner = sub_owner[by_owner][row_rank]
+    lists = matched.column("sub_ids").combine_chunks()
+    if lists.null_count:
+        raise InputDataError("a matched row has no sub id list")
+    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    sub_ids = np.asarray(lists.values, dtype=np.int64)[offsets[0] : offsets[-1]]
+    offsets = offsets - offsets[0]
+    post_code, rank, matcher, shed_level = dedupe_by_post(
+        row_post,
+        row_matcher,
+        row_level,
+        offsets,
+        subscribers.ranks(sub_ids),
+        len(posts.dictionary),
+    )
+    sub_id = subscribers.sub_of_rank[rank]
+    owner = subscribers.owner_of_rank[rank]
     n = post_code.shape[0]
 
     def coded(codes: np.ndarray, values: pa.Array) -> pa.DictionaryArray:
         # dictionary-encoded: no copy of the strings per row (Parquet stores them so anyway)
         return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), values)
 
-    def constant(value: int, size: int, kind: pa.DataType) -> pa.Array:
-        return pa.repeat(pa.scalar(value, kind), size)
+    def constant(value: int, size: int) -> pa.Array:
+        return pa.array(np.full(size, value, dtype=np.int64))
 
-    stamp = pa.scalar(now_micros(now), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    def stamps(size: int) -> pa.Array:
+        return constant(now_micros(now), size).view(pa.timestamp("us", tz="UTC"))
+
     matches = pa.table(
         {
             "post_id": coded(post_code, posts.dictionary),
             "sub_id": pa.array(sub_id, pa.int64()),
             "subscriber": coded(owner, subscribers.names),
-            "routing_version": constant(routing_version, n, pa.int64()),
-            "matcher_id": pa.array(matcher, pa.int32()),
-            "matched_at": pa.repeat(stamp, n),
-            "batch_id": constant(batch_id, n, pa.int64()),
+            "routing_version": constant(routing_version, n),
+            "matcher_id": pa.array(matcher.astype(np.int32)),
+            "matched_at": stamps(n),
+            "batch_id": constant(batch_id, n),
         }
     )
     # rows are sorted by (post, subscriber, sub): each (post, subscriber) run is a delivery
@@ -138,15 +195,15 @@ def dispatch_tables(
     start[1:] = (post_code[1:] != post_code[:-1]) | (owner[1:] != owner[:-1])
     starts = np.flatnonzero(start)
     m = starts.shape[0]
-    offsets = np.append(starts, n).astype(np.int32)
+    offsets32 = np.append(starts, n).astype(np.int32)
     deliveries = pa.table(
         {
             "post_id": coded(post_code[starts], posts.dictionary),
             "subscriber": coded(owner[starts], subscribers.names),
-            "sub_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(sub_id, pa.int64())),
-            "routing_version": constant(routing_version, m, pa.int64()),
-            "delivered_at": pa.repeat(stamp, m),
-            "batch_id": constant(batch_id, m, pa.int64()),
+            "sub_ids": pa.ListArray.from_arrays(pa.array(offsets32), pa.array(sub_id, pa.int64())),
+            "routing_version": constant(routing_version, m),
+            "delivered_at": stamps(m),
+            "batch_id": constant(batch_id, m),
             # a post id repeated in a batch: the higher level of its copies
             "shedding_level": pa.array(
                 np.maximum.reduceat(shed_level, starts) if m else shed_level[:0], pa.int32()

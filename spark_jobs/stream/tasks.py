@@ -3,7 +3,8 @@
 1. :func:`route_posts`: raw posts -> one row per (post, matcher it is multicast to), keyed
    so that ``repartition(N, pkey)`` puts matcher m's rows in partition m; bad records become
    quarantine notes instead.
-2. :func:`match_posts`: one matcher's rows -> (post_id, sub_id, matcher_id) matches.
+2. :func:`match_posts`: one matcher's rows -> per post matched there, the ids of the
+   subscriptions it matched (``MATCHED_ARROW``).
 
 Notes (JSON in the ``note`` column: quarantined records, and each task's figures) travel
 along with the data through the shuffle to the driver, so a micro-batch is ONE Spark job.
@@ -34,7 +35,7 @@ from core.monitor.sketch import WordSketch
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
-from core.stream.dispatch import MATCHES_ARROW, dispatch_tables, storage_schema
+from core.stream.dispatch import MATCHED_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import MatcherCache, batch_seed, gather, route_and_shed
 from spark_jobs import failpoints
@@ -269,7 +270,7 @@ def match_posts(
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> MATCHED_SCHEMA:
-    per dispatch partition, one payload of (post_id, sub_id, matcher_id) matches."""
+    per dispatch partition, one payload of MATCHED_ARROW rows (a post's matches here)."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
     return functools.partial(
@@ -321,18 +322,25 @@ def _match_run(
                 )
             if not result.n_matches:
                 continue
-            post_index = np.repeat(np.arange(posts.num_rows), np.diff(result.indptr))
+            # one row per post with matches here: the post id once, its sub ids as a list
+            counts = np.diff(result.indptr)
+            hit = np.flatnonzero(counts)
+            offsets_hit = np.zeros(hit.shape[0] + 1, dtype=np.int32)
+            np.cumsum(counts[hit], out=offsets_hit[1:])
             level = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
+            hit_rows = pa.array(hit)
             matched = pa.RecordBatch.from_arrays(
                 [
-                    posts.column("post_id").take(pa.array(post_index)).combine_chunks(),
-                    pa.array(result.sub_ids, pa.int64()),
-                    pa.array(np.full(result.n_matches, matcher, dtype=np.int32)),
-                    pa.array(level[post_index], pa.int32()),
+                    posts.column("post_id").take(hit_rows).combine_chunks(),
+                    pa.array(np.full(hit.shape[0], matcher, dtype=np.int32)),
+                    pa.array(level[hit]),
+                    pa.ListArray.from_arrays(
+                        pa.array(offsets_hit), pa.array(result.sub_ids, pa.int64())
+                    ),
                 ],
-                schema=MATCHES_ARROW,
+                schema=MATCHED_ARROW,
             )
-            dpart = np.asarray(posts.column("dpart").combine_chunks())[post_index]
+            dpart = np.asarray(posts.column("dpart").combine_chunks())[hit]
             for d in np.unique(dpart).tolist():
                 found.setdefault(d, []).append(matched.filter(pa.array(dpart == d)))
         figures["seconds"] += time.perf_counter() - started
@@ -408,7 +416,7 @@ def _dispatch_run(
     matched = (
         pa.concat_tables([from_ipc(p) for p in payloads])
         if payloads
-        else MATCHES_ARROW.empty_table()
+        else MATCHED_ARROW.empty_table()
     )
     matches, deliveries = dispatch_tables(
         matched, snapshot.subscribers, snapshot.routing_version, batch_id, now

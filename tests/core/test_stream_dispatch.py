@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InputDataError
-from core.stream.dispatch import MATCHES_ARROW, Subscribers, dispatch_tables
+from core.stream.dispatch import MATCHED_ARROW, MATCHES_ARROW, Subscribers, dispatch_tables
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 OWNERS = {s: f"user{s % 3}" for s in range(1, 9)}
@@ -24,18 +25,28 @@ raw_matches = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(raw_matches, st.booleans())
-def test_dispatch_equals_the_plain_reference(rows, packed) -> None:
-    import core.stream.dispatch as dispatch
-
-    # both orderings: the packed int64 key, and the lexsort used when it would overflow
-    saved, dispatch.PACKED_KEY_BITS = dispatch.PACKED_KEY_BITS, (62 if packed else 0)
-    try:
-        _check_dispatch(rows)
-    finally:
-        dispatch.PACKED_KEY_BITS = saved
+def test_dispatch_equals_the_plain_reference(rows, as_lists) -> None:
+    # both input forms: a row per match, and a list of sub ids per (post, matcher) as the
+    # matcher tasks send them
+    _check_dispatch(rows, as_lists)
 
 
-def _check_dispatch(rows) -> None:
+def _as_lists(matched: pa.Table) -> pa.Table:
+    """Row-per-match -> MATCHED_ARROW: one row per (post, matcher, level), ids in order met."""
+    groups: dict[tuple[str, int, int | None], list[int]] = {}
+    for r in matched.to_pylist():
+        key = (r["post_id"], r["matcher_id"], r["shedding_level"])
+        groups.setdefault(key, []).append(r["sub_id"])
+    return pa.Table.from_pylist(
+        [
+            {"post_id": p, "matcher_id": m, "shedding_level": lv, "sub_ids": subs}
+            for (p, m, lv), subs in groups.items()
+        ],
+        schema=MATCHED_ARROW,
+    )
+
+
+def _check_dispatch(rows, as_lists: bool) -> None:
     # a post's shedding level is the same on every row of it (posts named "p<k>" by tests
     # get level k % 3; an old-style row without a level reads as 0)
     level = {p: (int(p[1:]) % 3 if p[1:].isdigit() else None) for p, _, _ in rows}
@@ -46,6 +57,8 @@ def _check_dispatch(rows) -> None:
         ],
         schema=MATCHES_ARROW,
     )
+    if as_lists:
+        matched = _as_lists(matched)
     matches, deliveries = dispatch_tables(matched, Subscribers.of(OWNERS), 7, 3, NOW)
     assert all(r["shedding_level"] == (level[r["post_id"]] or 0) for r in deliveries.to_pylist())
     lowest: dict[tuple[str, int], int] = {}
@@ -73,3 +86,17 @@ def test_a_match_without_subscriber_is_an_error() -> None:
     )
     with pytest.raises(InputDataError, match="no subscriber"):
         dispatch_tables(matched, Subscribers.of(OWNERS), 1, 0, NOW)
+
+
+def test_an_empty_batch_dispatches_nothing() -> None:
+    for empty in (MATCHES_ARROW.empty_table(), MATCHED_ARROW.empty_table()):
+        matches, deliveries = dispatch_tables(empty, Subscribers.of(OWNERS), 1, 0, NOW)
+        assert matches.num_rows == deliveries.num_rows == 0
+
+
+def test_subscriptions_rank_by_subscriber_then_id() -> None:
+    subscribers = Subscribers.of({5: "b", 2: "b", 9: "a", 4: "a"})
+    assert subscribers.sub_of_rank.tolist() == [4, 9, 2, 5]
+    assert subscribers.ranks(np.array([2, 4, 5, 9])).tolist() == [2, 0, 3, 1]
+    with pytest.raises(InputDataError, match="no subscriber"):
+        subscribers.ranks(np.array([3]))
