@@ -10,8 +10,9 @@ default; Kafka on a cluster) and, in ``foreachBatch``, for each micro-batch:
    placements); subscriptions added since are placed with LASP into it (and appended to
    ``routing.placements``), cancelled ones taken off; the result is broadcast as a snapshot;
 3. runs ONE Spark job: normalise + route each post to its matchers (multicast; a split word
-   picks one version), ``repartition(N)`` so matcher m is task m, match on that matcher's
-   trie (cached in the worker across batches), ``repartition(P)`` by post, dispatch:
+   picks one version), ``repartition(M)`` so matcher m is match task m mod M (M = N, or
+   the task slots when fewer), match on that matcher's trie (cached in the worker across
+   batches), ``repartition(P)`` by post, dispatch:
    ``matches`` (each (post, subscription) once: an all-hot-word subscription is placed on
    several matchers, so duplicates are dropped) and ``deliveries`` (a post once per
    subscriber, with the ids it matched) written as Parquet files by the dispatch tasks;
@@ -446,14 +447,19 @@ class StreamMatcher:
         """Pure transform: raw posts -> notes, with ``matches`` / ``deliveries`` files
         written to ``staging`` as a side effect of the dispatch tasks.
 
-        route (one task per input split) -> repartition(N): matcher m is task m -> match ->
+        route (one task per input split) -> repartition(M): matcher m is task m mod M -> match ->
         repartition(P) by post -> dispatch (dedupe, deliveries, Parquet files).
         """
 
         spark = self.lakehouse.spark
-        pkeys = self.partition_keys(snapshot.n_matchers)
-        # one dispatch task per task slot: every Python task costs 0.05-0.1 s of set-up here
-        n_dispatch = task_slots(spark)
+        # one dispatch task per task slot, and no more match tasks than slots either (with
+        # fewer slots than matchers, matcher m goes to match task m mod slots): every Python
+        # task costs 0.05-0.1 s of set-up here, more than a small matcher's work in a batch
+        slots = task_slots(spark)
+        n_match = min(snapshot.n_matchers, slots)
+        match_keys = self.partition_keys(n_match)
+        pkeys = match_keys[np.arange(snapshot.n_matchers) % n_match]
+        n_dispatch = slots
         dkeys = self.partition_keys(n_dispatch)
         bc = self.state.broadcast
         crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
@@ -466,11 +472,10 @@ class StreamMatcher:
             ),
             stream_tasks.ROUTED_SCHEMA,
         )
-        matched = routed.repartition(snapshot.n_matchers, "pkey").mapInArrow(
+        matched = routed.repartition(n_match, "pkey").mapInArrow(
             stream_tasks.match_posts(
                 bc,
                 snapshot.key,
-                {int(k): m for m, k in enumerate(pkeys.tolist())},
                 dkeys,
                 shed_plan.learns_yield,
                 crash=crash,

@@ -1,8 +1,9 @@
 """The two ``mapInArrow`` bodies of a streaming micro-batch, run in the Python workers.
 
-1. :func:`route_posts`: raw posts -> one row per (post, matcher it is multicast to), keyed
-   so that ``repartition(N, pkey)`` puts matcher m's rows in partition m; bad records become
-   quarantine notes instead.
+1. :func:`route_posts`: raw posts -> one payload per matcher a task's posts are multicast
+   to, keyed so that ``repartition(M, pkey)`` puts matcher m's rows in match partition
+   m mod M (M = N, or the task slots when fewer: a Python task costs 0.05-0.1 s to set
+   up, more than a small matcher's work); bad records become quarantine notes instead.
 2. :func:`match_posts`: one matcher's rows -> per post matched there, the ids of the
    subscriptions it matched (``MATCHED_ARROW``).
 
@@ -42,10 +43,17 @@ from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
 
-ROUTED_SCHEMA = "pkey int, payload binary, note string"
+ROUTED_SCHEMA = "pkey int, matcher int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"
 DISPATCHED_SCHEMA = "note string"
-_ROUTED_ARROW = pa.schema([("pkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
+_ROUTED_ARROW = pa.schema(
+    [
+        ("pkey", pa.int32()),
+        ("matcher", pa.int32()),
+        ("payload", pa.binary()),
+        ("note", pa.string()),
+    ]
+)
 _MATCHED_ARROW = pa.schema([("dkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
 _DISPATCHED_ARROW = pa.schema([("note", pa.string())])
 # What the payloads hold: a matcher's posts (with the dispatch partition of each), and a
@@ -124,6 +132,7 @@ def _by_matcher(
     return pa.RecordBatch.from_arrays(
         [
             pa.array(pkeys[matchers], pa.int32()),
+            pa.array(matchers, pa.int32()),
             pa.array(payloads, pa.binary()),
             pa.nulls(len(payloads), pa.string()),
         ],
@@ -263,25 +272,21 @@ def _route_run(
 def match_posts(
     broadcast: Any,
     key: SnapshotKey,
-    matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
     learn_yield: bool,
     *,
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: ROUTED_SCHEMA payloads of (usually) one matcher -> MATCHED_SCHEMA:
+    """mapInArrow body: ROUTED_SCHEMA payloads of one or more matchers -> MATCHED_SCHEMA:
     per dispatch partition, one payload of MATCHED_ARROW rows (a post's matches here)."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(
-        _match_run, broadcast, key, matcher_of_pkey, dkeys, learn_yield, crash=crash
-    )
+    return functools.partial(_match_run, broadcast, key, dkeys, learn_yield, crash=crash)
 
 
 def _match_run(
     broadcast: Any,
     key: SnapshotKey,
-    matcher_of_pkey: dict[int, int],
     dkeys: np.ndarray,
     learn_yield: bool,
     batches: Iterator[pa.RecordBatch],
@@ -302,10 +307,9 @@ def _match_run(
         if notes.num_rows:  # pass the route stage's notes through
             yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
         data = batch.filter(pc.invert(is_note))
-        for pkey, payload in zip(
-            data.column("pkey").to_pylist(), data.column("payload").to_pylist(), strict=True
+        for matcher, payload in zip(
+            data.column("matcher").to_pylist(), data.column("payload").to_pylist(), strict=True
         ):
-            matcher = matcher_of_pkey[pkey]
             seen.add(matcher)
             posts = from_ipc(payload)
             lists = posts.column("word_ids").combine_chunks()
