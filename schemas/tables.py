@@ -251,6 +251,10 @@ DELIVERIES = TableSpec(
             # the post's load-shedding level when a spread cap kept it from some of its
             # matchers (it may have missed matches), else 0; null in rows written before
             _f("shedding_level", pa.int32()),
+            # the matcher that found each of sub_ids (same order): with it a delivery holds
+            # its ``matches`` rows, so the stream may skip writing them (--no-matches-table);
+            # null in rows written before
+            _f("matcher_ids", pa.list_(pa.int32())),
         ]
     ),
     key=("post_id", "subscriber"),

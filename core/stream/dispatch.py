@@ -208,9 +208,47 @@ def dispatch_tables(
             "shedding_level": pa.array(
                 np.maximum.reduceat(shed_level, starts) if m else shed_level[:0], pa.int32()
             ),
+            "matcher_ids": pa.ListArray.from_arrays(
+                pa.array(offsets32), pa.array(matcher.astype(np.int32))
+            ),
         }
     )
     return matches, deliveries
+
+
+def matches_of_deliveries(deliveries: pa.Table) -> pa.Table:
+    """The ``matches`` rows a ``deliveries`` table holds: one per (delivery, sub id), with
+    the matcher from ``matcher_ids`` (null where a row has none) and ``matched_at`` =
+    ``delivered_at``. Pure pyarrow: what a reader derives when the stream wrote deliveries
+    only."""
+    ids = deliveries.column("sub_ids").combine_chunks()
+    parent = pc.list_parent_indices(ids)
+    n = len(parent)
+    if "matcher_ids" in deliveries.column_names:
+        matcher_lists = deliveries.column("matcher_ids").combine_chunks()
+        # a row's matcher ids line up with its sub ids, or the row has none (null)
+        sizes = pc.fill_null(pc.list_value_length(matcher_lists), -1)
+        aligned = pc.or_(pc.equal(sizes, pc.list_value_length(ids)), pc.equal(sizes, -1))
+        if pc.any(pc.invert(aligned)).as_py():
+            raise InputDataError("a delivery's matcher_ids do not line up with its sub_ids")
+        # null rows (written before matcher ids were kept) flatten to nothing
+        has = np.asarray(pc.is_valid(matcher_lists).take(parent), dtype=bool)
+        values = np.zeros(n, dtype=np.int32)
+        values[has] = np.asarray(pc.list_flatten(matcher_lists), dtype=np.int32)
+        matcher = pa.array(values, pa.int32(), mask=~has)
+    else:
+        matcher = pa.nulls(n, pa.int32())
+    return pa.table(
+        {
+            "post_id": deliveries.column("post_id").take(parent),
+            "sub_id": pc.list_flatten(ids),
+            "subscriber": deliveries.column("subscriber").take(parent),
+            "routing_version": deliveries.column("routing_version").take(parent),
+            "matcher_id": matcher,
+            "matched_at": deliveries.column("delivered_at").take(parent),
+            "batch_id": deliveries.column("batch_id").take(parent),
+        }
+    )
 
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:

@@ -75,6 +75,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--matches-table",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the stream also writes `matches` rows (--no-matches-table: deliveries only, "
+        "which hold every match; with --compare only the new side, the baseline writes both)",
+    )
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     _compare_arguments(p)
     over = p.add_argument_group("overload (--overload F)")
@@ -211,6 +218,7 @@ def _run_stream(args: argparse.Namespace) -> int:
             seed=args.seed,
             runs=args.runs,
             out=Path(args.out),
+            matches_table=args.matches_table,
         )
         return 0
     bench_stream.run(
@@ -223,6 +231,7 @@ def _run_stream(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=Path(args.out),
         master=args.master,
+        matches_table=args.matches_table,
     )
     return 0
 

@@ -146,8 +146,14 @@ def compare_stream(
     seed: int,
     runs: int,
     out: Path,
+    matches_table: bool = True,
 ) -> list[dict[str, object]]:
-    """``s3tm bench stream`` at ``rev`` and here, alternating; ``stream_compare.csv``."""
+    """``s3tm bench stream`` at ``rev`` and here, alternating; ``stream_compare.csv``
+    (rows of other workloads already in it are kept).
+
+    ``matches_table=False``: the new side writes deliveries only (they hold every match);
+    the baseline writes what it always did, so the ratio prices the compact output.
+    """
     from core.formatting import format_table
     from s3tm.bench.machine import machine_summary
 
@@ -167,6 +173,8 @@ def compare_stream(
                     argv += ["--corpus", str(corpus.resolve())]
 
                 def one_run(tree: Path, run_out: Path, argv: list[str] = argv) -> dict[str, float]:
+                    if tree == TREE and not matches_table:
+                        argv = [*argv, "--no-matches-table"]
                     run_bench(tree, [*argv, "--out", str(run_out)])
                     row = read_csv_rows(run_out / "stream.csv")[0]
                     figures = {"posts/s": float(row["posts/s (steady)"])}
@@ -179,7 +187,7 @@ def compare_stream(
                 base, mine = median(old.values, "posts/s"), median(new.values, "posts/s")
                 rows.append(
                     {
-                        "workload": workload,
+                        "workload": workload if matches_table else f"{workload} (deliveries)",
                         "baseline_rev": commit[:12],
                         "baseline_posts_s": round(base),
                         "new_posts_s": round(mine),
@@ -195,8 +203,20 @@ def compare_stream(
     header = list(rows[0])
     print("\nstreaming matcher, steady posts/s, medians of alternating runs (same machine)")
     print(format_table(header, [[r[h] for h in header] for r in rows]))
-    _write(rows, out / "stream_compare.csv")
+    _write(_merged(out / "stream_compare.csv", rows, "workload"), out / "stream_compare.csv")
     return rows
+
+
+def _merged(path: Path, rows: list[dict[str, object]], key: str) -> list[dict[str, object]]:
+    """``rows`` after the rows already in ``path`` whose ``key`` they do not replace, so a
+    run of one workload keeps the figures of the others."""
+    if not path.exists():
+        return rows
+    new = {str(r[key]) for r in rows}
+    kept: list[dict[str, object]] = [
+        dict(r) for r in read_csv_rows(path) if r.get(key) not in new and set(r) == set(rows[0])
+    ]
+    return kept + rows
 
 
 def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int, out: Path):  # type: ignore[no-untyped-def]

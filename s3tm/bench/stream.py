@@ -221,6 +221,7 @@ def run_workload(
     posts: int,
     file_posts: int,
     seed: int,
+    matches_table: bool = True,
 ) -> dict[str, Any]:
     import argparse
 
@@ -248,6 +249,7 @@ def run_workload(
         available_now=True,
         seed=seed,
         shedding="off",  # the matcher's own rate: a landed backlog is not overload
+        matches_table=matches_table,
     )
     query_started = time.perf_counter()
     query, handler = stream.start(spark, lakehouse, args)
@@ -282,6 +284,7 @@ def run_workload(
 
     return {
         "workload": f"{workload}-based",
+        "outputs": "matches+deliveries" if matches_table else "deliveries",
         "N": nodes,
         "subscriptions": len(word_sets),
         "batches": len(figures),
@@ -326,6 +329,7 @@ def run(
     seed: int,
     out: Path,
     master: str | None,
+    matches_table: bool = True,
 ) -> list[dict[str, Any]]:
     from spark_jobs.lake.session import build_session
 
@@ -352,6 +356,7 @@ def run(
                     posts=posts[workload],
                     file_posts=file_posts[workload],
                     seed=seed,
+                    matches_table=matches_table,
                 )
             )
             print(json.dumps(rows[-1]), flush=True)

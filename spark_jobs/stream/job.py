@@ -190,8 +190,13 @@ class StreamMatcher:
         shedding: SheddingOptions | None = None,
         landing: str | None = None,
         health: HealthOptions | None = None,
+        matches_table: bool = True,
     ) -> None:
         self.lakehouse = lakehouse
+        # False: deliveries only (they carry each match's sub id and matcher; the
+        # ``matches`` rows derive from them, core.stream.dispatch.matches_of_deliveries)
+        self.matches_table = matches_table
+        self.outputs = ("matches", "deliveries") if matches_table else ("deliveries",)
         self.checkpoint = checkpoint
         self.seed = seed
         self.shedding = StreamShedding(shedding or SheddingOptions(mode="off"))
@@ -506,7 +511,7 @@ class StreamMatcher:
         synced = time.perf_counter()
         lake, app = self.lakehouse, self.app_id
         now = now_utc()
-        staging = {name: lake.staging_dir(name) for name in ("matches", "deliveries")}
+        staging = {name: lake.staging_dir(name) for name in self.outputs}
         notes = [
             json.loads(row["note"])
             for row in self.dispatched(
@@ -524,7 +529,8 @@ class StreamMatcher:
         # finds it committed and drops its files instead
         written = {
             name: lake.commit_staged(name, staging[name], app_id=app, batch_id=batch_id)
-            for name in ("matches",)
+            for name in self.outputs
+            if name != "deliveries"
         }
         failpoints.crash_driver("after-matches", batch_id)
         written["deliveries"] = lake.commit_staged(
@@ -701,6 +707,7 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
                 args, "hot_word_tolerance", HealthOptions().hot_word_tolerance
             ),
         ),
+        matches_table=getattr(args, "matches_table", True),
     )
     writer = (
         source(spark, args)
@@ -747,6 +754,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--available-now", action="store_true", help="process what has landed, then stop"
     )
     run_p.add_argument("--seed", type=int, default=0)
+    run_p.add_argument(
+        "--matches-table",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also write one `matches` row per (post, subscription); with --no-matches-table "
+        "only `deliveries` are written (their sub_ids and matcher_ids hold every match: "
+        "~2x less to write when posts match hundreds of subscriptions)",
+    )
     shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
     shed.add_argument(
         "--shedding",

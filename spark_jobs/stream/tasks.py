@@ -428,7 +428,7 @@ def _dispatch_run(
     context = TaskContext.get()
     part = context.partitionId() if context is not None else 0
     for name, data in (("matches", matches), ("deliveries", deliveries)):
-        if data.num_rows:
+        if data.num_rows and name in staging:  # staged: the tables this stream writes
             # a fixed name per partition: a retried task overwrites, never duplicates
             rows = data.cast(storage_schema(table(name).schema))
             target = join(staging[name], f"part-{part:05d}.parquet")
@@ -445,7 +445,7 @@ def _dispatch_run(
     figures = {
         "kind": "dispatch",
         "rows": matched.num_rows,
-        "matches": matches.num_rows,
+        "matches": matches.num_rows,  # found (written only when `matches` is staged)
         "deliveries": deliveries.num_rows,
         "seconds": time.perf_counter() - started,
         "task_seconds": time.perf_counter() - task_started,

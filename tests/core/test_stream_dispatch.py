@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InputDataError
-from core.stream.dispatch import MATCHED_ARROW, MATCHES_ARROW, Subscribers, dispatch_tables
+from core.stream.dispatch import (
+    MATCHED_ARROW,
+    MATCHES_ARROW,
+    Subscribers,
+    dispatch_tables,
+    matches_of_deliveries,
+)
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 OWNERS = {s: f"user{s % 3}" for s in range(1, 9)}
@@ -78,6 +84,41 @@ def _check_dispatch(rows, as_lists: bool) -> None:
         k: sorted(v) for k, v in expected.items()
     }
     assert deliveries.num_rows == len(expected)
+    # the deliveries hold the matches: derived rows = the rows dispatch built
+    derived = matches_of_deliveries(deliveries)
+    assert _rows(derived) == _rows(matches)
+
+
+def _rows(t: pa.Table) -> list[tuple]:
+    return sorted(
+        (r["post_id"], r["sub_id"], r["subscriber"], r["matcher_id"], r["routing_version"],
+         r["batch_id"], r["matched_at"])
+        for r in t.to_pylist()
+    )  # fmt: skip
+
+
+def test_deliveries_without_matcher_ids_derive_null_matchers() -> None:
+    rows = [("p1", 1, 0), ("p1", 4, 2), ("p2", 2, 1)]
+    matched = pa.Table.from_pylist(
+        [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
+    )
+    _, deliveries = dispatch_tables(matched, Subscribers.of(OWNERS), 1, 0, NOW)
+    assert deliveries.column("sub_ids").to_pylist() == [[1, 4], [2]]  # user1, user2
+    # a row written before matcher ids were kept: a null list
+    old = deliveries.set_column(
+        deliveries.schema.get_field_index("matcher_ids"),
+        "matcher_ids",
+        pa.array([None, [1]], pa.list_(pa.int32())),
+    )
+    derived = matches_of_deliveries(old).to_pylist()
+    assert [(r["sub_id"], r["matcher_id"]) for r in derived] == [(1, None), (4, None), (2, 1)]
+    bad = deliveries.set_column(
+        deliveries.schema.get_field_index("matcher_ids"),
+        "matcher_ids",
+        pa.array([[0, 0]] * deliveries.num_rows, pa.list_(pa.int32())),
+    )
+    with pytest.raises(InputDataError, match="line up"):
+        matches_of_deliveries(bad)
 
 
 def test_a_match_without_subscriber_is_an_error() -> None:

@@ -22,6 +22,7 @@ from core.learn import learn_mapping
 from core.text import normalize
 from spark_jobs.jobs.place import place_version
 from spark_jobs.jobs.publish import publish
+from spark_jobs.lake.matches import derived_matches
 from spark_jobs.lake.routing_store import register_table
 from spark_jobs.lake.subscription_store import (
     add_subscriptions,
@@ -181,6 +182,8 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     assert sum(expected.values()) > 500  # the test has teeth
     assert _matches(lakehouse) == expected
     _check_deliveries(lakehouse)
+    # the deliveries hold every match row, matcher included
+    assert _match_rows(derived_matches(lakehouse)) == _match_rows(lakehouse.read_arrow("matches"))
     # the tables read the same through Spark (Parquet written by the dispatch tasks)
     assert lakehouse.read("matches").count() == sum(expected.values())
     assert lakehouse.read("deliveries").count() == lakehouse.read_arrow("deliveries").num_rows
@@ -202,6 +205,42 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     ]
     assert all(r["source_file"].endswith("posts-0000.jsonl") for r in quarantine)
     assert {r["stage"] for r in quarantine} == {"stream"}
+
+
+def _match_rows(rows) -> list[tuple]:
+    columns = ("post_id", "sub_id", "subscriber", "matcher_id", "routing_version", "batch_id")
+    return sorted(zip(*(rows[c].to_pylist() for c in columns), strict=True))
+
+
+def test_stream_without_the_matches_table_derives_them_from_deliveries(lakehouse, scene, tmp_path):
+    landing = scene
+    version = _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    posts = landing.write(600)
+    args = _args(tmp_path, landing, matches_table=False)
+    query, handler = stream.start(lakehouse.spark, lakehouse, args)
+    try:
+        _run(query)
+    finally:
+        query.stop()
+    assert not lakehouse.exists("matches")  # deliveries only
+    expected = _expected(landing, posts, _active(lakehouse))
+    assert sum(expected.values()) > 200  # the test has teeth
+    derived = derived_matches(lakehouse)
+    assert (
+        Counter(zip(derived["post_id"].to_pylist(), derived["sub_id"].to_pylist(), strict=True))
+        == expected
+    )
+    assert set(derived["routing_version"].to_pylist()) == {version}
+    placed = lakehouse.read_arrow("routing.placements").to_pylist()
+    on = {(r["sub_id"], r["matcher_id"]) for r in placed if r["routing_version"] == version}
+    # each match was found on a matcher its subscription is placed on
+    assert all(
+        (s, m) in on
+        for s, m in zip(
+            derived["sub_id"].to_pylist(), derived["matcher_id"].to_pylist(), strict=True
+        )
+    )
+    assert sum(f["matches"] for f in handler.figures) == derived.num_rows
 
 
 def _run_stream_process(
