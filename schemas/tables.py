@@ -295,6 +295,7 @@ STREAM_BATCHES = TableSpec(
             _f("dropped_posts", pa.int64()),
             _f("shed_pairs", pa.int64()),
             _f("shed_pairs_by_matcher", pa.list_(pa.int64())),
+            _f("written_bytes", pa.int64()),  # Parquet bytes of the batch's output tables
         ]
     ),
     key=("query_id", "batch_id", "stage"),

@@ -305,6 +305,7 @@ def run_workload(
         "spread": round(share("routed_pairs") / max(steady_posts, 1), 2),
         "matches/post": round(share("matches") / max(steady_posts, 1), 2),
         "deliveries/post": round(share("deliveries") / max(steady_posts, 1), 2),
+        "bytes written/post": round(share("written_bytes") / max(steady_posts, 1), 1),
         # routing health (stream.health): the word sketch's cost within the route tasks
         "sketch % of route": round(100 * sum(r["sketch_seconds"] for r in health) / route_task_s, 2)
         if route_task_s

@@ -110,7 +110,24 @@ class LakehouseSQL:
             snapshot = self.lakehouse.snapshot(name, as_of)
             self._register(name, snapshot.dataset)
             self.tables[name] = changed[name] = RegisteredTable(name, snapshot.version, as_of)
+            if name == "deliveries":
+                self._derive_matches(snapshot.dataset.schema.names)
         return changed
+
+    def _derive_matches(self, delivery_columns: list[str]) -> None:
+        """A stream run with ``--no-matches-table`` writes deliveries only; they hold every
+        match, so ``matches`` is then a view of them (one row per delivered sub id)."""
+        if self.lakehouse.exists("matches"):
+            return
+        # DuckDB unnests lists of one row side by side; a row without matcher ids (written
+        # before they were kept) gets NULL matchers
+        matcher = "unnest(matcher_ids)" if "matcher_ids" in delivery_columns else "NULL::INTEGER"
+        self.connection.execute(
+            'CREATE OR REPLACE VIEW "matches" AS SELECT post_id, sub_id, subscriber, '
+            "routing_version, matcher_id, delivered_at AS matched_at, batch_id FROM ("
+            "SELECT post_id, subscriber, routing_version, delivered_at, batch_id, "
+            f"unnest(sub_ids) AS sub_id, {matcher} AS matcher_id FROM deliveries)"
+        )
 
     def _register(self, name: str, dataset: Any) -> None:
         con = self.connection

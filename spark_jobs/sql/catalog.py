@@ -75,7 +75,24 @@ class LakehouseCatalog:
             if current is not None and current.version == version:
                 continue
             changed.append(self._register_snapshot(spec))
+        if "deliveries" in self.tables and not self.lakehouse.exists("matches"):
+            self._derive_matches()
         return changed
+
+    def _derive_matches(self) -> None:
+        """A stream run with ``--no-matches-table`` writes deliveries only; they hold every
+        match, so ``matches`` is then a view of them (one row per delivered sub id; a row
+        written before matcher ids were kept has NULL matchers)."""
+        if "matches" in self.tables:
+            return
+        deliveries = self.tables["deliveries"].qualified
+        self.spark.sql(
+            f"CREATE OR REPLACE VIEW {spark_name('matches')} AS SELECT post_id, sub_id, "
+            "subscriber, routing_version, CAST(element_at(matcher_ids, pos + 1) AS INT) AS "
+            "matcher_id, delivered_at AS matched_at, batch_id "
+            f"FROM {deliveries} LATERAL VIEW posexplode(sub_ids) ids AS pos, sub_id"
+        )
+        self.tables["matches"] = CatalogTable("matches", spark_name("matches"), None)
 
     def _create_database(self, name: str) -> None:
         if "." in name:

@@ -565,6 +565,7 @@ class StreamMatcher:
             "shed_pairs_by_matcher": shed_by_matcher.tolist() if plan.shedding_level else None,
             "matches": sum(n["matches"] for n in dispatch),
             "deliveries": sum(n["deliveries"] for n in dispatch),
+            "written_bytes": sum(sum(n.get("written_bytes", {}).values()) for n in dispatch),
             "quarantined": len(quarantined),
             "seconds_sync": round(synced - started, 4),
             "seconds_route": round(sum(n["seconds"] for n in by_kind["route"]), 4),

@@ -427,6 +427,7 @@ def _dispatch_run(
     )
     context = TaskContext.get()
     part = context.partitionId() if context is not None else 0
+    written_bytes = {name: 0 for name in staging}
     for name, data in (("matches", matches), ("deliveries", deliveries)):
         if data.num_rows and name in staging:  # staged: the tables this stream writes
             # a fixed name per partition: a retried task overwrites, never duplicates
@@ -435,18 +436,21 @@ def _dispatch_run(
             if is_remote(target):  # an object-store PUT is atomic: no partial file is seen
                 store, object_key = filesystem(target)
                 pq.write_table(rows, object_key, filesystem=store)
+                written_bytes[name] += store.get_file_info(object_key).size or 0
                 continue
             local = Path(target)
             local.parent.mkdir(parents=True, exist_ok=True)
             temporary = local.with_name(f".{local.name}.{os.getpid()}.tmp")
             pq.write_table(rows, temporary)
             os.replace(temporary, local)
+            written_bytes[name] += local.stat().st_size
     failpoints.crash_from_task(crash, "dispatch")
     figures = {
         "kind": "dispatch",
         "rows": matched.num_rows,
         "matches": matches.num_rows,  # found (written only when `matches` is staged)
         "deliveries": deliveries.num_rows,
+        "written_bytes": written_bytes,  # Parquet bytes per output table
         "seconds": time.perf_counter() - started,
         "task_seconds": time.perf_counter() - task_started,
     }

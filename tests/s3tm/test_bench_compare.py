@@ -46,3 +46,17 @@ def test_runs_alternate_and_medians_are_per_side(tmp_path):
     assert calls == [baseline, compare.TREE] * 3
     assert [v["posts/s"] for v in old.values] == [100.0, 300.0, 500.0]
     assert compare.median(new.values, "posts/s") == 400.0
+
+
+def test_a_compare_of_one_workload_keeps_the_other_workloads_rows(tmp_path):
+    from s3tm.bench.compare import _merged, _write
+
+    path = tmp_path / "stream_compare.csv"
+    _write([{"workload": "tweet", "ratio": 1.1}, {"workload": "topic", "ratio": 1.7}], path)
+    merged = _merged(path, [{"workload": "topic", "ratio": 3.1}], "workload")
+    assert merged == [{"workload": "tweet", "ratio": "1.1"}, {"workload": "topic", "ratio": 3.1}]
+    # rows of another layout are not mixed in
+    assert _merged(path, [{"workload": "topic", "other": 1}], "workload") == [
+        {"workload": "topic", "other": 1}
+    ]
+    assert _merged(tmp_path / "absent.csv", [{"workload": "x"}], "workload") == [{"workload": "x"}]

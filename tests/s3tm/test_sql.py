@@ -366,3 +366,42 @@ def test_sql_server_answers_a_spark_connect_client(built, lake, tmp_path):
         os.killpg(server.pid, signal.SIGTERM)
         code = server.wait(timeout=60)
     assert code == 0, (tmp_path / "server.log").read_text()[-3000:]
+
+
+def test_matches_is_a_view_of_deliveries_when_the_stream_wrote_deliveries_only(tmp_path):
+    from core.stream.dispatch import MATCHES_ARROW, Subscribers, dispatch_tables
+    from schemas import table
+
+    lake = Lakehouse(None, tmp_path / "lake", engine="rs")
+    rows = [("p1", 1, 0), ("p1", 4, 2), ("p1", 4, 1), ("p2", 2, 1), ("p2", 3, 3)]
+    matched = pa.Table.from_pylist(
+        [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
+    )
+    owners = Subscribers.of({s: f"user{s % 3}" for s in range(1, 9)})
+    now = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+    matches, deliveries = dispatch_tables(matched, owners, 5, 0, now)
+    lake.write_arrow(deliveries.cast(table("deliveries").schema), "deliveries")
+    assert not lake.exists("matches")
+    got = _sql(lake, "SELECT * FROM matches ORDER BY post_id, sub_id")
+    columns = table("matches").schema.names
+    assert [list(r) for r in got] == [columns] * len(got)
+    want = sorted(matches.select(columns).to_pylist(), key=lambda r: (r["post_id"], r["sub_id"]))
+    assert got == want  # each (post, sub) once, on its lowest matcher
+
+
+def test_the_sql_server_catalog_serves_matches_derived_from_deliveries(spark, tmp_path):
+    from core.stream.dispatch import MATCHES_ARROW, Subscribers, dispatch_tables
+    from schemas import table
+    from spark_jobs.sql.catalog import LakehouseCatalog
+
+    lake = Lakehouse(None, tmp_path / "lake", engine="rs")
+    rows = [("p1", 1, 0), ("p1", 4, 2), ("p1", 4, 1), ("p2", 2, 1), ("p2", 3, 3)]
+    matched = pa.Table.from_pylist(
+        [{"post_id": p, "sub_id": s, "matcher_id": m} for p, s, m in rows], schema=MATCHES_ARROW
+    )
+    owners = Subscribers.of({s: f"user{s % 3}" for s in range(1, 9)})
+    _, deliveries = dispatch_tables(matched, owners, 5, 0, dt.datetime(2026, 11, 23, tzinfo=dt.UTC))
+    lake.write_arrow(deliveries.cast(table("deliveries").schema), "deliveries")
+    LakehouseCatalog(spark, lake).refresh()
+    got = spark.sql("SELECT post_id, sub_id, matcher_id FROM matches ORDER BY 1, 2").collect()
+    assert [tuple(r) for r in got] == [("p1", 1, 0), ("p1", 4, 1), ("p2", 2, 1), ("p2", 3, 3)]
