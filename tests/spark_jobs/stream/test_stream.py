@@ -241,6 +241,19 @@ def test_stream_without_the_matches_table_derives_them_from_deliveries(lakehouse
         )
     )
     assert sum(f["matches"] for f in handler.figures) == derived.num_rows
+    # row-group min/max where a reader can skip by them (post, batch), not per subscriber
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(lakehouse.path("deliveries")).rglob("*.parquet"))
+    assert files
+    group = pq.ParquetFile(files[0]).metadata.row_group(0)
+    stats = {
+        group.column(i).path_in_schema
+        for i in range(group.num_columns)
+        if group.column(i).is_stats_set
+    }
+    assert {"post_id", "batch_id", "delivered_at"} <= stats
+    assert "subscriber" not in stats and not any(c.startswith("sub_ids") for c in stats)
 
 
 def _run_stream_process(
