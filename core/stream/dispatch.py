@@ -71,21 +71,6 @@ class Subscribers:
             code_of_sub[sub_of_rank],
         )
 
-    def codes(self, sub_ids: np.ndarray) -> np.ndarray:
-        """The subscriber code of each sub id.
-
-        Raises:
-            InputDataError: for a sub id with no subscriber (not in the registry snapshot).
-        """
-        inside = (sub_ids >= 0) & (sub_ids < self.code_of_sub.shape[0])
-        codes = np.full(sub_ids.shape[0], -1, dtype=np.int32)
-        codes[inside] = self.code_of_sub[sub_ids[inside]]
-        if (codes < 0).any():
-            raise InputDataError(
-                f"matched subscriptions {sub_ids[codes < 0][:5]} have no subscriber"
-            )
-        return codes
-
     def ranks(self, sub_ids: np.ndarray) -> np.ndarray:
         """The rank of each sub id by (subscriber, sub id).
 
