@@ -45,7 +45,6 @@ class Subscribers:
     by rank, which groups them into deliveries with their ids ascending.
     """
 
-    code_of_sub: np.ndarray  # int32 per sub id, -1 for unknown ids
     names: pa.Array  # subscriber of each code
     rank_of_sub: np.ndarray  # int64 per sub id, -1 for unknown ids
     sub_of_rank: np.ndarray  # int64
@@ -64,7 +63,6 @@ class Subscribers:
         rank_of_sub = np.full(top, -1, dtype=np.int64)
         rank_of_sub[sub_of_rank] = np.arange(sub_of_rank.shape[0], dtype=np.int64)
         return cls(
-            code_of_sub,
             pa.array(names, pa.string()),
             rank_of_sub,
             sub_of_rank,
@@ -120,9 +118,12 @@ def dispatch_tables(
     routing_version: int,
     batch_id: int,
     now: dt.datetime,
-) -> tuple[pa.Table, pa.Table]:
+    *,
+    match_rows: bool = True,
+) -> tuple[pa.Table | None, pa.Table]:
     """Pure: a batch's matches (MATCHED_ARROW lists, or MATCHES_ARROW rows) -> (matches,
-    deliveries) tables.
+    deliveries) tables; ``match_rows=False`` skips building the ``matches`` rows (None:
+    the deliveries hold them, see :func:`matches_of_deliveries`).
 
     A (post, subscription) pair found twice (a multicast subscription reached on several
     matchers, or a post id repeated in the batch) is kept once, on the lowest matcher id;
@@ -164,16 +165,20 @@ def dispatch_tables(
     def stamps(size: int) -> pa.Array:
         return constant(now_micros(now), size).view(pa.timestamp("us", tz="UTC"))
 
-    matches = pa.table(
-        {
-            "post_id": coded(post_code, posts.dictionary),
-            "sub_id": pa.array(sub_id, pa.int64()),
-            "subscriber": coded(owner, subscribers.names),
-            "routing_version": constant(routing_version, n),
-            "matcher_id": pa.array(matcher.astype(np.int32)),
-            "matched_at": stamps(n),
-            "batch_id": constant(batch_id, n),
-        }
+    matches = (
+        None
+        if not match_rows
+        else pa.table(
+            {
+                "post_id": coded(post_code, posts.dictionary),
+                "sub_id": pa.array(sub_id, pa.int64()),
+                "subscriber": coded(owner, subscribers.names),
+                "routing_version": constant(routing_version, n),
+                "matcher_id": pa.array(matcher.astype(np.int32)),
+                "matched_at": stamps(n),
+                "batch_id": constant(batch_id, n),
+            }
+        )
     )
     # rows are sorted by (post, subscriber, sub): each (post, subscriber) run is a delivery
     start = np.ones(n, dtype=bool)

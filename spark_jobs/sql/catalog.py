@@ -42,6 +42,7 @@ class CatalogTable:
     name: str  # lakehouse name: routing.versions
     qualified: str  # Spark name: `routing`.`versions`
     version: int | None  # Delta version served (None: Delta serves the latest itself)
+    derived: bool = False  # a view of other tables (``matches`` of ``deliveries``)
 
 
 def spark_name(name: str) -> str:
@@ -67,17 +68,27 @@ class LakehouseCatalog:
             if not self.lakehouse.exists(name):
                 continue
             if self.lakehouse.engine == "spark":
-                if name not in self.tables:
+                if self._table_of(name) is None:
                     changed.append(self._register_delta(spec))
                 continue
             version = self.lakehouse.version(name)
-            current = self.tables.get(name)
+            current = self._table_of(name)
             if current is not None and current.version == version:
                 continue
             changed.append(self._register_snapshot(spec))
         if "deliveries" in self.tables and not self.lakehouse.exists("matches"):
             self._derive_matches()
         return changed
+
+    def _table_of(self, name: str) -> CatalogTable | None:
+        """The catalog entry of ``name``; a derived view of a table that now exists is
+        dropped first, so the table replaces it."""
+        entry = self.tables.get(name)
+        if entry is not None and entry.derived:
+            self.spark.sql(f"DROP VIEW IF EXISTS {entry.qualified}")
+            del self.tables[name]
+            return None
+        return entry
 
     def _derive_matches(self) -> None:
         """A stream run with ``--no-matches-table`` writes deliveries only; they hold every
@@ -92,7 +103,7 @@ class LakehouseCatalog:
             "matcher_id, delivered_at AS matched_at, batch_id "
             f"FROM {deliveries} LATERAL VIEW posexplode(sub_ids) ids AS pos, sub_id"
         )
-        self.tables["matches"] = CatalogTable("matches", spark_name("matches"), None)
+        self.tables["matches"] = CatalogTable("matches", spark_name("matches"), None, derived=True)
 
     def _create_database(self, name: str) -> None:
         if "." in name:

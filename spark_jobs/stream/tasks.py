@@ -431,13 +431,18 @@ def _dispatch_run(
         else MATCHED_ARROW.empty_table()
     )
     matches, deliveries = dispatch_tables(
-        matched, snapshot.subscribers, snapshot.routing_version, batch_id, now
+        matched,
+        snapshot.subscribers,
+        snapshot.routing_version,
+        batch_id,
+        now,
+        match_rows="matches" in staging,  # else the deliveries hold them
     )
     context = TaskContext.get()
     part = context.partitionId() if context is not None else 0
     written_bytes = {name: 0 for name in staging}
     for name, data in (("matches", matches), ("deliveries", deliveries)):
-        if data.num_rows and name in staging:  # staged: the tables this stream writes
+        if data is not None and data.num_rows:
             # a fixed name per partition: a retried task overwrites, never duplicates
             rows = data.cast(storage_schema(table(name).schema))
             statistics = statistics_columns(rows.schema)
@@ -457,7 +462,8 @@ def _dispatch_run(
     figures = {
         "kind": "dispatch",
         "rows": matched.num_rows,
-        "matches": matches.num_rows,  # found (written only when `matches` is staged)
+        # each (post, subscription) once, whether written as rows or in the deliveries
+        "matches": int(pc.sum(pc.list_value_length(deliveries.column("sub_ids"))).as_py() or 0),
         "deliveries": deliveries.num_rows,
         "written_bytes": written_bytes,  # Parquet bytes per output table
         "seconds": time.perf_counter() - started,
