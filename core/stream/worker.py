@@ -31,55 +31,7 @@ from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 from core.stream.snapshot import MatcherSnapshot
-from core.text.normalize import normalize_token, word_tokens
-
-
-class PostEncoder:
-    """Texts -> CSR of the ids of their subscription words (other words dropped).
-
-    Equivalent to ``dictionary ids of normalize(text)``, with a token -> id cache so the
-    stemmer and the stop-word tests run once per distinct token.
-    """
-
-    def __init__(self, words: Sequence[str]) -> None:
-        self._word_id = {word: i for i, word in enumerate(words)}
-        self._token_id: dict[str, int] = {}
-
-    @property
-    def n_words(self) -> int:
-        return len(self._word_id)
-
-    def extend(self, words: Sequence[str]) -> None:
-        """Follow a grown dictionary (``words`` is the whole new one; old ids unchanged)."""
-        for i in range(len(self._word_id), len(words)):
-            self._word_id[words[i]] = i
-        # a token that led nowhere may lead to a new word now
-        self._token_id = {t: i for t, i in self._token_id.items() if i >= 0}
-
-    def _token(self, token: str) -> int:
-        word = normalize_token(token)
-        found = -1 if word is None else self._word_id.get(word, -1)
-        self._token_id[token] = found
-        return found
-
-    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(indptr int64, word_ids int32)``; ids distinct within a post, unsorted."""
-        cache = self._token_id
-        cache[""] = -1  # the empty group of a skipped URL / @name token
-        lookup = cache.get
-        miss = self._token
-        scan = word_tokens
-        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
-        ids: list[int] = []
-        for p, text in enumerate(texts):
-            tokens = scan(text)
-            found = set(map(lookup, tokens))
-            if None in found:  # a token not seen yet: normalise it once
-                found = {cache[t] if t in cache else miss(t) for t in tokens}
-            found.discard(-1)
-            ids.extend(found)  # type: ignore[arg-type]
-            indptr[p + 1] = len(ids)
-        return indptr, np.array(ids, dtype=np.int32)
+from core.text.encoder import WordEncoder
 
 
 def batch_seed(snapshot: MatcherSnapshot, first_post_id: str) -> int:
@@ -243,7 +195,7 @@ class MatcherCache:
         self._version: tuple[str, int] | None = None
         self._tries: dict[int, _CachedTrie] = {}
         self._indexes: dict[int, tuple[int, AccessPredicateMatcher]] = {}
-        self._encoder: tuple[int, PostEncoder] | None = None
+        self._encoder: tuple[int, WordEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
         self._credit: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self._word_keys = np.zeros(0, dtype=np.uint64)
@@ -260,10 +212,10 @@ class MatcherCache:
             self._encoder = None
             self._word_keys = np.zeros(0, dtype=np.uint64)
 
-    def encoder(self, snapshot: MatcherSnapshot) -> PostEncoder:
+    def encoder(self, snapshot: MatcherSnapshot) -> WordEncoder:
         self._use(snapshot)
         if self._encoder is None:
-            self._encoder = (snapshot.epoch, PostEncoder(snapshot.words))
+            self._encoder = (snapshot.epoch, WordEncoder(snapshot.words))
         elif self._encoder[0] != snapshot.epoch:
             # within a version the dictionary only grows, so the token cache is kept
             encoder = self._encoder[1]

@@ -235,7 +235,7 @@ def _route_run(
             if good.num_rows == 0:
                 continue
         post_ids = good.column("post_id")
-        indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text").to_pylist())
+        indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text"))
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed)
         health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()

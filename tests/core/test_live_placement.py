@@ -17,8 +17,9 @@ from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
 from core.stream.snapshot import snapshot_of
-from core.stream.worker import INDEX_KINDS, MatcherCache, PostEncoder, gather, route
+from core.stream.worker import INDEX_KINDS, MatcherCache, gather, route
 from core.text import normalize
+from core.text.encoder import WordEncoder
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -132,7 +133,7 @@ def test_unmapped_words_are_placed_on_their_hash_matcher() -> None:
 
 
 def _posts(texts: list[str], snapshot) -> tuple[np.ndarray, np.ndarray]:
-    return PostEncoder(snapshot.words).encode(texts)
+    return WordEncoder(snapshot.words).encode(texts)
 
 
 @settings(max_examples=40, deadline=None)
