@@ -204,12 +204,15 @@ def encode_texts(
     unknown_bytes: np.ndarray,
     unknown_start: np.ndarray,
     unknown_len: np.ndarray,
+    unknown_hash: np.ndarray,
 ) -> tuple[int, int, int]:
     """Tokenise and look up texts ``todo`` (text t = ``data[offsets[t]:offsets[t+1]]``).
 
     Per todo entry i: ``status[i]`` OK (its ``counts[i]`` distinct values, in order of
     first appearance, appended to ``ids``), NEEDS_FALLBACK, or HAS_UNKNOWN (its tokens
-    not in the table are appended to ``unknown_*``; no ids). Values are in
+    not in the table are recorded in ``unknown_*``, each distinct token once, with its
+    hash; no ids). Tokens read before a text turned out to need the reference path stay
+    recorded: a token's value does not depend on the text it came from. Values are in
     ``[0, n_values)``; a value < 0 (stop word, no such word) is dropped.
 
     Returns (ids written, unknown tokens written, unknown bytes written).
@@ -219,13 +222,12 @@ def encode_texts(
     n_ids = 0
     n_unknown = 0
     unknown_used = 0
+    pending = np.full(1024, -1, dtype=np.int64)
     for i in range(todo.shape[0]):
         t = todo[i]
         start = offsets[t]
         end = offsets[t + 1]
         ids_before = n_ids
-        unknown_before = n_unknown
-        unknown_used_before = unknown_used
         verdict = OK
         prev_space = True  # the start of the text passes ``(?<!\S)``
         p = start
@@ -313,12 +315,42 @@ def encode_texts(
             if entry < 0:
                 if verdict == OK:
                     verdict = HAS_UNKNOWN
-                for k in range(length):
-                    unknown_bytes[unknown_used + k] = token[k]
+                # each distinct unknown token is handed back once (a cold batch meets
+                # each many times): a small set of the ones recorded, grown as needed
+                h = _hash(token, 0, length)
+                mask = pending.shape[0] - 1
+                slot = np.int64(h & np.uint64(mask))
+                recorded = False
+                while pending[slot] >= 0:
+                    u = pending[slot]
+                    if unknown_hash[u] == h and unknown_len[u] == length:
+                        same = True
+                        for j in range(length):
+                            if unknown_bytes[unknown_start[u] + j] != token[j]:
+                                same = False
+                                break
+                        if same:
+                            recorded = True
+                            break
+                    slot = (slot + 1) & mask
+                if recorded:
+                    continue
+                for j in range(length):
+                    unknown_bytes[unknown_used + j] = token[j]
                 unknown_start[n_unknown] = unknown_used
                 unknown_len[n_unknown] = length
+                unknown_hash[n_unknown] = h
+                pending[slot] = n_unknown
                 n_unknown += 1
                 unknown_used += length
+                if 2 * n_unknown > pending.shape[0]:
+                    pending = np.full(2 * pending.shape[0], -1, dtype=np.int64)
+                    mask = pending.shape[0] - 1
+                    for u in range(n_unknown):
+                        slot = np.int64(unknown_hash[u] & np.uint64(mask))
+                        while pending[slot] >= 0:
+                            slot = (slot + 1) & mask
+                        pending[slot] = u
                 continue
             if verdict != OK:
                 continue
@@ -333,9 +365,6 @@ def encode_texts(
             counts[i] = 0
         else:
             counts[i] = n_ids - ids_before
-        if verdict == NEEDS_FALLBACK:
-            n_unknown = unknown_before
-            unknown_used = unknown_used_before
     return n_ids, n_unknown, unknown_used
 
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from core.errors import InvalidArgumentError
 from core.text import _tokenize_kernels as k
-from core.text.normalize import normalize_token, word_tokens
+from core.text.normalize import normalize_tokens, word_tokens
 
 _CURLY_APOSTROPHES = ("\u2019", "\u2018", "\u02bc")
 _INITIAL_SLOTS = 1 << 14
@@ -152,7 +152,10 @@ class WordEncoder:
 
     Args:
         words: the vocabulary (word i has id i).
-        grow: give new words the next ids (``words`` then grows); else drop them.
+        grow: give new words the next ids (``words`` then grows); else drop them. A grown
+            vocabulary may hold a few words no text had (tokens read before a text turned
+            out to need the reference path are learnt all the same): ids map to words, the
+            vocabulary is not a census.
 
     ``encode(texts)`` gives for text t exactly ``{id of w for w in normalize(t)}`` (the ids
     of the words in the vocabulary when it is fixed).
@@ -194,46 +197,48 @@ class WordEncoder:
         self._fallback_cache = {t: v for t, v in self._fallback_cache.items() if v >= 0}
         self._fallback_cache[""] = -1
 
-    def _word_of(self, token: str) -> int:
-        word = normalize_token(token)
-        if word is None:
-            return -1
-        found = self._word_id.get(word)
-        if found is None:
-            if not self._grow:
-                return -1
-            found = self._word_id[word] = len(self._words)
-            self._words.append(word)
-        return found
-
     def _fallback(self, text: str) -> list[int]:
         cache = self._fallback_cache
         found: dict[int, None] = {}
         for token in word_tokens(text):
             value = cache.get(token)
             if value is None:
-                value = cache[token] = self._word_of(token)
+                value = cache[token] = self._words_of([token])[0]
             if value >= 0:
                 found[value] = None
         if len(cache) > MAX_TOKENS:
             self._fallback_cache = {"": -1}
         return list(found)
 
-    def _learn(self, token_bytes: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
-        """Normalise tokens the table does not know (each once) and insert them."""
-        firsts: dict[bytes, int] = {}
+    def _learn(
+        self,
+        token_bytes: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        """Normalise the tokens the table does not know (distinct) and insert them."""
         raw = token_bytes.tobytes()
-        for i, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
-            firsts.setdefault(raw[s : s + n], i)
-        picked = np.fromiter(firsts.values(), dtype=np.int64, count=len(firsts))
-        values = np.array(
-            [self._word_of(token.decode("utf-8")) for token in firsts], dtype=np.int64
-        )
-        self._table.insert(token_bytes, starts[picked], lengths[picked], values)
+        tokens = [
+            raw[s : s + n].decode("utf-8")
+            for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)
+        ]
+        values = np.array(self._words_of(tokens), dtype=np.int64)
+        self._table.insert(token_bytes, starts, lengths, values)
+
+    def _words_of(self, tokens: list[str]) -> list[int]:
+        word_id, grow = self._word_id, self._grow
+        values = []
+        for word in normalize_tokens(tokens):
+            found = -1 if word is None else word_id.get(word, -1)
+            if found < 0 and grow and word is not None:
+                found = word_id[word] = len(self._words)
+                self._words.append(word)
+            values.append(found)
+        return values
 
     def _run(
         self, data: np.ndarray, offsets: np.ndarray, todo: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, ...]:
         n_bytes = int(offsets[todo + 1].sum() - offsets[todo].sum()) if todo.size else 0
         counts = np.zeros(todo.shape[0], dtype=np.int64)
         status = np.zeros(todo.shape[0], dtype=np.int8)
@@ -242,6 +247,7 @@ class WordEncoder:
         unknown_bytes = np.empty(n_bytes + 1, dtype=np.uint8)
         unknown_start = np.empty(n_bytes // 2 + todo.shape[0] + 1, dtype=np.int64)
         unknown_len = np.empty_like(unknown_start)
+        unknown_hash = np.empty(unknown_start.shape[0], dtype=np.uint64)
         table = self._table
         n_ids, n_unknown, _ = k.encode_texts(
             data,
@@ -260,6 +266,7 @@ class WordEncoder:
             unknown_bytes,
             unknown_start,
             unknown_len,
+            unknown_hash,
         )
         return (
             counts,
@@ -288,15 +295,13 @@ class WordEncoder:
         data, offsets = _string_buffers(texts)
         n = len(texts)
         todo = np.arange(n, dtype=np.int64)
-        counts, ids, status, unknown_bytes, unknown_start, unknown_len = self._run(
-            data, offsets, todo
-        )
+        counts, ids, status, *unknown = self._run(data, offsets, todo)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         ok = status == k.OK
         parts.append((todo[ok], counts[ok], ids))
         pending = todo[status == k.HAS_UNKNOWN]
         if pending.size:
-            self._learn(unknown_bytes, unknown_start, unknown_len)
+            self._learn(*unknown)
             counts2, ids2, status2, *_ = self._run(data, offsets, pending)
             if np.any(status2 != k.OK):  # the table was cleared while learning: rare
                 retry = pending[status2 != k.OK]

@@ -96,6 +96,22 @@ def normalize_token(token: str) -> str | None:
     return str(_stemmer.stemWord(word))
 
 
+def normalize_tokens(tokens: list[str]) -> list[str | None]:
+    """:func:`normalize_token` of many tokens (one stemmer call for all of them)."""
+    stop = ENGLISH_STOP_WORDS
+    words: list[str | None] = []
+    to_stem: list[str] = []
+    for token in tokens:
+        word = None if token in stop else token.replace("'", "")
+        if word in stop:  # e.g. "it's" written "its"
+            word = None
+        words.append(word)
+        if word is not None:
+            to_stem.append(word)
+    stems = iter(_stemmer.stemWords(to_stem))
+    return [None if word is None else str(next(stems)) for word in words]
+
+
 # token -> normalised word (None: stop word or URL/@name). Word frequencies are Zipfian, so
 # almost every token is a repeat; caching skips the stop-word tests and the stemmer.
 _WORD_OF_TOKEN: dict[str, str | None] = {"": None}

@@ -20,7 +20,6 @@ import functools
 import json
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import pyarrow.parquet as pq
 from core.corpus.json_lines import judge_lines
 from core.monitor.health import RoutingHealth
 from core.monitor.sketch import WordSketch
+from core.sampling.hash_fraction import spark_xxhash64
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
@@ -105,16 +105,22 @@ def _by_matcher(
     post_ids: pa.Array,
     dpart: np.ndarray,
     shed: Any,
-    offsets: np.ndarray,
-    values: np.ndarray,
+    indptr: np.ndarray,
+    word_ids: np.ndarray,
     pkeys: np.ndarray,
 ) -> pa.RecordBatch:
     """One row per matcher: its (post_id, word_ids) packed as an Arrow IPC payload.
 
     Rows of Python objects cost the JVM per row and per field when they are shuffled;
-    a few packed payloads per task cost almost nothing.
+    a few packed payloads per task cost almost nothing. The pairs are put in matcher order
+    once, so each matcher's payload is a zero-copy slice of one batch.
     """
-    pair_post, pair_matcher = shed.pair_post, shed.pair_matcher
+    # few matchers: a 16-bit key lets numpy's stable sort be a radix sort
+    key = shed.pair_matcher.astype(np.int16 if pkeys.shape[0] <= 1 << 15 else np.int32)
+    order = np.argsort(key, kind="stable")
+    pair_post = shed.pair_post[order]
+    pair_matcher = shed.pair_matcher[order]
+    offsets, values = gather(indptr, word_ids, pair_post)
     posts = pa.RecordBatch.from_arrays(
         [
             post_ids.take(pa.array(pair_post)),
@@ -125,10 +131,10 @@ def _by_matcher(
         ],
         schema=POSTS_ARROW,
     )
-    order = np.argsort(pair_matcher, kind="stable")
-    matchers, starts = np.unique(pair_matcher[order], return_index=True)
-    ends = np.append(starts[1:], order.shape[0])
-    payloads = [to_ipc(posts.take(pa.array(order[a:b]))) for a, b in zip(starts, ends, strict=True)]
+    starts = np.flatnonzero(np.diff(pair_matcher, prepend=-1))
+    ends = np.append(starts[1:], pair_matcher.shape[0])
+    matchers = pair_matcher[starts]
+    payloads = [to_ipc(posts.slice(a, b - a)) for a, b in zip(starts, ends, strict=True)]
     return pa.RecordBatch.from_arrays(
         [
             pa.array(pkeys[matchers], pa.int32()),
@@ -242,7 +248,6 @@ def _route_run(
         CACHE.count_words(snapshot, word_ids, sketch)
         sketch_seconds += time.perf_counter() - sketched
         pair_post = shed.pair_post
-        offsets, values = gather(indptr, word_ids, pair_post)
         figures["posts"] += good.num_rows
         figures["pairs"] += int(pair_post.shape[0])
         figures["routed_pairs"] += int(pair_post.shape[0] + shed.shed_by_matcher.sum())
@@ -251,11 +256,10 @@ def _route_run(
         spread_counts += shed.spread_counts
         if pair_post.size:
             # every match of a post meets in one dispatch task (dedupe, deliveries)
-            dpart = np.array(
-                [zlib.crc32(p.encode()) % n_dispatch for p in post_ids.to_pylist()],
-                dtype=np.int32,
+            dpart = (spark_xxhash64(0, post_ids).view(np.uint64) % np.uint64(n_dispatch)).astype(
+                np.int32
             )
-            yield _by_matcher(post_ids, dpart, shed, offsets, values, pkeys)
+            yield _by_matcher(post_ids, dpart, shed, indptr, word_ids, pkeys)
         figures["seconds"] += time.perf_counter() - started
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()

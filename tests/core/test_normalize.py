@@ -148,3 +148,17 @@ def test_normalize_equals_the_reference_on_real_tweets(real_corpus: Path) -> Non
     with gzip.open(real_corpus, "rt", encoding="utf-8") as lines:
         texts = [json.loads(line)["text"] for _, line in zip(range(20_000), lines, strict=False)]
     assert [normalize(t) for t in texts] == [_reference_normalize(t) for t in texts]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["it's", "its", "the", "running", "don't", "caf\u00e9", "a'b"])
+        | st.text(max_size=8),
+        max_size=20,
+    )
+)
+def test_normalize_tokens_equals_one_token_at_a_time(tokens: list[str]) -> None:
+    from core.text.normalize import normalize_token, normalize_tokens
+
+    assert normalize_tokens(tokens) == [normalize_token(t) for t in tokens]
