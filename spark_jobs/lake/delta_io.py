@@ -318,6 +318,33 @@ class Lakehouse:
             pieces.append(pa.Table.from_arrays(columns, schema=spec.schema))
         return pa.concat_tables(pieces)
 
+    def recent_rows(self, name: str, columns: Sequence[str], limit: int) -> pa.Table:
+        """Up to ``limit`` rows of ``columns`` (not partition columns) from the table's
+        newest files: partition paths sort by their values (``event_day=YYYY-MM-DD``), file
+        names by nothing, so "newest" is the last partition's files. A sample, not a query:
+        files are read whole, newest first, until ``limit`` rows are in."""
+        import pyarrow.parquet as pq
+
+        spec = table(name)
+        schema = pa.schema([spec.schema.field(c) for c in columns])
+        if not self.exists(name) or limit <= 0:
+            return schema.empty_table()
+        location = self.path(name)
+        uris = sorted(
+            self._delta(name).file_uris(),
+            key=lambda uri: _relative(uri, location).rsplit("/", 1)[0],
+            reverse=True,
+        )
+        pieces: list[pa.Table] = []
+        rows = 0
+        for uri in uris:
+            piece = pq.read_table(self._fs_path(uri), columns=list(columns), filesystem=self.fs)
+            pieces.append(piece.cast(schema))
+            rows += piece.num_rows
+            if rows >= limit:
+                break
+        return pa.concat_tables(pieces).slice(0, limit) if pieces else schema.empty_table()
+
     def snapshot(self, name: str, as_of: int | dt.datetime | None = None) -> TableSnapshot:
         """One version of a table as a lazy pyarrow dataset (for SQL engines: DuckDB,
         Polars, ...): exactly the files of that version, partition values from their paths.
@@ -566,7 +593,7 @@ class Lakehouse:
         stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
         return storage.join(self.path(name), f"{WRITE_DIR_KEY}={stamp}")
 
-    def _drop_staged(self, staging: str) -> None:
+    def discard_staged(self, staging: str) -> None:
         """Remove a staging folder whose files will not be committed (absent: nothing)."""
         with contextlib.suppress(FileNotFoundError, OSError):
             self.fs.delete_dir(self._fs_path(staging))
@@ -587,7 +614,7 @@ class Lakehouse:
         try:
             writer.parquet(storage.spark_uri(target))
         except Exception:
-            self._drop_staged(target)  # nothing committed: drop the files
+            self.discard_staged(target)  # nothing committed: drop the files
             raise
         return self.commit_staged(
             spec.name,
@@ -628,7 +655,7 @@ class Lakehouse:
         if parent != root or not folder.startswith(f"{WRITE_DIR_KEY}="):
             raise InvalidArgumentError(f"{staging} is not a staging folder of {name}")
         if self._already_committed(name, app_id, batch_id):
-            self._drop_staged(staging)
+            self.discard_staged(staging)
             return WriteResult(name, self.version(name), 0, 0, skipped=True)
         try:
             self.evolve(name)
@@ -691,7 +718,7 @@ class Lakehouse:
                     commit_properties=commit,
                 )
         except Exception:
-            self._drop_staged(staging)  # nothing committed: drop the files
+            self.discard_staged(staging)  # nothing committed: drop the files
             raise
         return WriteResult(name, self.version(name), len(actions), rows)
 

@@ -71,6 +71,11 @@ from spark_jobs.stream.shedding import (
     kafka_backlog,
 )
 
+# recent posts that fill a new version's token table ahead of its first batch
+WARM_TEXTS = 20_000
+# posts the warm-up sends through the pipeline (the sample repeated): about a batch
+WARM_PIPELINE_POSTS = 100_000
+
 STREAM_CONF = {
     # Bigger Arrow batches: fewer Python round trips per micro-batch.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
@@ -191,8 +196,14 @@ class StreamMatcher:
         landing: str | None = None,
         health: HealthOptions | None = None,
         matches_table: bool = True,
+        warm: bool = True,
     ) -> None:
         self.lakehouse = lakehouse
+        # build a version's indexes and token table ahead of its first batch (prime,
+        # prefetch); False: lazily, in the first batch's tasks
+        self.warm = warm
+        self.warmups: list[dict[str, Any]] = []
+        self._texts: list[str] | None = None
         # False: deliveries only (they carry each match's sub id and matcher; the
         # ``matches`` rows derive from them, core.stream.dispatch.matches_of_deliveries)
         self.matches_table = matches_table
@@ -329,21 +340,26 @@ class StreamMatcher:
 
     # -- placement state ---------------------------------------------------------------------
     def sync(self, plan: BatchPlan) -> MatcherSnapshot:
-        """Bring the placement to the plan's version and registry snapshot; broadcast it."""
+        """Bring the placement to the plan's version and registry snapshot; broadcast it.
+        A version the workers have not met yet is warmed first (see :meth:`warm_up`)."""
+        return self._bring_to(plan.routing_version, plan.registry_version)
+
+    def _bring_to(self, routing_version: int, registry_version: int | None) -> MatcherSnapshot:
         state, lake = self.state, self.lakehouse
         changed = False
-        if state.routing_version != plan.routing_version or state.placement is None:
-            self._load_version(plan.routing_version)
+        switched = state.routing_version != routing_version or state.placement is None
+        if switched:
+            self._load_version(routing_version)
             changed = True
-        if changed or state.registry_version != plan.registry_version:
-            changed |= self._apply_registry(plan)
-            state.registry_version = plan.registry_version
+        if changed or state.registry_version != registry_version:
+            changed |= self._apply_registry(routing_version, registry_version)
+            state.registry_version = registry_version
         if changed or state.snapshot is None:
             assert state.placement is not None
             state.epoch += 1
             state.snapshot = snapshot_of(
                 state.placement,
-                plan.routing_version,
+                routing_version,
                 state.epoch,
                 subscribers=state.subscribers,
                 seed=self.seed,
@@ -353,7 +369,100 @@ class StreamMatcher:
                 state.broadcast.unpersist()
             state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
         assert state.snapshot is not None
+        if switched and self.warm:
+            self.warm_up()
         return state.snapshot
+
+    # -- warm-up: the work of a version's first batch, done before it ------------------------
+    def prime(self) -> None:
+        """Before the query starts: load the published version and warm the workers with it,
+        so the first batch finds its indexes built and its token table filled."""
+        lake = self.lakehouse
+        version = published_version(lake) if lake.exists("routing.versions") else None
+        if version is not None:
+            self._bring_to(version, lake.version("subscriptions.registry"))
+
+    def prefetch(self) -> None:
+        """Between batches: a newer published version is loaded, broadcast and warmed now,
+        so the batch that switches to it starts warm. A failure here only costs the warm
+        start: the next batch loads the version itself (and says why it could not)."""
+        lake = self.lakehouse
+        try:
+            version = published_version(lake)
+            if version is not None and version != self.state.routing_version:
+                log.info("stream: routing version %d published; warming it up", version)
+                self._bring_to(version, lake.version("subscriptions.registry"))
+        except Exception as error:
+            log.warning("stream: prefetching the published version failed: %s", error)
+            self.state = _Driver()  # the next batch starts from a clean load
+
+    def _warm_texts(self) -> list[str]:
+        if self._texts is None:
+            try:
+                recent = self.lakehouse.recent_rows("bronze.posts", ["text"], WARM_TEXTS)
+                self._texts = recent.column("text").to_pylist()
+            except Exception as error:
+                log.warning("stream: no recent posts to warm the token table: %s", error)
+                self._texts = []
+        return self._texts
+
+    def warm_up(self) -> dict[str, Any]:
+        """Warm every Python worker with the current snapshot (``stream_tasks.warm_workers``:
+        one task per task slot), then send recent posts through the batch's own three
+        stages into staging folders that are dropped, never committed: the JVM compiles the
+        plan's code and every stage's Python path (parsing, dispatch, Parquet) runs once."""
+        state, spark, lake = self.state, self.lakehouse.spark, self.lakehouse
+        assert state.snapshot is not None
+        started = time.perf_counter()
+        slots = task_slots(spark)
+        texts = self._warm_texts()
+        # the sample travels once per worker, not in every task
+        sample = spark.sparkContext.broadcast(texts)
+        try:
+            notes = [
+                json.loads(row["note"])
+                for row in spark.range(slots, numPartitions=slots)
+                .mapInArrow(
+                    stream_tasks.warm_workers(state.broadcast, state.snapshot.key, sample),
+                    stream_tasks.WARMED_SCHEMA,
+                )
+                .collect()
+            ]
+            piped = time.perf_counter()
+            if texts:
+                # the sample repeated up to about a batch: the first batch's buffers are
+                # then not the first the workers' allocators meet (page faults, pools)
+                posts = spark.range(
+                    max(len(texts), WARM_PIPELINE_POSTS), numPartitions=slots
+                ).mapInArrow(stream_tasks.sample_lines(sample), stream_tasks.LINES_SCHEMA)
+                staging = {name: lake.staging_dir(name) for name in self.outputs}
+                try:
+                    self.dispatched(posts, state.snapshot, -1, now_utc(), staging).collect()
+                finally:
+                    for folder in staging.values():
+                        lake.discard_staged(folder)
+        finally:
+            sample.unpersist()
+        figures = {
+            "routing_version": state.snapshot.routing_version,
+            "seconds": round(time.perf_counter() - started, 3),
+            "workers": len({n["pid"] for n in notes}),
+            "index_seconds": round(max((n["index_seconds"] for n in notes), default=0.0), 3),
+            "pipeline_seconds": round(time.perf_counter() - piped, 3),
+            "texts": len(texts),
+        }
+        self.warmups.append(figures)
+        log.info(
+            "stream: version %d warmed in %.2fs on %d Python workers (indexes %.2fs; "
+            "%d recent posts through the pipeline in %.2fs, nothing written)",
+            figures["routing_version"],
+            figures["seconds"],
+            figures["workers"],
+            figures["index_seconds"],
+            figures["texts"],
+            figures["pipeline_seconds"],
+        )
+        return figures
 
     def _load_version(self, version: int) -> None:
         lake, state = self.lakehouse, self.state
@@ -364,14 +473,14 @@ class StreamMatcher:
         state.subscribers = Subscribers.of({})
         log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
 
-    def _apply_registry(self, plan: BatchPlan) -> bool:
+    def _apply_registry(self, routing_version: int, registry_version: int | None) -> bool:
         """Place new active subscriptions, remove cancelled ones; True when anything changed."""
         lake, state = self.lakehouse, self.state
         placement = state.placement
         assert placement is not None
         rows = (
-            lake.read_arrow("subscriptions.registry", version=plan.registry_version).to_pylist()
-            if plan.registry_version is not None
+            lake.read_arrow("subscriptions.registry", version=registry_version).to_pylist()
+            if registry_version is not None
             else []
         )
         active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
@@ -381,7 +490,7 @@ class StreamMatcher:
         new = sorted(s for s in active if s not in placement)
         if not new and not gone:
             return False
-        stored = self._stored_placements(plan.routing_version, set(new))
+        stored = self._stored_placements(routing_version, set(new))
         adopt = [s for s in new if s in stored]
         replaced = placement.adopt(
             adopt, [active[s]["words"] for s in adopt], [stored[s] for s in adopt]
@@ -395,14 +504,14 @@ class StreamMatcher:
                 "stream: %d stored placements of version %d did not cover their "
                 "subscriptions and were placed again (e.g. %s)",
                 len(replaced),
-                plan.routing_version,
+                routing_version,
                 replaced[:5],
             )
         if placed:
-            self._append_placements(plan.routing_version, placed)
+            self._append_placements(routing_version, placed)
         log.info(
             "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d)",
-            plan.routing_version,
+            routing_version,
             len(placement),
             len(adopt) - len(replaced),
             len(placed),
@@ -615,6 +724,8 @@ class StreamMatcher:
             figures["quarantined"],
             figures["seconds_total"],
         )
+        if self.warm and not plan.replayed:
+            self.prefetch()
 
     def _quarantine(self, notes: list[dict[str, Any]], batch_id: int, now: dt.datetime) -> None:
         spec = table("silver.posts_quarantine")
@@ -709,7 +820,10 @@ def start(spark: Any, lakehouse: Any, args: argparse.Namespace) -> tuple[Any, St
             ),
         ),
         matches_table=getattr(args, "matches_table", True),
+        warm=getattr(args, "warm_up", True),
     )
+    if handler.warm:
+        handler.prime()
     writer = (
         source(spark, args)
         .writeStream.queryName(args.query_name)
@@ -762,6 +876,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write one `matches` row per (post, subscription); with --no-matches-table "
         "only `deliveries` are written (their sub_ids and matcher_ids hold every match: "
         "~2x less to write when posts match hundreds of subscriptions)",
+    )
+    run_p.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="build a routing version's matcher indexes and token table in every Python "
+        "worker before its first batch (at start, and between batches when a newer version "
+        f"is published; the token table from the {WARM_TEXTS:,} newest bronze.posts); "
+        "--no-warm-up: lazily, inside the first batch",
     )
     shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
     shed.add_argument(

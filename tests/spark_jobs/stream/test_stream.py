@@ -189,6 +189,10 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     assert lakehouse.read("deliveries").count() == lakehouse.read_arrow("deliveries").num_rows
     versions = {f["routing_version"] for f in handler.figures}
     assert versions == {first, second}
+    # each version was warmed once, before its first batch (at start; at the switch)
+    assert [w["routing_version"] for w in handler.warmups] == [first, second]
+    assert all(w["workers"] >= 1 and w["texts"] == 0 for w in handler.warmups)
+    _assert_no_stray_staging(lakehouse)
     matches = lakehouse.read_arrow("matches")
     by_batch = {f["batch_id"]: f["routing_version"] for f in handler.figures}
     # one version per batch, and the matcher ids are that version's
@@ -205,6 +209,81 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     ]
     assert all(r["source_file"].endswith("posts-0000.jsonl") for r in quarantine)
     assert {r["stage"] for r in quarantine} == {"stream"}
+
+
+def _assert_no_stray_staging(lakehouse) -> None:
+    """Every staging folder in the output tables is a committed one (a warm-up's are
+    dropped; nothing else stays behind)."""
+    for name in ("matches", "deliveries"):
+        root = Path(lakehouse.path(name).removeprefix("file://"))
+        committed = {
+            part
+            for uri in lakehouse.delta_table(name).file_uris()
+            for part in Path(uri.removeprefix("file://")).relative_to(root).parts[:1]
+        }
+        on_disk = {p.name for p in root.iterdir() if p.name.startswith("s3tm_write=")}
+        assert on_disk == committed, name
+
+
+def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
+    lakehouse, scene, tmp_path
+):
+    landing = scene
+    _publish_learned(lakehouse, landing, 4, "salb", split=True)
+    bronze_texts = [f"warm up text number {i} about white houses" for i in range(50)]
+    lakehouse.write_arrow(
+        _bronze(bronze_texts), "bronze.posts"
+    )  # recent posts: the token table's sample
+    posts = landing.write(300)
+    query, handler = stream.start(lakehouse.spark, lakehouse, _args(tmp_path, landing))
+    try:
+        _run(query)
+        second = _publish_learned(lakehouse, landing, 6, "salb", split=False)
+        handler.prefetch()  # what the end of a batch does when a version is published
+        assert handler.state.routing_version == second
+        assert [w["routing_version"] for w in handler.warmups][-1] == second
+        assert handler.warmups[-1]["texts"] == len(bronze_texts)
+        warmed = len(handler.warmups)
+        posts += landing.write(300)
+        _run(query)
+        assert len(handler.warmups) == warmed  # the switch found it warm
+        # a prefetch that fails costs only the warm start: the next batch loads for itself
+        original = stream.published_version
+        stream.published_version = lambda lake: 10_000  # no such version
+        try:
+            handler.prefetch()
+        finally:
+            stream.published_version = original
+        assert handler.state.routing_version is None
+        posts += landing.write(300)
+        _run(query)
+    finally:
+        query.stop()
+    assert {f["routing_version"] for f in list(handler.figures)[-2:]} == {second}
+    assert _matches(lakehouse) == _expected(landing, posts, _active(lakehouse))
+    _assert_no_stray_staging(lakehouse)
+
+
+def _bronze(texts: list[str]):
+    import datetime as dt
+
+    import pyarrow as pa
+
+    now = dt.datetime.now(dt.UTC)
+    n = len(texts)
+    return pa.table(
+        {
+            "post_id": [f"b{i}" for i in range(n)],
+            "text": texts,
+            "source": ["test"] * n,
+            "created_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+            "event_day": pa.array([now.date()] * n, pa.date32()),
+            "ingest_batch": ["t"] * n,
+            "source_file": ["t"] * n,
+            "line_number": pa.array(range(n), pa.int64()),
+            "ingested_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def _match_rows(rows) -> list[tuple]:
