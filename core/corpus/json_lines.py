@@ -39,7 +39,7 @@ _HAS_CONTENT = "[^" + "".join(f"\\x{{{ord(c):x}}}" for c in _PY_WHITESPACE) + "]
 # Inf/NaN literals in a value position: Arrow reads "Inf", Python only "Infinity"/"NaN".
 # (An escaped lone surrogate, which Python keeps, makes Arrow refuse the whole batch.)
 _PYTHON_DECIDES = r"[:,\[]\s*-?(?:Inf|NaN)"
-_PYTHON_HINTS = ("Inf", "NaN")
+_PYTHON_HINTS = (b"Inf", b"NaN")
 _POST_FIELDS = pa.schema([("id", pa.string()), ("text", pa.string())])
 _PARSE = pj.ParseOptions(explicit_schema=_POST_FIELDS, unexpected_field_behavior="ignore")
 BLANK_LINE = "blank line"
@@ -137,13 +137,33 @@ def _newline_joined(raw: pa.Array) -> pa.Buffer:
 
 
 def _python_decides(raw: pa.Array) -> pa.Array:
-    """Lines with a literal Arrow and Python read differently (see _PYTHON_DECIDES): a
-    cheap substring test first, the regular expression only on the few that pass it."""
-    hint = functools.reduce(pc.or_, (pc.match_substring(raw, h) for h in _PYTHON_HINTS))
-    if not pc.any(hint).as_py():
-        return pa.repeat(pa.scalar(False), len(raw))
-    exact = pc.match_substring_regex(raw.filter(hint), _PYTHON_DECIDES)
-    return pc.replace_with_mask(pa.repeat(pa.scalar(False), len(raw)), hint, exact)
+    """Lines with a literal Arrow and Python read differently (see _PYTHON_DECIDES): the
+    hints are found in the batch's whole byte buffer at once (``bytes.find``, far faster
+    than a per-line substring kernel), the regular expression runs on the few lines that
+    hold one."""
+    n = len(raw)
+    if isinstance(raw, pa.ChunkedArray):
+        raw = raw.combine_chunks()
+    _, offsets_buffer, data_buffer = raw.buffers()
+    if data_buffer is None or n == 0:
+        return pa.repeat(pa.scalar(False), n)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[raw.offset : raw.offset + n + 1]
+    data = data_buffer.to_pybytes()[: int(offsets[-1])]
+    hits: list[int] = []
+    for hint in _PYTHON_HINTS:
+        at = data.find(hint, int(offsets[0]))
+        while at != -1:
+            hits.append(at)
+            at = data.find(hint, at + 1)
+    if not hits:
+        return pa.repeat(pa.scalar(False), n)
+    # the line of each hit (a hit across two lines' bytes only costs that line a regex)
+    rows = np.unique(np.searchsorted(offsets, np.array(hits), side="right") - 1)
+    rows = rows[(rows >= 0) & (rows < n)]
+    hint = np.zeros(n, dtype=np.bool_)
+    hint[rows] = True
+    exact = pc.match_substring_regex(raw.take(pa.array(rows)), _PYTHON_DECIDES)
+    return pc.replace_with_mask(pa.repeat(pa.scalar(False), n), pa.array(hint), exact)
 
 
 def _python_judge(line: bytes, require_id: bool) -> tuple[str | None, str | None, str | None]:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.errors import InvalidArgumentError
 from core.text import _tokenize_kernels as k
@@ -327,3 +328,31 @@ class WordEncoder:
         for rows, row_counts, row_ids in parts:
             k.scatter_rows(indptr, rows, row_counts, row_ids, word_ids)
         return indptr, word_ids
+
+
+_SHARED: dict[str, WordEncoder] = {}
+# a worker's shared vocabulary starts again past this many words (bounded memory)
+MAX_SHARED_WORDS = 1 << 22
+
+
+def normalize_arrow(texts: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.ListArray:
+    """:func:`core.text.normalize.normalize` of many texts at once, as Arrow: per text its
+    sorted distinct words (``list<string>``), exactly ``normalize(text)``.
+
+    One growing :class:`WordEncoder` per process serves every call (a Python worker of a
+    Spark job keeps its token table from task to task).
+    """
+    encoder = _SHARED.get("encoder")
+    if encoder is None or encoder.n_words > MAX_SHARED_WORDS:
+        encoder = _SHARED["encoder"] = WordEncoder(grow=True)
+    indptr, ids = encoder.encode(texts)
+    vocabulary = pa.array(encoder.words, pa.string())
+    # sort each text's ids by their words: rank words once, then one stable sort by
+    # (text, rank) over all ids
+    rank = np.empty(len(vocabulary), dtype=np.int64)
+    rank[np.asarray(pc.sort_indices(vocabulary))] = np.arange(len(vocabulary))
+    text_of = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    order = np.lexsort((rank[ids], text_of))
+    return pa.ListArray.from_arrays(
+        pa.array(indptr.astype(np.int32)), vocabulary.take(pa.array(ids[order]))
+    )

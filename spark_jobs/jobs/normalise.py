@@ -1,10 +1,11 @@
 """normalise: ``bronze.posts`` -> ``silver.posts`` (distinct normalised words, sampled).
 
-The words come from ``core.text.normalize`` itself, run inside ``mapInArrow``, so Spark and
-core agree word for word. Sampling is deterministic per post (xxhash64 of the post id and
-the seed, below the rate), so a re-run keeps the same posts. Only bronze posts not yet in
-silver (or quarantined by this stage) are processed; posts with no word left after
-normalisation are quarantined with the reason.
+The words come from ``core.text.normalize_arrow`` (``normalize`` over a whole Arrow batch,
+word for word the same: tests/core/test_word_encoder.py), run inside ``mapInArrow``.
+Sampling is deterministic per post (xxhash64 of the post id and the seed, below the rate),
+so a re-run keeps the same posts. Only bronze posts not yet in silver (or quarantined by
+this stage) are processed; posts with no word left after normalisation are quarantined with
+the reason.
 """
 
 from __future__ import annotations
@@ -28,16 +29,11 @@ _WORDS_ARROW = pa.schema([("post_id", pa.string()), ("words", pa.list_(pa.string
 
 def normalise_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (post_id, text) -> (post_id, sorted distinct words)."""
-    from core.text import normalize
+    from core.text import normalize_arrow
 
     for batch in batches:
-        ids = batch.column("post_id").to_pylist()
-        texts = batch.column("text").to_pylist()
         yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(ids, pa.string()),
-                pa.array([normalize(t) for t in texts], pa.list_(pa.string())),
-            ],
+            [batch.column("post_id"), normalize_arrow(batch.column("text"))],
             schema=_WORDS_ARROW,
         )
 

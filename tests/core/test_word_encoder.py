@@ -244,3 +244,13 @@ def test_code_point_classes_agree_with_the_reference_expressions() -> None:
             assert c in (k.WORD, k.UPPER_ASCII), hex(cp)
         else:
             assert c == k.SEPARATOR, hex(cp)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=st.lists(texts_strategy, max_size=12))
+def test_normalize_arrow_is_normalize_per_text(batch: list[str]) -> None:
+    from core.text import normalize_arrow
+
+    words = normalize_arrow(pa.array(batch, pa.string()))
+    assert words.type == pa.list_(pa.string())
+    assert words.to_pylist() == [normalize(t) for t in batch]
