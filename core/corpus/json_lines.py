@@ -160,10 +160,10 @@ def _python_decides(raw: pa.Array) -> pa.Array:
     # the line of each hit (a hit across two lines' bytes only costs that line a regex)
     rows = np.unique(np.searchsorted(offsets, np.array(hits), side="right") - 1)
     rows = rows[(rows >= 0) & (rows < n)]
-    hint = np.zeros(n, dtype=np.bool_)
-    hint[rows] = True
+    has_hint = np.zeros(n, dtype=np.bool_)
+    has_hint[rows] = True
     exact = pc.match_substring_regex(raw.take(pa.array(rows)), _PYTHON_DECIDES)
-    return pc.replace_with_mask(pa.repeat(pa.scalar(False), n), pa.array(hint), exact)
+    return pc.replace_with_mask(pa.repeat(pa.scalar(False), n), pa.array(has_hint), exact)
 
 
 def _python_judge(line: bytes, require_id: bool) -> tuple[str | None, str | None, str | None]:
