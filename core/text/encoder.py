@@ -335,6 +335,11 @@ _SHARED: dict[str, WordEncoder] = {}
 MAX_SHARED_WORDS = 1 << 22
 
 
+def clear_shared_encoder() -> None:
+    """Start :func:`normalize_arrow`'s shared vocabulary and token table again."""
+    _SHARED.clear()
+
+
 def normalize_arrow(texts: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.ListArray:
     """:func:`core.text.normalize.normalize` of many texts at once, as Arrow: per text its
     sorted distinct words (``list<string>``), exactly ``normalize(text)``.

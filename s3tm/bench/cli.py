@@ -50,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_sketch)
 
+    p = kinds.add_parser("normalise", help="the fast normaliser vs normalize() per text")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--posts", type=int, default=140_000, help="texts read from the corpus")
+    p.add_argument("--batch-posts", type=int, default=20_000)
+    p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_normalise)
+
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
     p.add_argument("--posts", type=int, default=1_000_000)
     p.add_argument("--nodes", type=int, default=64)
@@ -171,6 +179,23 @@ def _run_sketch(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         window=args.window,
         out=Path(args.out),
+    )
+    return 0
+
+
+def _run_normalise(args: argparse.Namespace) -> int:
+    from s3tm.bench import normalise
+    from s3tm.bench.realdata import real_corpus_path
+
+    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    if path is None:
+        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
+    if not path.is_file():
+        raise InputDataError(f"corpus not found: {path}")
+    if min(args.posts, args.batch_posts, args.runs) < 1:
+        raise InputDataError("--posts, --batch-posts and --runs must be >= 1")
+    normalise.run(
+        path, posts=args.posts, batch_posts=args.batch_posts, runs=args.runs, out=Path(args.out)
     )
     return 0
 

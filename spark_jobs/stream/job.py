@@ -411,6 +411,8 @@ class StreamMatcher:
         one task per task slot), then send recent posts through the batch's own three
         stages into staging folders that are dropped, never committed: the JVM compiles the
         plan's code and every stage's Python path (parsing, dispatch, Parquet) runs once."""
+        from pyspark.sql import functions as F
+
         state, spark, lake = self.state, self.lakehouse.spark, self.lakehouse
         assert state.snapshot is not None
         started = time.perf_counter()
@@ -435,6 +437,20 @@ class StreamMatcher:
                 posts = spark.range(
                     max(len(texts), WARM_PIPELINE_POSTS), numPartitions=slots
                 ).mapInArrow(stream_tasks.sample_lines(sample), stream_tasks.LINES_SCHEMA)
+                if self.landing is not None:
+                    # through the files source's own reader too (text files, binary cast)
+                    scratch = join(self.checkpoint, "warm-up")
+                    posts.select(F.col("line").cast("string")).write.mode("overwrite").text(
+                        scratch
+                    )
+                    posts = (
+                        spark.read.format("text")
+                        .load(scratch)
+                        .select(
+                            F.col("value").cast("binary").alias("line"),
+                            F.col("_metadata.file_path").alias("source_file"),
+                        )
+                    )
                 staging = {name: lake.staging_dir(name) for name in self.outputs}
                 try:
                     self.dispatched(posts, state.snapshot, -1, now_utc(), staging).collect()

@@ -193,3 +193,27 @@ def test_installed_entry_point_runs_the_demo(tmp_path: Path) -> None:
     ]
     assert all(float(r[5]) == 1.0 for r in rows if r[1] == "hash")
     assert (tmp_path / "demo" / "mappings" / "salb+split-N32" / "mapping.parquet").is_file()
+
+
+def test_bench_normalise_checks_exactness_and_writes_its_figures(tmp_path, capsys) -> None:
+    import csv
+    import json
+
+    corpus = tmp_path / "posts.jsonl"
+    texts = ["Running to the White House!! http://t.co/x", "It's &amp; caf\u00e9 \u2026"] * 60
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    out = tmp_path / "out"
+    argv = ["bench", "normalise", "--corpus", str(corpus), "--batch-posts", "50", "--runs", "1"]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "normalise.csv").open()))
+    assert {r["way"] for r in rows} == {
+        "normalize() per text",
+        "normalize_arrow",
+        "WordEncoder (ids)",
+    }
+    assert {r["tokens"] for r in rows} == {"cold", "warm"}
+    assert all(int(r["texts"]) == len(texts) and float(r["posts/s"]) > 0 for r in rows)
+    assert "x reference" in capsys.readouterr().out
+    assert main(["bench", "normalise", "--corpus", str(tmp_path / "none.jsonl")]) != 0
