@@ -331,6 +331,7 @@ class WordEncoder:
 
 
 _SHARED: dict[str, WordEncoder] = {}
+_SHARED_RANKS: dict[str, tuple[WordEncoder, int, pa.Array, np.ndarray]] = {}
 # a worker's shared vocabulary starts again past this many words (bounded memory)
 MAX_SHARED_WORDS = 1 << 22
 
@@ -338,6 +339,7 @@ MAX_SHARED_WORDS = 1 << 22
 def clear_shared_encoder() -> None:
     """Start :func:`normalize_arrow`'s shared vocabulary and token table again."""
     _SHARED.clear()
+    _SHARED_RANKS.clear()
 
 
 def normalize_arrow(texts: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.ListArray:
@@ -351,13 +353,22 @@ def normalize_arrow(texts: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Lis
     if encoder is None or encoder.n_words > MAX_SHARED_WORDS:
         encoder = _SHARED["encoder"] = WordEncoder(grow=True)
     indptr, ids = encoder.encode(texts)
-    vocabulary = pa.array(encoder.words, pa.string())
-    # sort each text's ids by their words: rank words once, then one stable sort by
-    # (text, rank) over all ids
-    rank = np.empty(len(vocabulary), dtype=np.int64)
-    rank[np.asarray(pc.sort_indices(vocabulary))] = np.arange(len(vocabulary))
+    vocabulary, rank = _ranked_vocabulary(encoder)
+    # sort each text's ids by their words: one stable sort by (text, rank) over all ids
     text_of = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     order = np.lexsort((rank[ids], text_of))
     return pa.ListArray.from_arrays(
         pa.array(indptr.astype(np.int32)), vocabulary.take(pa.array(ids[order]))
     )
+
+
+def _ranked_vocabulary(encoder: WordEncoder) -> tuple[pa.Array, np.ndarray]:
+    """The vocabulary as Arrow and each word's rank in sorted order, kept until it grows."""
+    cached = _SHARED_RANKS.get("ranks")
+    if cached is not None and cached[0] is encoder and cached[1] == encoder.n_words:
+        return cached[2], cached[3]
+    vocabulary = pa.array(encoder.words, pa.string())
+    rank = np.empty(len(vocabulary), dtype=np.int64)
+    rank[np.asarray(pc.sort_indices(vocabulary))] = np.arange(len(vocabulary))
+    _SHARED_RANKS["ranks"] = (encoder, encoder.n_words, vocabulary, rank)
+    return vocabulary, rank
