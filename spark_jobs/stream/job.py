@@ -407,6 +407,27 @@ class StreamMatcher:
         return self._texts
 
     def warm_up(self) -> dict[str, Any]:
+        """Warm the workers for the current snapshot (:meth:`_warm_up`). A warm-up that
+        fails is reported and skipped, never fatal: the first batch then builds lazily."""
+        assert self.state.snapshot is not None
+        started = time.perf_counter()
+        try:
+            return self._warm_up()
+        except Exception as error:
+            figures = {
+                "routing_version": self.state.snapshot.routing_version,
+                "seconds": round(time.perf_counter() - started, 3),
+                "failed": f"{type(error).__name__}: {error}",
+            }
+            self.warmups.append(figures)
+            log.warning(
+                "stream: warming version %d failed (%s); its first batch builds lazily",
+                figures["routing_version"],
+                figures["failed"],
+            )
+            return figures
+
+    def _warm_up(self) -> dict[str, Any]:
         """Warm every Python worker with the current snapshot (``stream_tasks.warm_workers``:
         one task per task slot), then send recent posts through the batch's own three
         stages into staging folders that are dropped, never committed: the JVM compiles the
@@ -440,9 +461,7 @@ class StreamMatcher:
                 if self.landing is not None:
                     # through the files source's own reader too (text files, binary cast)
                     scratch = join(self.checkpoint, "warm-up")
-                    posts.select(F.col("line").cast("string")).write.mode("overwrite").text(
-                        scratch
-                    )
+                    posts.select(F.col("line").cast("string")).write.mode("overwrite").text(scratch)
                     posts = (
                         spark.read.format("text")
                         .load(scratch)

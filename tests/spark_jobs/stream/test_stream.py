@@ -247,6 +247,18 @@ def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
         posts += landing.write(300)
         _run(query)
         assert len(handler.warmups) == warmed  # the switch found it warm
+        # a warm-up that fails is reported, never fatal: the batch then builds lazily
+        original_lines = stream.stream_tasks.sample_lines
+        stream.stream_tasks.sample_lines = _refuse
+        try:
+            third = _publish_learned(lakehouse, landing, 5, "salb", split=True)
+            handler.prefetch()
+        finally:
+            stream.stream_tasks.sample_lines = original_lines
+        assert handler.state.routing_version == third
+        assert "injected" in handler.warmups[-1]["failed"]
+        posts += landing.write(300)
+        _run(query)
         # a prefetch that fails costs only the warm start: the next batch loads for itself
         original = stream.published_version
         stream.published_version = lambda lake: 10_000  # no such version
@@ -259,9 +271,13 @@ def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
         _run(query)
     finally:
         query.stop()
-    assert {f["routing_version"] for f in list(handler.figures)[-2:]} == {second}
+    assert {f["routing_version"] for f in list(handler.figures)[-2:]} == {third}
     assert _matches(lakehouse) == _expected(landing, posts, _active(lakehouse))
     _assert_no_stray_staging(lakehouse)
+
+
+def _refuse(sample):
+    raise RuntimeError("injected warm-up failure")
 
 
 def _bronze(texts: list[str]):
