@@ -11,14 +11,14 @@ checked against the reference before any figure is printed.
 
 from __future__ import annotations
 
-import gzip
-import json
+import itertools
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from core.corpus.io import ReadReport, iter_raw_posts
 from core.errors import InputDataError
 from core.formatting import format_table
 from core.text import encoder as fast
@@ -28,18 +28,10 @@ from s3tm.experiments.report import write_csv
 
 
 def _texts(path: Path, limit: int) -> list[str]:
-    texts: list[str] = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                text = json.loads(line).get("text")
-            except ValueError:
-                continue
-            if isinstance(text, str):
-                texts.append(text)
-            if len(texts) >= limit:
-                break
+    texts = [
+        post.text
+        for post in itertools.islice(iter_raw_posts(path, ReadReport(path=str(path))), limit)
+    ]
     if not texts:
         raise InputDataError(f"{path}: no texts")
     return texts

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
-import json
+import itertools
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.corpus.io import ReadReport, iter_raw_posts
 from core.errors import InvalidArgumentError
 from core.text import _tokenize_kernels as k
 from core.text import encoder as encoder_module
@@ -156,18 +156,8 @@ def test_examples_and_repeat_calls() -> None:
 
 
 def _read_texts(path: Path, limit: int) -> list[str]:
-    texts: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            try:
-                text = json.loads(line).get("text")
-            except ValueError:
-                continue
-            if isinstance(text, str):
-                texts.append(text)
-            if len(texts) >= limit:
-                break
-    return texts
+    records = iter_raw_posts(path, ReadReport(path=str(path)))
+    return [post.text for post in itertools.islice(records, limit)]
 
 
 @pytest.mark.realdata
