@@ -7,6 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# Rows up to this long are sorted in place by insertion (posts hold ~8 words): np.sort
+# allocates an array per row, which at 10M posts cost more than the sorting.
+_INSERTION_SORT_MAX = 32
+
 
 @njit(cache=True)
 def dedupe_sort_rows(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -16,14 +20,25 @@ def dedupe_sort_rows(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarra
     out_indices = np.empty(indices.shape[0], dtype=np.int32)
     pos = 0
     for r in range(n_rows):
-        row = np.sort(indices[indptr[r] : indptr[r + 1]])
-        prev = -1
-        for j in range(row.shape[0]):
-            v = row[j]
-            if v != prev:
-                out_indices[pos] = v
-                pos += 1
-                prev = v
+        start = indptr[r]
+        size = indptr[r + 1] - start
+        if size > _INSERTION_SORT_MAX:
+            out_indices[pos : pos + size] = np.sort(indices[start : start + size])
+        else:
+            for j in range(size):
+                v = indices[start + j]
+                k = pos + j
+                while k > pos and out_indices[k - 1] > v:
+                    out_indices[k] = out_indices[k - 1]
+                    k -= 1
+                out_indices[k] = v
+        kept = pos  # drop repeats in place: the sorted row's first entry is always kept
+        for j in range(size):
+            v = out_indices[pos + j]
+            if j == 0 or v != out_indices[kept - 1]:
+                out_indices[kept] = v
+                kept += 1
+        pos = kept
         out_indptr[r + 1] = pos
     return out_indptr, out_indices[:pos].copy()
 

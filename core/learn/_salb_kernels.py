@@ -8,11 +8,12 @@ incrementally: no floating point, no ties broken by rounding (the first matcher 
 as in Alg. 1's strict ``u > u*``).
 
 The extra load of word w on matcher i is f(w) minus the number of w's posts already routed
-to i. Each post keeps the distinct matchers routing it in slots of its own CSR row (a post
-has at most as many matchers as words), so counting them costs O(k) per (word, post) edge.
-Each slot also counts the post's tokens on its matcher: SALB does not need the counts, the
-refinement that ``salb2`` runs after it does (a token may leave a matcher, and the post
-stays there while another of its tokens does).
+to i. Each post keeps the distinct matchers routing it in a row of its own (its count, then
+one (matcher, tokens) pair per matcher: a post has at most as many matchers as words), so
+counting them costs O(k) per (word, post) edge and one cache miss. Each pair also counts
+the post's tokens on its matcher: SALB does not need the counts, the refinement that
+``salb2`` runs after it does (a token may leave a matcher, and the post stays there while
+another of its tokens does).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def salb_assign(
     post_indptr: np.ndarray,
     order: np.ndarray,
     n_matchers: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    edge_row: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Assign ``order``'s tokens one by one.
 
     Args:
@@ -36,18 +38,23 @@ def salb_assign(
         post_indptr: post -> tokens CSR row pointers (int64); only its row sizes are used.
         order: int64 token ids, in the order SALB considers them.
         n_matchers: N.
+        edge_row: scratch, one entry per (token, post) edge (int32 when ``rows`` has fewer
+            than 2**31 entries, else int64): filled with the start of the edge's post row.
 
     Returns:
-        ``(chosen, extra_load, loads, slot_matcher, slot_tokens, post_slots)``: the matcher
-        of each ``order`` entry (int32), the load it added (int64), the final per-matcher
-        loads (int64, posts routed), and the routing state: post p's distinct matchers are
-        ``slot_matcher[post_indptr[p]:][:post_slots[p]]`` with ``slot_tokens`` of its
-        tokens on each (int32).
+        ``(chosen, extra_load, loads, rows)``: the matcher of each ``order`` entry (int32),
+        the load it added (int64), the final per-matcher loads (int64, posts routed), and
+        the routing state: post p's row starts at ``2 * post_indptr[p] + p`` and holds its
+        number of distinct matchers c, then c (matcher, tokens on it) pairs (int32; see
+        :func:`unpack_rows`).
     """
     n_posts = post_indptr.shape[0] - 1
-    post_matchers = np.empty(post_indptr[-1], dtype=np.int32)
-    slot_tokens = np.zeros(post_indptr[-1], dtype=np.int32)
-    post_count = np.zeros(n_posts, dtype=np.int32)
+    # One row per post, so an edge costs one cache miss (the row) instead of three
+    # (row pointer, count, matchers): at 10M posts the state outgrows every cache.
+    rows = np.zeros(2 * post_indptr[-1] + n_posts, dtype=np.int32)
+    for e in range(token_posts.shape[0]):
+        p = token_posts[e]
+        edge_row[e] = 2 * post_indptr[p] + p
     loads = np.zeros(n_matchers, dtype=np.int64)
     covered = np.zeros(n_matchers, dtype=np.int64)
     chosen = np.empty(order.shape[0], dtype=np.int32)
@@ -61,10 +68,9 @@ def salb_assign(
         stop = token_indptr[token + 1]
         freq = stop - start
         for e in range(start, stop):
-            p = token_posts[e]
-            base = post_indptr[p]
-            for j in range(post_count[p]):
-                covered[post_matchers[base + j]] += 1
+            r = edge_row[e]
+            for j in range(rows[r]):
+                covered[rows[r + 1 + 2 * j]] += 1
         best = 0
         best_key = np.int64(0)
         for i in range(n_matchers):
@@ -78,22 +84,44 @@ def salb_assign(
             covered[i] = 0
         extra = np.int64(0)
         for e in range(start, stop):
-            p = token_posts[e]
-            base = post_indptr[p]
+            r = edge_row[e]
+            count = rows[r]
             seen = False
-            for j in range(post_count[p]):
-                if post_matchers[base + j] == best:
-                    slot_tokens[base + j] += 1
+            for j in range(count):
+                if rows[r + 1 + 2 * j] == best:
+                    rows[r + 2 + 2 * j] += 1
                     seen = True
                     break
             if not seen:
-                post_matchers[base + post_count[p]] = best
-                slot_tokens[base + post_count[p]] = 1
-                post_count[p] += 1
+                rows[r + 1 + 2 * count] = best
+                rows[r + 2 + 2 * count] = 1
+                rows[r] = count + 1
                 extra += 1
         total_sq += extra * (2 * loads[best] + extra)
         total += extra
         loads[best] += extra
         chosen[step] = best
         extra_load[step] = extra
-    return chosen, extra_load, loads, post_matchers, slot_tokens, post_count
+    return chosen, extra_load, loads, rows
+
+
+@njit(cache=True)
+def unpack_rows(
+    rows: np.ndarray, post_indptr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``salb_assign``'s rows as ``(slot_matcher, slot_tokens, post_slots)``: post p's
+    distinct matchers are ``slot_matcher[post_indptr[p]:][:post_slots[p]]``, with
+    ``slot_tokens`` of its tokens on each (unused slots hold -1 and 0)."""
+    n_posts = post_indptr.shape[0] - 1
+    slot_matcher = np.full(post_indptr[-1], -1, dtype=np.int32)
+    slot_tokens = np.zeros(post_indptr[-1], dtype=np.int32)
+    post_slots = np.empty(n_posts, dtype=np.int32)
+    for p in range(n_posts):
+        base = post_indptr[p]
+        r = 2 * base + p
+        count = rows[r]
+        post_slots[p] = count
+        for j in range(count):
+            slot_matcher[base + j] = rows[r + 1 + 2 * j]
+            slot_tokens[base + j] = rows[r + 2 + 2 * j]
+    return slot_matcher, slot_tokens, post_slots

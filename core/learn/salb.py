@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import InvalidArgumentError
-from core.learn._salb_kernels import salb_assign
+from core.learn._salb_kernels import salb_assign, unpack_rows
 from core.learn.problem import LearningProblem
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -80,12 +80,22 @@ def learn_salb(
             f"{max_total} subscribed word occurrences with N={n_matchers} overflow SALB's "
             "exact integer utility; learn on a sample of the posts"
         )
-    chosen, extra_load, loads, slot_matcher, slot_tokens, post_slots = salb_assign(
-        problem.token_indptr, problem.token_posts, problem.post_indptr, order, int(n_matchers)
+    n_row_entries = 2 * int(problem.post_indptr[-1]) + problem.n_posts
+    edge_row = np.empty(
+        problem.token_posts.shape[0], dtype=np.int32 if n_row_entries < 2**31 else np.int64
     )
+    chosen, extra_load, loads, rows = salb_assign(
+        problem.token_indptr,
+        problem.token_posts,
+        problem.post_indptr,
+        order,
+        int(n_matchers),
+        edge_row,
+    )
+    del edge_row
     token_matcher = np.full(problem.n_tokens, -1, dtype=np.int32)
     token_matcher[order] = chosen
-    state = (
-        RoutingState(slot_matcher, slot_tokens, post_slots, loads.copy()) if keep_state else None
-    )
+    state = None
+    if keep_state:
+        state = RoutingState(*unpack_rows(rows, problem.post_indptr), loads.copy())
     return SalbResult(token_matcher, order, extra_load, loads, state)

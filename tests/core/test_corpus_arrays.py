@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.corpus import corpus_from_arrays, corpus_from_word_lists, holdout_mask
+from core.corpus import _kernels, corpus_from_arrays, corpus_from_word_lists, holdout_mask
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 
@@ -139,3 +139,16 @@ def test_corpus_from_codes_equals_corpus_from_pairs():
     )
     with pytest.raises(InvalidArgumentError, match="word codes"):
         corpus_from_codes(np.array([0]), np.array([30]), vocabulary, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=60), max_size=20))
+def test_dedupe_sort_rows_equals_sorted_sets(rows: list[list[int]]) -> None:
+    # Rows longer than the insertion-sort limit take np.sort: both paths are drawn.
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    indices = np.array([v for r in rows for v in r], dtype=np.int32)
+    out_indptr, out_indices = _kernels.dedupe_sort_rows(indptr, indices)
+    expected = [sorted(set(r)) for r in rows]
+    assert np.diff(out_indptr).tolist() == [len(r) for r in expected]
+    assert out_indices.tolist() == [v for r in expected for v in r]

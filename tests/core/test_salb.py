@@ -49,7 +49,7 @@ def test_kernel_equals_direct_recomputation(case: tuple) -> None:
     word_lists, n, subscribed = case
     corpus = corpus_from_word_lists(word_lists)
     problem = build_problem(corpus, n, subscribed_words=subscribed)
-    result = learn_salb(problem, n)
+    result = learn_salb(problem, n, keep_state=True)
     posts = [
         set(problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]].tolist())
         for p in range(problem.n_posts)
@@ -83,6 +83,24 @@ def test_kernel_equals_direct_recomputation(case: tuple) -> None:
     assert np.array_equal(result.loads, direct_loads(posts, mapping, n))
     untouched = np.setdiff1d(np.arange(problem.n_tokens), result.order)
     assert np.all(result.token_matcher[untouched] == -1)
+    # The kept routing state: each post's distinct matchers, with its tokens on each.
+    state = result.state
+    assert state is not None and np.array_equal(state.loads, result.loads)
+    for p in range(problem.n_posts):
+        row = problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]]
+        expected: dict[int, int] = {}
+        for token in row.tolist():
+            if token in mapping:
+                expected[mapping[token]] = expected.get(mapping[token], 0) + 1
+        base, slots = int(problem.post_indptr[p]), int(state.post_slots[p])
+        kept = dict(
+            zip(
+                state.slot_matcher[base : base + slots].tolist(),
+                state.slot_tokens[base : base + slots].tolist(),
+                strict=True,
+            )
+        )
+        assert kept == expected
 
 
 def test_ties_go_to_the_first_matcher_and_loads_balance() -> None:
