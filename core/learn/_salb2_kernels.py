@@ -21,9 +21,9 @@ while the moved subscriptions stay within ``budget``; going back to the origin r
 Tokens with no origin (new words, new versions) move freely; a token not yet on any matcher
 (-1) is placed by the same rule.
 
-The routing state is SALB's: per post, the distinct matchers routing it (slots in the post's
-CSR row) and how many of its tokens sit on each, so lifting a token off a matcher drops the
-post from that matcher exactly when the token was its last one there. Loads stay exact.
+The routing state is SALB's: per post, a row of the distinct matchers routing it and how
+many of its tokens sit on each, so lifting a token off a matcher drops the post from that
+matcher exactly when the token was its last one there. Loads stay exact.
 """
 
 from __future__ import annotations
@@ -38,44 +38,41 @@ def _move(
     stop: int,
     home: int,
     target: int,
-    token_posts: np.ndarray,
-    post_indptr: np.ndarray,
-    slot_matcher: np.ndarray,
-    slot_tokens: np.ndarray,
-    post_slots: np.ndarray,
+    edge_row: np.ndarray,
+    rows: np.ndarray,
     loads: np.ndarray,
 ) -> None:
     """Move one token (edges ``start:stop``) from ``home`` to ``target``: one scan of each
-    post's slots finds both; home's slot is released before target's may be appended, so a
-    post never needs more slots than it has tokens."""
+    post's pairs finds both; home's pair is released before target's may be appended, so a
+    post never needs more pairs than it has tokens."""
     for e in range(start, stop):
-        p = token_posts[e]
-        base = post_indptr[p]
-        n = post_slots[p]
+        r = edge_row[e]
+        n = rows[r]
         at_home = -1
         at_target = -1
         for j in range(n):
-            m = slot_matcher[base + j]
+            m = rows[r + 1 + 2 * j]
             if m == home:
                 at_home = j
             elif m == target:
                 at_target = j
-        slot_tokens[base + at_home] -= 1
-        if slot_tokens[base + at_home] == 0:
+        home_tokens = r + 2 + 2 * at_home
+        rows[home_tokens] -= 1
+        if rows[home_tokens] == 0:
             n -= 1
-            slot_matcher[base + at_home] = slot_matcher[base + n]
-            slot_tokens[base + at_home] = slot_tokens[base + n]
+            rows[r + 1 + 2 * at_home] = rows[r + 1 + 2 * n]
+            rows[home_tokens] = rows[r + 2 + 2 * n]
             loads[home] -= 1
             if at_target == n:
                 at_target = at_home
         if at_target >= 0:
-            slot_tokens[base + at_target] += 1
+            rows[r + 2 + 2 * at_target] += 1
         else:
-            slot_matcher[base + n] = target
-            slot_tokens[base + n] = 1
+            rows[r + 1 + 2 * n] = target
+            rows[r + 2 + 2 * n] = 1
             n += 1
             loads[target] += 1
-        post_slots[p] = n
+        rows[r] = n
 
 
 @njit(cache=True)
@@ -83,42 +80,35 @@ def _place(
     start: int,
     stop: int,
     matcher: int,
-    token_posts: np.ndarray,
-    post_indptr: np.ndarray,
-    slot_matcher: np.ndarray,
-    slot_tokens: np.ndarray,
-    post_slots: np.ndarray,
+    edge_row: np.ndarray,
+    rows: np.ndarray,
     loads: np.ndarray,
 ) -> None:
     """Put one token (edges ``start:stop``) on ``matcher``."""
     for e in range(start, stop):
-        p = token_posts[e]
-        base = post_indptr[p]
-        n = post_slots[p]
+        r = edge_row[e]
+        n = rows[r]
         found = False
         for j in range(n):
-            if slot_matcher[base + j] == matcher:
-                slot_tokens[base + j] += 1
+            if rows[r + 1 + 2 * j] == matcher:
+                rows[r + 2 + 2 * j] += 1
                 found = True
                 break
         if not found:
-            slot_matcher[base + n] = matcher
-            slot_tokens[base + n] = 1
-            post_slots[p] = n + 1
+            rows[r + 1 + 2 * n] = matcher
+            rows[r + 2 + 2 * n] = 1
+            rows[r] = n + 1
             loads[matcher] += 1
 
 
 @njit(cache=True)
 def restream(
     token_indptr: np.ndarray,
-    token_posts: np.ndarray,
-    post_indptr: np.ndarray,
+    edge_row: np.ndarray,
     order: np.ndarray,
     token_matcher: np.ndarray,
     slacks: np.ndarray,
-    slot_matcher: np.ndarray,
-    slot_tokens: np.ndarray,
-    post_slots: np.ndarray,
+    rows: np.ndarray,
     loads: np.ndarray,
     origin: np.ndarray,
     move_cost: np.ndarray,
@@ -128,14 +118,14 @@ def restream(
     """Restream ``order``'s tokens once per slack, updating everything in place.
 
     Args:
-        token_indptr, token_posts: token -> posts CSR (int64, int32).
-        post_indptr: post -> tokens CSR row pointers (int64): the slot rows.
+        token_indptr: token -> edges CSR row pointers (int64).
+        edge_row: per edge, the start of its post's row in ``rows``.
         order: int64 tokens to restream, in order.
         token_matcher: ``(n_tokens,)`` int32 matcher per token (-1: not placed yet),
             updated.
         slacks: float64, one per pass; stops early after a pass that moved nothing when
             the remaining slacks equal its own.
-        slot_matcher, slot_tokens, post_slots, loads: the routing state (see module doc).
+        rows, loads: the routing state (see module doc and ``_salb_kernels``).
         origin: ``(n_tokens,)`` int32, each token's matcher today (-1: none, moves free).
         move_cost: ``(n_tokens,)`` int64, subscriptions re-placed when it leaves its origin.
         penalty: score lost per subscription re-placed.
@@ -167,12 +157,11 @@ def restream(
             # may the token leave (or stay away from) its origin?
             can_leave = source < 0 or home != source or budget < 0 or spent + cost <= budget
             for e in range(start, stop):
-                p = token_posts[e]
-                base = post_indptr[p]
-                for j in range(post_slots[p]):
-                    m = slot_matcher[base + j]
+                r = edge_row[e]
+                for j in range(rows[r]):
+                    m = rows[r + 1 + 2 * j]
                     covered[m] += 1
-                    if m == home and slot_tokens[base + j] == 1:
+                    if m == home and rows[r + 2 + 2 * j] == 1:
                         alone += 1
             # score every matcher as if the token were lifted off its own
             if home >= 0:
@@ -215,15 +204,9 @@ def restream(
                 elif source >= 0 and best == source:
                     spent -= cost
                 if home >= 0:
-                    _move(
-                        start, stop, home, best, token_posts, post_indptr,
-                        slot_matcher, slot_tokens, post_slots, loads,
-                    )  # fmt: skip
+                    _move(start, stop, home, best, edge_row, rows, loads)
                 else:
-                    _place(
-                        start, stop, best, token_posts, post_indptr,
-                        slot_matcher, slot_tokens, post_slots, loads,
-                    )  # fmt: skip
+                    _place(start, stop, best, edge_row, rows, loads)
                 token_matcher[token] = best
                 moved += 1
         moved_per_pass[it] = moved
@@ -235,26 +218,20 @@ def restream(
 @njit(cache=True)
 def route_tokens(
     token_indptr: np.ndarray,
-    token_posts: np.ndarray,
-    post_indptr: np.ndarray,
+    edge_row: np.ndarray,
+    n_row_entries: int,
     token_matcher: np.ndarray,
     n_matchers: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """The routing state of a mapping (tokens at -1 route nowhere).
 
     Returns:
-        ``(slot_matcher, slot_tokens, post_slots, loads)`` as SALB's kernel returns them.
+        ``(rows, loads)`` as SALB's kernel returns them (``n_row_entries`` long rows).
     """
-    n_posts = post_indptr.shape[0] - 1
-    slot_matcher = np.empty(post_indptr[-1], dtype=np.int32)
-    slot_tokens = np.zeros(post_indptr[-1], dtype=np.int32)
-    post_slots = np.zeros(n_posts, dtype=np.int32)
+    rows = np.zeros(n_row_entries, dtype=np.int32)
     loads = np.zeros(n_matchers, dtype=np.int64)
     for token in range(token_indptr.shape[0] - 1):
         matcher = token_matcher[token]
         if matcher >= 0:
-            _place(
-                token_indptr[token], token_indptr[token + 1], matcher, token_posts,
-                post_indptr, slot_matcher, slot_tokens, post_slots, loads,
-            )  # fmt: skip
-    return slot_matcher, slot_tokens, post_slots, loads
+            _place(token_indptr[token], token_indptr[token + 1], matcher, edge_row, rows, loads)
+    return rows, loads

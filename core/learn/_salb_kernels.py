@@ -23,23 +23,31 @@ from numba import njit
 
 
 @njit(cache=True)
+def fill_edge_rows(token_posts: np.ndarray, post_indptr: np.ndarray, edge_row: np.ndarray) -> None:
+    """``edge_row[e]``: where edge e's post row starts in the routing state: post p's row
+    is ``2 * post_indptr[p] + p`` (its count, then two entries per token it holds)."""
+    for e in range(token_posts.shape[0]):
+        p = token_posts[e]
+        edge_row[e] = 2 * post_indptr[p] + p
+
+
+@njit(cache=True)
 def salb_assign(
     token_indptr: np.ndarray,
-    token_posts: np.ndarray,
+    edge_row: np.ndarray,
     post_indptr: np.ndarray,
     order: np.ndarray,
     n_matchers: int,
-    edge_row: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Assign ``order``'s tokens one by one.
 
     Args:
-        token_indptr, token_posts: token -> posts CSR (int64, int32).
+        token_indptr: token -> edges CSR row pointers (int64).
+        edge_row: per (token, post) edge, the start of its post's row (:func:`fill_edge_rows`).
         post_indptr: post -> tokens CSR row pointers (int64); only its row sizes are used.
         order: int64 token ids, in the order SALB considers them.
         n_matchers: N.
-        edge_row: scratch, one entry per (token, post) edge (int32 when ``rows`` has fewer
-            than 2**31 entries, else int64): filled with the start of the edge's post row.
+        edge_row: per (token, post) edge, the start of its post's row (:func:`fill_edge_rows`).
 
     Returns:
         ``(chosen, extra_load, loads, rows)``: the matcher of each ``order`` entry (int32),
@@ -52,9 +60,6 @@ def salb_assign(
     # One row per post, so an edge costs one cache miss (the row) instead of three
     # (row pointer, count, matchers): at 10M posts the state outgrows every cache.
     rows = np.zeros(2 * post_indptr[-1] + n_posts, dtype=np.int32)
-    for e in range(token_posts.shape[0]):
-        p = token_posts[e]
-        edge_row[e] = 2 * post_indptr[p] + p
     loads = np.zeros(n_matchers, dtype=np.int64)
     covered = np.zeros(n_matchers, dtype=np.int64)
     chosen = np.empty(order.shape[0], dtype=np.int32)

@@ -20,7 +20,7 @@ import numpy as np
 from core.errors import InvalidArgumentError
 from core.learn._salb2_kernels import restream, route_tokens
 from core.learn.problem import LearningProblem
-from core.learn.salb import salb_order
+from core.learn.salb import edge_rows, salb_order
 from core.learn.salb2 import DEFAULT_SLACK, refinement_passes
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
@@ -115,20 +115,18 @@ def learn_incremental(
     learnable[order] = True
     token_matcher = np.where(learnable, origin, -1).astype(np.int32)
     passes = refinement_passes(int(problem.token_indptr[-1])) if passes is None else passes
-    slot_matcher, slot_tokens, post_slots, loads = route_tokens(
-        problem.token_indptr, problem.token_posts, problem.post_indptr, token_matcher, n_matchers
+    edge_row, n_row_entries = edge_rows(problem)
+    rows, loads = route_tokens(
+        problem.token_indptr, edge_row, n_row_entries, token_matcher, n_matchers
     )
     start_loads = loads.copy()
     moves, spent = restream(
         problem.token_indptr,
-        problem.token_posts,
-        problem.post_indptr,
+        edge_row,
         order,
         token_matcher,
         np.full(max(1, int(passes)), slack, dtype=np.float64),
-        slot_matcher,
-        slot_tokens,
-        post_slots,
+        rows,
         loads,
         origin,
         move_cost,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import InvalidArgumentError
-from core.learn._salb_kernels import salb_assign, unpack_rows
+from core.learn._salb_kernels import fill_edge_rows, salb_assign, unpack_rows
 from core.learn.problem import LearningProblem
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -37,17 +37,31 @@ class RoutingState:
     """How the training posts are routed under a mapping, kept exact under token moves.
 
     Attributes:
-        slot_matcher: ``(n_edges,)`` int32; post p's distinct matchers are
-            ``slot_matcher[post_indptr[p] : post_indptr[p] + post_slots[p]]``.
-        slot_tokens: ``(n_edges,)`` int32, how many of the post's tokens are on that matcher.
-        post_slots: ``(n_posts,)`` int32, distinct matchers per post (its spread).
+        rows: int32; post p's row starts at ``2 * post_indptr[p] + p``: its number of
+            distinct matchers c, then c (matcher, its tokens on that matcher) pairs.
+        edge_row: per (token, post) edge, where its post's row starts.
         loads: ``(N,)`` int64 posts routed to each matcher.
     """
 
-    slot_matcher: np.ndarray
-    slot_tokens: np.ndarray
-    post_slots: np.ndarray
+    rows: np.ndarray
+    edge_row: np.ndarray
     loads: np.ndarray
+
+    def slots(self, post_indptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(slot_matcher, slot_tokens, post_slots)``: post p's distinct matchers are
+        ``slot_matcher[post_indptr[p]:][:post_slots[p]]`` with ``slot_tokens`` on each."""
+        return unpack_rows(self.rows, post_indptr)
+
+
+def edge_rows(problem: LearningProblem) -> tuple[np.ndarray, int]:
+    """Per (token, post) edge, where its post's row of the routing state starts, and the
+    state's length (int32 offsets while they fit: half the memory at 10M posts)."""
+    n_row_entries = 2 * int(problem.post_indptr[-1]) + problem.n_posts
+    edge_row = np.empty(
+        problem.token_posts.shape[0], dtype=np.int32 if n_row_entries < 2**31 else np.int64
+    )
+    fill_edge_rows(problem.token_posts, problem.post_indptr, edge_row)
+    return edge_row, n_row_entries
 
 
 def salb_order(problem: LearningProblem) -> np.ndarray:
@@ -65,7 +79,7 @@ def learn_salb(
     Args:
         problem: the learning input (see :func:`core.learn.problem.build_problem`).
         n_matchers: N >= 1.
-        keep_state: also return the training posts' routing state (8 bytes per edge).
+        keep_state: also return the training posts' routing state (12 bytes per edge).
 
     Raises:
         InvalidArgumentError: if N < 1, or the corpus is so large that the exact integer
@@ -80,22 +94,11 @@ def learn_salb(
             f"{max_total} subscribed word occurrences with N={n_matchers} overflow SALB's "
             "exact integer utility; learn on a sample of the posts"
         )
-    n_row_entries = 2 * int(problem.post_indptr[-1]) + problem.n_posts
-    edge_row = np.empty(
-        problem.token_posts.shape[0], dtype=np.int32 if n_row_entries < 2**31 else np.int64
-    )
+    edge_row, _ = edge_rows(problem)
     chosen, extra_load, loads, rows = salb_assign(
-        problem.token_indptr,
-        problem.token_posts,
-        problem.post_indptr,
-        order,
-        int(n_matchers),
-        edge_row,
+        problem.token_indptr, edge_row, problem.post_indptr, order, int(n_matchers)
     )
-    del edge_row
     token_matcher = np.full(problem.n_tokens, -1, dtype=np.int32)
     token_matcher[order] = chosen
-    state = None
-    if keep_state:
-        state = RoutingState(*unpack_rows(rows, problem.post_indptr), loads.copy())
+    state = RoutingState(rows, edge_row, loads.copy()) if keep_state else None
     return SalbResult(token_matcher, order, extra_load, loads, state)

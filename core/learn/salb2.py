@@ -108,14 +108,11 @@ def learn_salb2(
     if passes and n_matchers > 1 and salb.order.size:
         moves, _ = restream(
             problem.token_indptr,
-            problem.token_posts,
-            problem.post_indptr,
+            state.edge_row,
             salb.order,
             token_matcher,
             slacks,
-            state.slot_matcher,
-            state.slot_tokens,
-            state.post_slots,
+            state.rows,
             state.loads,
             np.full(problem.n_tokens, -1, dtype=np.int32),  # a full remap: no origins
             np.zeros(problem.n_tokens, dtype=np.int64),

@@ -86,17 +86,18 @@ def test_kernel_equals_direct_recomputation(case: tuple) -> None:
     # The kept routing state: each post's distinct matchers, with its tokens on each.
     state = result.state
     assert state is not None and np.array_equal(state.loads, result.loads)
+    slot_matcher, slot_tokens, post_slots = state.slots(problem.post_indptr)
     for p in range(problem.n_posts):
         row = problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]]
         expected: dict[int, int] = {}
         for token in row.tolist():
             if token in mapping:
                 expected[mapping[token]] = expected.get(mapping[token], 0) + 1
-        base, slots = int(problem.post_indptr[p]), int(state.post_slots[p])
+        base, slots = int(problem.post_indptr[p]), int(post_slots[p])
         kept = dict(
             zip(
-                state.slot_matcher[base : base + slots].tolist(),
-                state.slot_tokens[base : base + slots].tolist(),
+                slot_matcher[base : base + slots].tolist(),
+                slot_tokens[base : base + slots].tolist(),
                 strict=True,
             )
         )
