@@ -22,6 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
+    p.add_argument(
+        "--algorithms",
+        default="salb,salb2",
+        help="with --compare: the learners timed on each side (default salb,salb2)",
+    )
+    _compare_arguments(p)
     p.set_defaults(handler=_run_learn)
 
     p = kinds.add_parser(
@@ -305,9 +311,29 @@ def _run_learn(args: argparse.Namespace) -> int:
     from s3tm.bench import learn_time
     from s3tm.cli.demo import parse_int_list
 
-    learn_time.run(
-        parse_int_list(args.sizes, "--sizes"), args.nodes, args.repeats, Path(args.out), args.seed
-    )
+    sizes = parse_int_list(args.sizes, "--sizes")
+    if args.compare:
+        from core.learn import ALGORITHMS
+        from s3tm.bench.compare import compare_learn
+
+        _check_runs(args)
+        algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+        unknown = sorted(set(algorithms).difference(ALGORITHMS))
+        if not algorithms or unknown:
+            raise InputDataError(
+                f"--algorithms must list some of {', '.join(ALGORITHMS)}; got {args.algorithms!r}"
+            )
+        compare_learn(
+            args.compare,
+            sizes=sizes,
+            nodes=args.nodes,
+            algorithms=algorithms,
+            seed=args.seed,
+            runs=args.runs,
+            out=Path(args.out),
+        )
+        return 0
+    learn_time.run(sizes, args.nodes, args.repeats, Path(args.out), args.seed)
     return 0
 
 

@@ -263,6 +263,86 @@ def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int,
     return row
 
 
+def compare_learn(
+    rev: str,
+    *,
+    sizes: Sequence[int],
+    nodes: int,
+    algorithms: Sequence[str],
+    seed: int,
+    runs: int,
+    out: Path,
+) -> list[dict[str, object]]:
+    """``learn_mapping`` at ``rev`` and here on the same synthetic corpora, one core,
+    alternating (:mod:`s3tm.bench.learn_probe`); ``learn_compare.csv``, and each side's
+    growth from the smallest size to each larger one."""
+    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+    from core.formatting import format_table
+    from s3tm.bench.learn_memory import save_corpus
+    from s3tm.bench.machine import machine_summary
+
+    probe = TREE / "s3tm" / "bench" / "learn_probe.py"
+    print(f"machine: {machine_summary()}; each run pinned to one core")
+    rows: list[dict[str, object]] = []
+    scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-learn-"))
+    try:
+        with worktree(rev) as (baseline, commit):
+            print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
+            for size in sizes:
+                corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
+                saved = scratch / f"corpus-{size}.npz"
+                save_corpus(corpus, saved)
+                print(
+                    f"[{size:,} posts, {corpus.n_edges:,} edges, N={nodes}] {runs} alternating "
+                    "runs per side",
+                    flush=True,
+                )
+                del corpus
+
+                def one_run(tree: Path, _: Path, saved: Path = saved) -> dict[str, float]:
+                    figures = run_json_child(
+                        tree, [str(probe), str(saved), str(nodes), ",".join(algorithms)], "learn"
+                    )
+                    return {f"{a} s": figures["seconds"][a] for a in algorithms}
+
+                old, new = alternate(baseline, runs, one_run, scratch / f"runs-{size}")
+                saved.unlink()
+                for algorithm in algorithms:
+                    key = f"{algorithm} s"
+                    base, mine = median(old.values, key), median(new.values, key)
+                    rows.append(
+                        {
+                            "posts": size,
+                            "algorithm": algorithm,
+                            "n_matchers": nodes,
+                            "baseline_rev": commit[:12],
+                            "baseline_s": round(base, 3),
+                            "new_s": round(mine, 3),
+                            "speedup": round(base / mine, 3),
+                            "runs": runs,
+                            "baseline_runs_s": " ".join(f"{v[key]:.3f}" for v in old.values),
+                            "new_runs_s": " ".join(f"{v[key]:.3f}" for v in new.values),
+                        }
+                    )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    smallest = min(sizes)
+    for row in rows:  # growth over the smallest size, per side (linear: posts / smallest)
+        first = next(
+            r for r in rows if r["posts"] == smallest and r["algorithm"] == row["algorithm"]
+        )
+        row["baseline_growth"] = round(float(row["baseline_s"]) / float(first["baseline_s"]), 2)  # type: ignore[arg-type]
+        row["new_growth"] = round(float(row["new_s"]) / float(first["new_s"]), 2)  # type: ignore[arg-type]
+    header = list(rows[0])
+    print(
+        f"\nlearn_mapping, one core, one learn per run, medians of {runs} alternating runs "
+        f"(same machine, same saved corpus); growth = time / time at {smallest:,} posts"
+    )
+    print(format_table(header, [[r[h] for h in header] for r in rows]))
+    _write(rows, out / "learn_compare.csv")
+    return rows
+
+
 def compare_matcher(
     rev: str,
     *,

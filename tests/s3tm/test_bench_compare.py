@@ -60,3 +60,27 @@ def test_a_compare_of_one_workload_keeps_the_other_workloads_rows(tmp_path):
         {"workload": "topic", "other": 1}
     ]
     assert _merged(tmp_path / "absent.csv", [{"workload": "x"}], "workload") == [{"workload": "x"}]
+
+
+def test_learn_compare_times_both_trees_on_the_same_corpus(tmp_path, capsys):
+    # HEAD against the working tree: both sides learn the same saved corpora in a child each.
+    rows = compare.compare_learn(
+        "HEAD", sizes=[3_000, 6_000], nodes=8, algorithms=["salb"], seed=1, runs=1, out=tmp_path
+    )
+    assert [(r["posts"], r["algorithm"]) for r in rows] == [(3_000, "salb"), (6_000, "salb")]
+    for row in rows:
+        assert float(row["baseline_s"]) > 0 and float(row["new_s"]) > 0
+        ratio = float(row["baseline_s"]) / float(row["new_s"])  # of the rounded seconds
+        assert row["speedup"] == pytest.approx(ratio, rel=0.02)
+    assert rows[0]["new_growth"] == 1.0
+    written = compare.read_csv_rows(tmp_path / "learn_compare.csv")
+    assert [int(r["posts"]) for r in written] == [3_000, 6_000]
+    assert "growth = time / time at 3,000 posts" in capsys.readouterr().out
+
+
+def test_learn_compare_rejects_unknown_algorithms(tmp_path, capsys):
+    from s3tm.cli.main import main
+
+    argv = ["bench", "learn", "--compare", "HEAD", "--algorithms", "nope", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--algorithms must list some of" in capsys.readouterr().err
