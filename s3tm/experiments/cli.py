@@ -62,6 +62,13 @@ def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument(
         "--max-moved", type=float, default=0.1, help="incremental: most subscriptions moved"
     )
+    p.add_argument(
+        "--penalty",
+        type=float,
+        default=None,
+        help="incremental: score lost per subscription a move re-places (default: the "
+        "learner's, 1 post per subscription; 0: moves are free within the budget)",
+    )
     p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
 
 
@@ -117,6 +124,7 @@ def _run_remap_cost(args: argparse.Namespace) -> int:
         workload=args.workload,
         n_subscriptions=args.subscriptions,
         max_moved=args.max_moved,
+        penalty=args.penalty,
         lda_iterations=args.lda_iterations,
         seed=args.seed,
         out=Path(args.out),

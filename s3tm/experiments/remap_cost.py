@@ -20,6 +20,7 @@ rebuilt only changed matchers; today it rebuilds all, the ``all matchers`` colum
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ import numpy as np
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn import learn_mapping, remap_incremental
+from core.learn.api import DEFAULT_PENALTY
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
 from core.routing.evaluate import evaluate_table
@@ -92,6 +94,7 @@ def remap_cost(
     lda_iterations: int,
     seed: int,
     out: Path,
+    penalty: float | None = None,
     as_json: bool = False,
     progress: Any = print,
 ) -> list[dict[str, Any]]:
@@ -100,6 +103,9 @@ def remap_cost(
         raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
     if not 0.0 <= max_moved <= 1.0:
         raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
+    penalty = DEFAULT_PENALTY if penalty is None else penalty
+    if not math.isfinite(penalty) or penalty < 0:
+        raise InvalidArgumentError(f"--penalty must be a finite number >= 0, got {penalty}")
     windows = load_windows(
         path,
         window_days=window_days,
@@ -118,7 +124,7 @@ def remap_cost(
     per_word = Counter(subs.vocabulary[subs.indices].tolist())
     progress(
         f"{subs.n_posts:,} {workload}-based subscriptions from window 0 ({len(words):,} "
-        f"words), N={nodes}, incremental budget {max_moved:.0%}"
+        f"words), N={nodes}, incremental budget {max_moved:.0%}, penalty {penalty:g}"
     )
     first = learn_mapping(windows[0].posts, nodes, "salb2", subscribed_words=words, seed=seed)
     start_placement = place_subscriptions(first.table, subs, seed=seed)
@@ -140,6 +146,7 @@ def remap_cost(
                     per_word,
                     n_subscriptions=subs.n_posts,
                     max_moved_fraction=max_moved,
+                    penalty=penalty,
                     subscribed_words=words,
                     seed=seed,
                 )

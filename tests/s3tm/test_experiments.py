@@ -271,6 +271,11 @@ def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
         assert incremental[w]["relative_throughput"] > 0.8 * full[w]["relative_throughput"]
         assert 0 <= incremental[w]["changed_matchers"] <= 8
     assert (tmp_path / "remap_cost.csv").is_file() and (tmp_path / "remap_cost.png").is_file()
+    # free moves (--penalty 0) still stay within the budget; a negative penalty is refused
+    assert main([*args, "--penalty", "0", "--json", "--out", str(tmp_path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all(r["moved_fraction"] <= 0.05 for r in lines if r["remap"] == "incremental")
+    assert main([*args, "--penalty", "-1", "--out", str(tmp_path)]) != 0
     # two windows are not enough for a remap judged on the next one
     short = tmp_path / "short.jsonl.gz"
     assert main(["-q", "demo-corpus", "--posts", "2000", "--days", "2", "--out", str(short)]) == 0
