@@ -207,6 +207,16 @@ def compare_stream(
     return rows
 
 
+def _report(rows: list[dict[str, object]], title: str, path: Path) -> None:
+    """Print ``rows`` as a table under ``title`` and write them to ``path`` (CSV)."""
+    from core.formatting import format_table
+
+    header = list(rows[0])
+    print(f"\n{title}")
+    print(format_table(header, [[r[h] for h in header] for r in rows]))
+    _write(rows, path)
+
+
 def _merged(path: Path, rows: list[dict[str, object]], key: str) -> list[dict[str, object]]:
     """``rows`` after the rows already in ``path`` whose ``key`` they do not replace, so a
     run of one workload keeps the figures of the others."""
@@ -263,6 +273,22 @@ def compare_learn_job(rev: str, *, posts: int, nodes: int, seed: int, runs: int,
     return row
 
 
+@contextlib.contextmanager
+def _one_core_sides(rev: str, what: str) -> Iterator[tuple[Path, Path, str]]:
+    """For the one-core probes: prints the machine, yields (scratch folder, worktree of
+    ``rev``, its commit id); both are removed afterwards."""
+    from s3tm.bench.machine import machine_summary
+
+    print(f"machine: {machine_summary()}; each run pinned to one core")
+    scratch = Path(tempfile.mkdtemp(prefix=f"s3tm-compare-{what}-"))
+    try:
+        with worktree(rev) as (baseline, commit):
+            print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
+            yield scratch, baseline, commit
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def compare_learn(
     rev: str,
     *,
@@ -276,56 +302,45 @@ def compare_learn(
     """``learn_mapping`` at ``rev`` and here on the same synthetic corpora, one core,
     alternating (:mod:`s3tm.bench.learn_probe`); ``learn_compare.csv``, and each side's
     growth from the smallest size to each larger one."""
-    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
-    from core.formatting import format_table
-    from s3tm.bench.learn_memory import save_corpus
-    from s3tm.bench.machine import machine_summary
+    from s3tm.bench.learn_memory import save_synthetic
 
     probe = TREE / "s3tm" / "bench" / "learn_probe.py"
-    print(f"machine: {machine_summary()}; each run pinned to one core")
     rows: list[dict[str, object]] = []
-    scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-learn-"))
-    try:
-        with worktree(rev) as (baseline, commit):
-            print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
-            for size in sizes:
-                corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
-                saved = scratch / f"corpus-{size}.npz"
-                save_corpus(corpus, saved)
-                print(
-                    f"[{size:,} posts, {corpus.n_edges:,} edges, N={nodes}] {runs} alternating "
-                    "runs per side",
-                    flush=True,
+    with _one_core_sides(rev, "learn") as (scratch, baseline, commit):
+        for size in sizes:
+            corpus, saved = save_synthetic(size, seed, scratch)
+            print(
+                f"[{size:,} posts, {corpus.n_edges:,} edges, N={nodes}] {runs} alternating "
+                "runs per side",
+                flush=True,
+            )
+            del corpus
+
+            def one_run(tree: Path, _: Path, saved: Path = saved) -> dict[str, float]:
+                figures = run_json_child(
+                    tree, [str(probe), str(saved), str(nodes), ",".join(algorithms)], "learn"
                 )
-                del corpus
+                return {f"{a} s": figures["seconds"][a] for a in algorithms}
 
-                def one_run(tree: Path, _: Path, saved: Path = saved) -> dict[str, float]:
-                    figures = run_json_child(
-                        tree, [str(probe), str(saved), str(nodes), ",".join(algorithms)], "learn"
-                    )
-                    return {f"{a} s": figures["seconds"][a] for a in algorithms}
-
-                old, new = alternate(baseline, runs, one_run, scratch / f"runs-{size}")
-                saved.unlink()
-                for algorithm in algorithms:
-                    key = f"{algorithm} s"
-                    base, mine = median(old.values, key), median(new.values, key)
-                    rows.append(
-                        {
-                            "posts": size,
-                            "algorithm": algorithm,
-                            "n_matchers": nodes,
-                            "baseline_rev": commit[:12],
-                            "baseline_s": round(base, 3),
-                            "new_s": round(mine, 3),
-                            "speedup": round(base / mine, 3),
-                            "runs": runs,
-                            "baseline_runs_s": " ".join(f"{v[key]:.3f}" for v in old.values),
-                            "new_runs_s": " ".join(f"{v[key]:.3f}" for v in new.values),
-                        }
-                    )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            old, new = alternate(baseline, runs, one_run, scratch / f"runs-{size}")
+            saved.unlink()
+            for algorithm in algorithms:
+                key = f"{algorithm} s"
+                base, mine = median(old.values, key), median(new.values, key)
+                rows.append(
+                    {
+                        "posts": size,
+                        "algorithm": algorithm,
+                        "n_matchers": nodes,
+                        "baseline_rev": commit[:12],
+                        "baseline_s": round(base, 4),
+                        "new_s": round(mine, 4),
+                        "speedup": round(base / mine, 3),
+                        "runs": runs,
+                        "baseline_runs_s": " ".join(f"{v[key]:.4f}" for v in old.values),
+                        "new_runs_s": " ".join(f"{v[key]:.4f}" for v in new.values),
+                    }
+                )
     smallest = min(sizes)
     for row in rows:  # growth over the smallest size, per side (linear: posts / smallest)
         first = next(
@@ -333,13 +348,12 @@ def compare_learn(
         )
         row["baseline_growth"] = round(float(row["baseline_s"]) / float(first["baseline_s"]), 2)  # type: ignore[arg-type]
         row["new_growth"] = round(float(row["new_s"]) / float(first["new_s"]), 2)  # type: ignore[arg-type]
-    header = list(rows[0])
-    print(
-        f"\nlearn_mapping, one core, one learn per run, medians of {runs} alternating runs "
-        f"(same machine, same saved corpus); growth = time / time at {smallest:,} posts"
+    _report(
+        rows,
+        f"learn_mapping, one core, one learn per run, medians of {runs} alternating runs "
+        f"(same machine, same saved corpus); growth = time / time at {smallest:,} posts",
+        out / "learn_compare.csv",
     )
-    print(format_table(header, [[r[h] for h in header] for r in rows]))
-    _write(rows, out / "learn_compare.csv")
     return rows
 
 
@@ -355,68 +369,59 @@ def compare_matcher(
     """The matcher index each tree's stream uses, on the same saved scenarios, alternating
     (:mod:`s3tm.bench.matcher_probe`); ``matcher_compare.csv``. Both sides must find exactly
     the same matches."""
-    from core.formatting import format_table
-    from s3tm.bench.machine import machine_summary
     from s3tm.bench.matcher import scenarios
 
     probe = TREE / "s3tm" / "bench" / "matcher_probe.py"
-    print(f"machine: {machine_summary()}; each run pinned to one core")
     rows: list[dict[str, object]] = []
-    scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-matcher-"))
-    try:
-        with worktree(rev) as (baseline, commit):
-            print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
-            for k, scenario in enumerate(scenarios(corpus, synthetic_subs)):
-                saved = scratch / f"scenario-{k}.npz"
-                scenario.save(saved)
-                label = f"{scenario.name}, {scenario.n_subscriptions:,} subscriptions"
+    with _one_core_sides(rev, "matcher") as (scratch, baseline, commit):
+        for k, scenario in enumerate(scenarios(corpus, synthetic_subs)):
+            saved = scratch / f"scenario-{k}.npz"
+            scenario.save(saved)
+            label = f"{scenario.name}, {scenario.n_subscriptions:,} subscriptions"
 
-                indexes: dict[Path, str] = {}
-                checksums: set[tuple[int, int]] = set()
+            indexes: dict[Path, str] = {}
+            checksums: set[tuple[int, int]] = set()
 
-                def one_run(
-                    tree: Path,
-                    _: Path,
-                    saved: Path = saved,
-                    indexes: dict[Path, str] = indexes,
-                    checksums: set[tuple[int, int]] = checksums,
-                ) -> dict[str, float]:
-                    figures = run_json_child(
-                        tree, [str(probe), str(saved), str(repeats)], "matcher probe"
-                    )
-                    indexes[tree] = figures["index"]
-                    checksums.add((figures["matches"], figures["checksum"]))
-                    return {"posts/s": figures["posts_s"], "build s": figures["build_s"]}
-
-                print(f"[{label}] {runs} alternating runs per side", flush=True)
-                old, new = alternate(baseline, runs, one_run, scratch / f"runs-{k}")
-                if len(checksums) != 1:
-                    raise InputDataError(f"{label}: the two trees found different matches")
-                base, mine = median(old.values, "posts/s"), median(new.values, "posts/s")
-                rows.append(
-                    {
-                        "scenario": scenario.name,
-                        "subscriptions": scenario.n_subscriptions,
-                        "baseline_posts_s": round(base),
-                        "new_posts_s": round(mine),
-                        "ratio": round(mine / base, 3),
-                        "baseline_rev": commit[:12],
-                        "baseline_index": indexes[baseline],
-                        "new_index": indexes[TREE],
-                        "runs": runs,
-                        "baseline_min_max": min_max(old.values, "posts/s"),
-                        "new_min_max": min_max(new.values, "posts/s"),
-                        "baseline_build_s": round(median(old.values, "build s"), 3),
-                        "new_build_s": round(median(new.values, "build s"), 3),
-                    }
+            def one_run(
+                tree: Path,
+                _: Path,
+                saved: Path = saved,
+                indexes: dict[Path, str] = indexes,
+                checksums: set[tuple[int, int]] = checksums,
+            ) -> dict[str, float]:
+                figures = run_json_child(
+                    tree, [str(probe), str(saved), str(repeats)], "matcher probe"
                 )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    header = list(rows[0])
-    print(
-        f"\nmatcher kernel, one core, posts/s best of {repeats} per run, medians of "
-        f"alternating runs (same machine, same saved input, identical matches)"
+                indexes[tree] = figures["index"]
+                checksums.add((figures["matches"], figures["checksum"]))
+                return {"posts/s": figures["posts_s"], "build s": figures["build_s"]}
+
+            print(f"[{label}] {runs} alternating runs per side", flush=True)
+            old, new = alternate(baseline, runs, one_run, scratch / f"runs-{k}")
+            if len(checksums) != 1:
+                raise InputDataError(f"{label}: the two trees found different matches")
+            base, mine = median(old.values, "posts/s"), median(new.values, "posts/s")
+            rows.append(
+                {
+                    "scenario": scenario.name,
+                    "subscriptions": scenario.n_subscriptions,
+                    "baseline_posts_s": round(base),
+                    "new_posts_s": round(mine),
+                    "ratio": round(mine / base, 3),
+                    "baseline_rev": commit[:12],
+                    "baseline_index": indexes[baseline],
+                    "new_index": indexes[TREE],
+                    "runs": runs,
+                    "baseline_min_max": min_max(old.values, "posts/s"),
+                    "new_min_max": min_max(new.values, "posts/s"),
+                    "baseline_build_s": round(median(old.values, "build s"), 3),
+                    "new_build_s": round(median(new.values, "build s"), 3),
+                }
+            )
+    _report(
+        rows,
+        f"matcher kernel, one core, posts/s best of {repeats} per run, medians of "
+        "alternating runs (same machine, same saved input, identical matches)",
+        out / "matcher_compare.csv",
     )
-    print(format_table(header, [[r[h] for h in header] for r in rows]))
-    _write(rows, out / "matcher_compare.csv")
     return rows

@@ -24,6 +24,17 @@ def save_corpus(corpus: Corpus, path: Path) -> None:
     )
 
 
+def save_synthetic(size: int, seed: int, folder: Path) -> tuple[Corpus, Path]:
+    """A seeded synthetic corpus of ``size`` posts, and the file it is saved to in
+    ``folder`` (for the child processes that learn on it)."""
+    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
+    path = folder / f"corpus-{size}.npz"
+    save_corpus(corpus, path)
+    return corpus, path
+
+
 def measure_in_child(corpus_file: Path, n_matchers: int, algorithm: str, split: bool) -> float:
     """Peak MiB of one learn in a fresh interpreter (nan where /proc is unavailable)."""
     done = subprocess.run(

@@ -19,7 +19,7 @@ from core.corpus import Corpus
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.formatting import format_table
 from core.learn import algorithm_label, build_problem, learn_mapping, learn_salb
-from s3tm.bench.learn_memory import measure_in_child, save_corpus
+from s3tm.bench.learn_memory import measure_in_child, save_synthetic
 from s3tm.bench.machine import machine_summary, pin_to_one_core
 
 VARIANTS = (("hash", False), ("salb", False), ("salb", True), ("salb2", True))
@@ -89,9 +89,7 @@ def run(sizes: list[int], n_matchers: int, repeats: int, out: Path, seed: int) -
     results: list[LearnTiming] = []
     scratch = Path(tempfile.mkdtemp(prefix="s3tm-bench-"))
     for size in sizes:
-        corpus = generate_corpus(SyntheticCorpusSpec(n_posts=size, seed=seed))
-        corpus_file = scratch / f"corpus-{size}.npz"
-        save_corpus(corpus, corpus_file)
+        corpus, corpus_file = save_synthetic(size, seed, scratch)
         print(
             f"corpus: {corpus.n_posts:,} posts, {corpus.n_words:,} words, "
             f"{corpus.n_edges / corpus.n_posts:.2f} words/post",
