@@ -35,7 +35,7 @@ def fill_edge_rows(token_posts: np.ndarray, post_indptr: np.ndarray, edge_row: n
 def salb_assign(
     token_indptr: np.ndarray,
     edge_row: np.ndarray,
-    post_indptr: np.ndarray,
+    n_row_entries: int,
     order: np.ndarray,
     n_matchers: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -44,10 +44,9 @@ def salb_assign(
     Args:
         token_indptr: token -> edges CSR row pointers (int64).
         edge_row: per (token, post) edge, the start of its post's row (:func:`fill_edge_rows`).
-        post_indptr: post -> tokens CSR row pointers (int64); only its row sizes are used.
+        n_row_entries: the state's length (two entries per edge, one per post).
         order: int64 token ids, in the order SALB considers them.
         n_matchers: N.
-        edge_row: per (token, post) edge, the start of its post's row (:func:`fill_edge_rows`).
 
     Returns:
         ``(chosen, extra_load, loads, rows)``: the matcher of each ``order`` entry (int32),
@@ -56,10 +55,9 @@ def salb_assign(
         number of distinct matchers c, then c (matcher, tokens on it) pairs (int32; see
         :func:`unpack_rows`).
     """
-    n_posts = post_indptr.shape[0] - 1
     # One row per post, so an edge costs one cache miss (the row) instead of three
     # (row pointer, count, matchers): at 10M posts the state outgrows every cache.
-    rows = np.zeros(2 * post_indptr[-1] + n_posts, dtype=np.int32)
+    rows = np.zeros(n_row_entries, dtype=np.int32)
     loads = np.zeros(n_matchers, dtype=np.int64)
     covered = np.zeros(n_matchers, dtype=np.int64)
     chosen = np.empty(order.shape[0], dtype=np.int32)

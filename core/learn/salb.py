@@ -94,9 +94,9 @@ def learn_salb(
             f"{max_total} subscribed word occurrences with N={n_matchers} overflow SALB's "
             "exact integer utility; learn on a sample of the posts"
         )
-    edge_row, _ = edge_rows(problem)
+    edge_row, n_row_entries = edge_rows(problem)
     chosen, extra_load, loads, rows = salb_assign(
-        problem.token_indptr, edge_row, problem.post_indptr, order, int(n_matchers)
+        problem.token_indptr, edge_row, n_row_entries, order, int(n_matchers)
     )
     token_matcher = np.full(problem.n_tokens, -1, dtype=np.int32)
     token_matcher[order] = chosen

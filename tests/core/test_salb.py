@@ -176,13 +176,12 @@ def test_int64_row_offsets_give_the_same_mapping() -> None:
     from core.learn.salb import edge_rows
 
     problem = build_problem(generate_corpus(SyntheticCorpusSpec(n_posts=3_000, seed=3)), 16)
-    narrow, _ = edge_rows(problem)
+    narrow, n_row_entries = edge_rows(problem)
     wide = np.empty(narrow.shape[0], dtype=np.int64)
     fill_edge_rows(problem.token_posts, problem.post_indptr, wide)
     assert narrow.dtype == np.int32 and np.array_equal(narrow, wide)
     order = salb_order(problem)
-    args = (problem.token_indptr, problem.post_indptr, order, 16)
-    by_narrow = salb_assign(args[0], narrow, *args[1:])
-    by_wide = salb_assign(args[0], wide, *args[1:])
+    by_narrow = salb_assign(problem.token_indptr, narrow, n_row_entries, order, 16)
+    by_wide = salb_assign(problem.token_indptr, wide, n_row_entries, order, 16)
     for a, b in zip(by_narrow, by_wide, strict=True):
         assert np.array_equal(a, b)
