@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from core._prefetch import PREFETCH_DISTANCE, prefetch
+
 
 @njit(cache=True)
 def _move(
@@ -46,6 +48,8 @@ def _move(
     post's pairs finds both; home's pair is released before target's may be appended, so a
     post never needs more pairs than it has tokens."""
     for e in range(start, stop):
+        if e + PREFETCH_DISTANCE < stop:
+            prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
         r = edge_row[e]
         n = rows[r]
         at_home = -1
@@ -86,6 +90,8 @@ def _place(
 ) -> None:
     """Put one token (edges ``start:stop``) on ``matcher``."""
     for e in range(start, stop):
+        if e + PREFETCH_DISTANCE < stop:
+            prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
         r = edge_row[e]
         n = rows[r]
         found = False
@@ -157,6 +163,8 @@ def restream(
             # may the token leave (or stay away from) its origin?
             can_leave = source < 0 or home != source or budget < 0 or spent + cost <= budget
             for e in range(start, stop):
+                if e + PREFETCH_DISTANCE < stop:
+                    prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
                 r = edge_row[e]
                 for j in range(rows[r]):
                     m = rows[r + 1 + 2 * j]

@@ -21,12 +21,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from core._prefetch import PREFETCH_DISTANCE, prefetch
+
 
 @njit(cache=True)
 def fill_edge_rows(token_posts: np.ndarray, post_indptr: np.ndarray, edge_row: np.ndarray) -> None:
     """``edge_row[e]``: where edge e's post row starts in the routing state: post p's row
     is ``2 * post_indptr[p] + p`` (its count, then two entries per token it holds)."""
-    for e in range(token_posts.shape[0]):
+    n_edges = token_posts.shape[0]
+    for e in range(n_edges):
+        if e + PREFETCH_DISTANCE < n_edges:
+            prefetch(post_indptr, token_posts[e + PREFETCH_DISTANCE])
         p = token_posts[e]
         edge_row[e] = 2 * post_indptr[p] + p
 
@@ -56,7 +61,8 @@ def salb_assign(
         :func:`unpack_rows`).
     """
     # One row per post, so an edge costs one cache miss (the row) instead of three
-    # (row pointer, count, matchers): at 10M posts the state outgrows every cache.
+    # (row pointer, count, matchers): at 10M posts the state outgrows every cache. The
+    # rows of the edges a few ahead are prefetched, so their misses overlap.
     rows = np.zeros(n_row_entries, dtype=np.int32)
     loads = np.zeros(n_matchers, dtype=np.int64)
     covered = np.zeros(n_matchers, dtype=np.int64)
@@ -71,6 +77,8 @@ def salb_assign(
         stop = token_indptr[token + 1]
         freq = stop - start
         for e in range(start, stop):
+            if e + PREFETCH_DISTANCE < stop:
+                prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
             r = edge_row[e]
             for j in range(rows[r]):
                 covered[rows[r + 1 + 2 * j]] += 1
@@ -87,6 +95,8 @@ def salb_assign(
             covered[i] = 0
         extra = np.int64(0)
         for e in range(start, stop):
+            if e + PREFETCH_DISTANCE < stop:
+                prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
             r = edge_row[e]
             count = rows[r]
             seen = False
