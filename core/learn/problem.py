@@ -16,6 +16,7 @@ import numpy as np
 from core.corpus import _kernels
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
+from core.learn._split_kernels import split_word_posts
 from core.learn.split import SplitPlan, deal_versions, plan_split
 from core.routing.hashing import version_key
 
@@ -103,15 +104,17 @@ def build_problem(
     word_subscribed = subscribed_mask(corpus.vocabulary, subscribed_words)
     word_indptr, word_posts = corpus.word_posts()
     n_words = corpus.n_words
-    plan = plan_split(corpus.word_frequencies, word_subscribed, n_matchers) if split else None
+    # f(w) from the transpose just built (a bincount of every edge again costs as much)
+    word_frequencies = np.diff(word_indptr)
+    plan = plan_split(word_frequencies, word_subscribed, n_matchers) if split else None
     if plan is not None and min_parts:
         word_id = {w: i for i, w in enumerate(corpus.vocabulary.tolist())}
         n_parts = plan.n_parts.copy()
         for word, parts in min_parts.items():
             i = word_id.get(word)
-            if i is not None and word_subscribed[i] and corpus.word_frequencies[i] > 0:
+            if i is not None and word_subscribed[i] and word_frequencies[i] > 0:
                 # never more versions than posts to deal to them
-                n_parts[i] = max(n_parts[i], min(int(parts), int(corpus.word_frequencies[i])))
+                n_parts[i] = max(n_parts[i], min(int(parts), int(word_frequencies[i])))
         plan = SplitPlan(plan.per_node_share, plan.cap, n_parts)
     if plan is None or plan.hot_words.size == 0:
         return LearningProblem(
@@ -131,11 +134,9 @@ def build_problem(
     n_tokens = int(token_base[-1])
     token_word = np.repeat(np.arange(n_words, dtype=np.int32), n_parts)
     token_part = (np.arange(n_tokens, dtype=np.int64) - token_base[token_word]).astype(np.int32)
-    edge_word = np.repeat(np.arange(n_words, dtype=np.int64), np.diff(word_indptr))
-    edge_token = (token_base[edge_word] + deal_versions(word_indptr, n_parts, seed)).astype(
-        np.int32
+    token_indptr, token_posts = split_word_posts(
+        word_indptr, word_posts, n_parts, deal_versions(word_indptr, n_parts, seed)
     )
-    token_indptr, token_posts = _kernels.group_by_key(edge_token, word_posts, n_tokens)
     post_indptr, post_tokens = _kernels.transpose_csr(token_indptr, token_posts, corpus.n_posts)
     return LearningProblem(
         vocabulary=corpus.vocabulary,

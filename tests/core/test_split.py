@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.corpus import corpus_from_word_lists
+from core.corpus import _kernels, corpus_from_word_lists
 from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping, plan_split
+from core.learn._split_kernels import split_word_posts
 from core.routing import route_corpus, routing_metrics
 
 
@@ -30,6 +31,38 @@ def test_split_rule(freqs: list[int], n: int, data: st.DataObject) -> None:
         else:
             assert -(-f // k) <= plan.cap  # every version within the cap ...
             assert -(-f // (k - 1)) > plan.cap if k > 1 else True  # ... with the fewest k
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=12),
+    st.data(),
+)
+def test_split_word_posts_regroups_like_a_counting_sort_by_token(
+    word_lists: list[list[int]], data: st.DataObject
+) -> None:
+    # the reference: every edge keyed by its token, stably sorted by key
+    n_parts = np.array(
+        data.draw(st.lists(st.integers(1, 5), min_size=len(word_lists), max_size=len(word_lists))),
+        dtype=np.int32,
+    )
+    word_indptr = np.zeros(len(word_lists) + 1, dtype=np.int64)
+    word_indptr[1:] = np.cumsum([len(posts) for posts in word_lists])
+    word_posts = np.array([p for posts in word_lists for p in sorted(posts)], dtype=np.int32)
+    versions = np.array(
+        [
+            data.draw(st.integers(0, int(k) - 1))
+            for k, posts in zip(n_parts, word_lists, strict=True)
+            for _ in posts
+        ],
+        dtype=np.int32,
+    )
+    token_base = np.concatenate([[0], np.cumsum(n_parts)]).astype(np.int64)
+    edge_token = (np.repeat(token_base[:-1], np.diff(word_indptr)) + versions).astype(np.int32)
+    expected = _kernels.group_by_key(edge_token, word_posts, int(token_base[-1]))
+    got = split_word_posts(word_indptr, word_posts, n_parts, versions)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
 
 
 @settings(max_examples=60, deadline=None)
