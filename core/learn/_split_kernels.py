@@ -52,3 +52,37 @@ def split_word_posts(
             cursor[v] += 1
         token += k
     return token_indptr, token_posts
+
+
+@njit(cache=True)
+def split_post_tokens(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    token_base: np.ndarray,
+    word_indptr: np.ndarray,
+    word_posts: np.ndarray,
+    n_parts: np.ndarray,
+    versions: np.ndarray,
+) -> np.ndarray:
+    """The post -> tokens CSR's indices (the corpus' ``indptr`` is its row pointer): each
+    word becomes its first token, then each edge of a hot word dealt to a later version is
+    patched in its post's row. Rows keep the corpus' order (not sorted by token)."""
+    post_tokens = np.empty(indices.shape[0], dtype=np.int32)
+    for e in range(indices.shape[0]):
+        post_tokens[e] = token_base[indices[e]]
+    for w in range(n_parts.shape[0]):
+        if n_parts[w] == 1:
+            continue
+        first = token_base[w]
+        for e in range(word_indptr[w], word_indptr[w + 1]):
+            v = versions[e]
+            if v == 0:
+                continue
+            p = word_posts[e]
+            # the word's first not yet patched place in the row (a row repeating a word
+            # has one edge per repeat, each dealt its own version)
+            for k in range(indptr[p], indptr[p + 1]):
+                if indices[k] == w and post_tokens[k] == first:
+                    post_tokens[k] = first + v
+                    break
+    return post_tokens

@@ -13,10 +13,9 @@ from functools import cached_property
 
 import numpy as np
 
-from core.corpus import _kernels
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
-from core.learn._split_kernels import split_word_posts
+from core.learn._split_kernels import split_post_tokens, split_word_posts
 from core.learn.split import SplitPlan, deal_versions, plan_split
 from core.routing.hashing import version_key
 
@@ -29,7 +28,8 @@ class LearningProblem:
         vocabulary: ``(n_words,)`` words.
         token_word: ``(n_tokens,)`` int32, the word of each token.
         token_part: ``(n_tokens,)`` int32, the version number (0 when not split).
-        post_indptr, post_tokens: post -> tokens CSR (int64, int32).
+        post_indptr, post_tokens: post -> tokens CSR (int64, int32; a row lists its tokens
+            in the corpus row's word order).
         token_indptr, token_posts: token -> posts CSR (int64, int32).
         token_subscribed: ``(n_tokens,)`` bool, tokens whose word is subscribed.
         split_plan: the plan when splitting was asked for, else None.
@@ -134,10 +134,13 @@ def build_problem(
     n_tokens = int(token_base[-1])
     token_word = np.repeat(np.arange(n_words, dtype=np.int32), n_parts)
     token_part = (np.arange(n_tokens, dtype=np.int64) - token_base[token_word]).astype(np.int32)
-    token_indptr, token_posts = split_word_posts(
-        word_indptr, word_posts, n_parts, deal_versions(word_indptr, n_parts, seed)
+    versions = deal_versions(word_indptr, n_parts, seed)
+    token_indptr, token_posts = split_word_posts(word_indptr, word_posts, n_parts, versions)
+    # a post has as many tokens as words: the corpus' rows, hot words' edges patched
+    post_indptr = corpus.indptr
+    post_tokens = split_post_tokens(
+        corpus.indptr, corpus.indices, token_base, word_indptr, word_posts, n_parts, versions
     )
-    post_indptr, post_tokens = _kernels.transpose_csr(token_indptr, token_posts, corpus.n_posts)
     return LearningProblem(
         vocabulary=corpus.vocabulary,
         token_word=token_word,
