@@ -29,6 +29,17 @@ ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
 # score a move loses per subscription it re-places (the LDG score is in posts: a move must
 # gather this many more of the token's posts per subscription it moves)
 DEFAULT_PENALTY = 1.0
+# an incremental remap stands unless learning from scratch beats its training throughput
+# by more than this (the remap DAG's ``full_remap_gain``)
+DEFAULT_FULL_REMAP_GAIN = 0.1
+
+
+def gain_of_full_remap(full_throughput: float, incremental_throughput: float) -> float:
+    """How much more a full remap carries than the incremental one (0.1: 10% more); inf
+    when the incremental remap carries nothing."""
+    if incremental_throughput <= 0:
+        return math.inf
+    return full_throughput / incremental_throughput - 1.0
 
 
 @dataclass(frozen=True)

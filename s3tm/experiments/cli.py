@@ -69,6 +69,13 @@ def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ig
         help="incremental: score lost per subscription a move re-places (default: the "
         "learner's, 1 post per subscription; 0: moves are free within the budget)",
     )
+    p.add_argument(
+        "--full-remap-gain",
+        type=float,
+        default=None,
+        help="the policy chain (the remap DAG's rule): learn from scratch when that beats "
+        "the incremental remap's training throughput by more than this (default 0.1)",
+    )
     p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
 
 
@@ -125,6 +132,7 @@ def _run_remap_cost(args: argparse.Namespace) -> int:
         n_subscriptions=args.subscriptions,
         max_moved=args.max_moved,
         penalty=args.penalty,
+        full_remap_gain=args.full_remap_gain,
         lda_iterations=args.lda_iterations,
         seed=args.seed,
         out=Path(args.out),

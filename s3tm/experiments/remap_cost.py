@@ -7,11 +7,16 @@ At the end of each window t >= 1 two chains remap on window t's posts:
 
 - **full**: ``salb2`` from scratch;
 - **incremental**: :func:`core.learn.remap_incremental` of the chain's previous mapping,
-  re-placing at most ``--max-moved`` of the subscriptions.
+  re-placing at most ``--max-moved`` of the subscriptions;
+- **policy**: what the remap DAG does (``learn-version --incremental``): the incremental
+  remap of the chain's previous mapping, unless the full one beats its throughput on the
+  learning window by more than ``--full-remap-gain`` (then the full one; the ``chosen``
+  column says which).
 
 Both place with LASP, keeping every subscription whose matcher stays eligible (as the
 ``place`` job does), and are judged on window t + 1's posts (what the mapping serves until
-the next remap): model relative throughput vs hash (Eq. 6), subscriptions whose matchers
+the next remap): model relative throughput vs hash (Eq. 6; on the learning window too,
+``training_relative_throughput``), subscriptions whose matchers
 changed, matchers whose subscription set changed, and the time to build the access-
 predicate indexes of those matchers on one core (the stream's warm-up after a switch, if it
 rebuilt only changed matchers; today it rebuilds all, the ``all matchers`` column).
@@ -32,7 +37,7 @@ import numpy as np
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn import learn_mapping, remap_incremental
-from core.learn.api import DEFAULT_PENALTY
+from core.learn.api import DEFAULT_FULL_REMAP_GAIN, DEFAULT_PENALTY, gain_of_full_remap
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
 from core.routing.evaluate import evaluate_table
@@ -43,9 +48,11 @@ from s3tm.experiments.runner import subscribed_words
 
 COLUMNS = [
     "remap",
+    "chosen",
     "window",
     "window_start",
     "posts_next",
+    "training_relative_throughput",
     "relative_throughput",
     "moved_subscriptions",
     "moved_fraction",
@@ -95,6 +102,7 @@ def remap_cost(
     seed: int,
     out: Path,
     penalty: float | None = None,
+    full_remap_gain: float | None = None,
     as_json: bool = False,
     progress: Any = print,
 ) -> list[dict[str, Any]]:
@@ -106,6 +114,9 @@ def remap_cost(
     penalty = DEFAULT_PENALTY if penalty is None else penalty
     if not math.isfinite(penalty) or penalty < 0:
         raise InvalidArgumentError(f"--penalty must be a finite number >= 0, got {penalty}")
+    full_remap_gain = DEFAULT_FULL_REMAP_GAIN if full_remap_gain is None else full_remap_gain
+    if not full_remap_gain >= 0:  # NaN too
+        raise InvalidArgumentError(f"--full-remap-gain must be >= 0, got {full_remap_gain}")
     windows = load_windows(
         path,
         window_days=window_days,
@@ -129,17 +140,21 @@ def remap_cost(
     first = learn_mapping(windows[0].posts, nodes, "salb2", subscribed_words=words, seed=seed)
     start_placement = place_subscriptions(first.table, subs, seed=seed)
     chains: dict[str, tuple[RoutingTable, Placement]] = {
-        "full": (first.table, start_placement),
-        "incremental": (first.table, start_placement),
+        remap: (first.table, start_placement) for remap in ("full", "incremental", "policy")
     }
     rows: list[dict[str, Any]] = []
     for k in range(1, len(windows) - 1):
         posts, serve = windows[k].posts, windows[k + 1].posts
+        # the full remap does not depend on the chain: learned once, used by both chains
+        # that may take it
+        started = time.perf_counter()
+        full = learn_mapping(posts, nodes, "salb2", subscribed_words=words, seed=seed)
+        full_s = time.perf_counter() - started
+        full_fit = evaluate_table(full.table, posts, seed=seed)
         for remap, (table, placement) in list(chains.items()):
-            started = time.perf_counter()
-            if remap == "full":
-                learned = learn_mapping(posts, nodes, "salb2", subscribed_words=words, seed=seed)
-            else:
+            chosen, learned, learn_s, fit = "full", full, full_s, full_fit
+            if remap != "full":
+                started = time.perf_counter()
                 learned = remap_incremental(
                     posts,
                     table,
@@ -150,7 +165,13 @@ def remap_cost(
                     subscribed_words=words,
                     seed=seed,
                 )
-            learn_s = time.perf_counter() - started
+                learn_s = time.perf_counter() - started
+                chosen, fit = "incremental", evaluate_table(learned.table, posts, seed=seed)
+                gain = gain_of_full_remap(full_fit.candidate.throughput, fit.candidate.throughput)
+                if remap == "policy":
+                    learn_s += full_s  # the DAG learns the full remap beside it to compare
+                    if gain > full_remap_gain:
+                        chosen, learned, fit = "full", full, full_fit
             placed = place_subscriptions(
                 learned.table, subs, seed=seed, previous=placement.single_matchers()
             )
@@ -159,9 +180,11 @@ def remap_cost(
             evaluation = evaluate_table(learned.table, serve, seed=seed)
             row = {
                 "remap": remap,
+                "chosen": chosen,
                 "window": windows[k].index,
                 "window_start": str(windows[k].start)[:10],
                 "posts_next": serve.n_posts,
+                "training_relative_throughput": fit.relative_throughput,
                 "relative_throughput": evaluation.relative_throughput,
                 "spread": evaluation.candidate.spread_routed,
                 "imbalance": evaluation.candidate.imbalance,
@@ -177,9 +200,11 @@ def remap_cost(
             chains[remap] = (learned.table, placed)
             if as_json:
                 print(json.dumps(row), flush=True)
+            name = remap if remap != "policy" else f"policy ({chosen})"
             progress(
-                f"  window {row['window']:>3} {remap:<11} x{row['relative_throughput']:.2f} "
-                f"on the next window, {moved:,} subscriptions moved "
+                f"  window {row['window']:>3} {name:<20} x{row['relative_throughput']:.2f} "
+                f"on the next window (x{row['training_relative_throughput']:.2f} on its own), "
+                f"{moved:,} subscriptions moved "
                 f"({row['moved_fraction']:.1%}), {len(changed)} matchers changed "
                 f"({row['rebuild_changed_s']:.3f}s to rebuild, all {row['rebuild_all_s']:.3f}s)"
             )
@@ -202,14 +227,25 @@ def remap_cost(
 
 
 def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:
-    full = {r["window"]: r for r in rows if r["remap"] == "full"}
-    inc = {r["window"]: r for r in rows if r["remap"] == "incremental"}
-    ratios = [inc[w]["relative_throughput"] / full[w]["relative_throughput"] for w in full]
-    progress(
-        f"\nincremental / full relative throughput: mean {np.mean(ratios):.3f}, "
-        f"min {min(ratios):.3f} over {len(ratios)} remaps"
-    )
-    for name, chain in (("full", full), ("incremental", inc)):
+    chains = {
+        remap: {r["window"]: r for r in rows if r["remap"] == remap}
+        for remap in ("full", "incremental", "policy")
+    }
+    full = chains["full"]
+    for remap in ("incremental", "policy"):
+        chain = chains[remap]
+        for label, column in (
+            ("relative throughput", "relative_throughput"),
+            ("on the learning window", "training_relative_throughput"),
+        ):
+            ratios = [chain[w][column] / full[w][column] for w in full]
+            progress(
+                f"{remap} / full {label}: mean {np.mean(ratios):.3f}, min {min(ratios):.3f} "
+                f"over {len(ratios)} remaps"
+            )
+    fallbacks = sum(r["chosen"] == "full" for r in chains["policy"].values())
+    progress(f"policy: {fallbacks} of {len(full)} remaps learned from scratch")
+    for name, chain in chains.items():
         moved = [r["moved_fraction"] for r in chain.values()]
         rebuild = [r["rebuild_changed_s"] for r in chain.values()]
         progress(

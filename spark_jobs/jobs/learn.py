@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from core.learn import (
     learn_mapping,
     remap_incremental,
 )
+from core.learn.api import DEFAULT_FULL_REMAP_GAIN, gain_of_full_remap
 from core.monitor.health import versions_needed
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
@@ -181,7 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full-remap-gain",
         type=float,
-        default=0.1,
+        default=DEFAULT_FULL_REMAP_GAIN,
         help="incremental: learn from scratch instead when that gains more than this "
         "(relative training throughput)",
     )
@@ -240,7 +240,7 @@ def learn_version(
     live_hot_hours: float = 0.0,
     incremental: bool = False,
     max_moved: float = 0.1,
-    full_remap_gain: float = 0.1,
+    full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN,
 ) -> dict[str, Any]:
     """Learn and write one candidate version; returns its summary."""
     if nodes < 1:
@@ -396,7 +396,7 @@ def _incremental_or_full(
         min_parts=min_parts,
     )
     metrics = routing_metrics(route_corpus(refined.table, corpus, seed=seed))
-    gain = full_throughput / metrics.throughput - 1.0 if metrics.throughput > 0 else math.inf
+    gain = gain_of_full_remap(full_throughput, metrics.throughput)
     manifest = refined.table.manifest
     about = {
         "from_version": published,
@@ -445,7 +445,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         live_hot_hours=getattr(args, "live_hot_words", 0.0),
         incremental=getattr(args, "incremental", False),
         max_moved=getattr(args, "max_moved", 0.1),
-        full_remap_gain=getattr(args, "full_remap_gain", 0.1),
+        full_remap_gain=getattr(args, "full_remap_gain", DEFAULT_FULL_REMAP_GAIN),
     )
     print(json.dumps(summary))
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -153,3 +155,11 @@ def test_bad_arguments_get_clear_errors() -> None:
             budget=0,
             penalty=0.0,
         )
+
+
+def test_gain_of_full_remap() -> None:
+    from core.learn.api import gain_of_full_remap
+
+    assert gain_of_full_remap(1.2, 1.0) == pytest.approx(0.2)
+    assert gain_of_full_remap(0.9, 1.0) == pytest.approx(-0.1)
+    assert gain_of_full_remap(1.0, 0.0) == math.inf
