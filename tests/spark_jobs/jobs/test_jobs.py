@@ -431,6 +431,9 @@ def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     second = _learn_incremental(lakehouse)
     assert second["remap"] == "incremental" and second["from_version"] == 1
     assert second["move_budget"] == 6  # 10% of 60 subscriptions
+    # judged on the window's held-out posts, which neither remap learned from
+    assert second["remap_judged_on"] == "held-out posts" and second["judged_posts"] > 0
+    assert second["full_judged_throughput"] > 0 and second["incremental_judged_throughput"] > 0
     assert second["moved_subscription_words"] <= 6
     _, _, placed = place.place_version(lakehouse, second["routing_version"], unit_cost=True)
     assert placed["previous_version"] == 1
@@ -444,5 +447,8 @@ def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     assert (changed["remap"], changed["remap_reason"]) == ("full", "N changed (8 -> 4)")
     forced = _learn_incremental(lakehouse, full_remap_gain=0.0, max_moved=0.0)
     assert forced["remap"] == ("full" if forced["full_remap_gain"] > 0 else "incremental")
+    # a window without held-out posts is judged on its training posts, and says so
+    unjudged = _learn_incremental(lakehouse, holdout_fraction=0.0)
+    assert unjudged["remap_judged_on"] == "training posts (no held-out post)"
     with pytest.raises(InvalidArgumentError, match="salb2"):
         _learn_incremental(lakehouse, algorithm="gFCL", split=False)
