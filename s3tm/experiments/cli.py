@@ -74,7 +74,15 @@ def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ig
         type=float,
         default=None,
         help="the policy chain (the remap DAG's rule): learn from scratch when that beats "
-        "the incremental remap's training throughput by more than this (default 0.1)",
+        "the incremental remap's throughput by more than this (default 0.1) on the held-out "
+        "posts of the window",
+    )
+    p.add_argument(
+        "--judge",
+        choices=["recent", "random"],
+        default="recent",
+        help="which 20%% of a window's posts are held out to judge the policy's choice: its "
+        "latest (default) or a random sample",
     )
     p.set_defaults(handler=_run_remap_cost, experiment_name="remap-cost")
 
@@ -133,6 +141,7 @@ def _run_remap_cost(args: argparse.Namespace) -> int:
         max_moved=args.max_moved,
         penalty=args.penalty,
         full_remap_gain=args.full_remap_gain,
+        judge=args.judge,
         lda_iterations=args.lda_iterations,
         seed=args.seed,
         out=Path(args.out),

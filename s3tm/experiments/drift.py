@@ -65,6 +65,7 @@ class Window:
     index: int  # windows since window 0 (calendar, so skipped sparse windows show)
     start: np.datetime64
     posts: Corpus
+    seconds: np.ndarray | None = None  # each post's time (int64 Unix seconds)
 
 
 def time_windows(
@@ -107,14 +108,20 @@ def time_windows(
         )
     first = int(dense[0])
     chosen = [int(s) for s in dense if s - first < max_windows * 10][:max_windows]
-    return [
-        Window(
-            s - first,
-            np.datetime64(origin + s * length, "s"),
-            corpus.select(np.flatnonzero(slot == s)),
+    post_seconds = np.zeros(corpus.n_posts, dtype=np.int64)
+    post_seconds[timed] = seconds
+    windows = []
+    for s in chosen:
+        rows = np.flatnonzero(slot == s)
+        windows.append(
+            Window(
+                s - first,
+                np.datetime64(origin + s * length, "s"),
+                corpus.select(rows),
+                post_seconds[rows],
+            )
         )
-        for s in chosen
-    ]
+    return windows
 
 
 def load_windows(

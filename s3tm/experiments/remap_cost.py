@@ -48,13 +48,16 @@ from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
-from s3tm.experiments.drift import _subscriptions, load_windows
+from s3tm.experiments.drift import Window, _subscriptions, load_windows
 from s3tm.experiments.report import plot_panels, print_rows, write_csv
 from s3tm.experiments.runner import subscribed_words
 
 # of each window's posts, held out from learning to judge the policy's choice (the learn
 # job's default --holdout-fraction)
 HELD_OUT_FRACTION = 0.2
+# recent: the window's latest posts (learn on the past, judge on what came after it);
+# random: a hash sample of them (the same week's topics on both sides)
+JUDGES = ("recent", "random")
 
 COLUMNS = [
     "remap",
@@ -71,6 +74,18 @@ COLUMNS = [
     "rebuild_changed_s",
     "rebuild_all_s",
 ]
+
+
+def _held_out(window: Window, judge: str, seed: int) -> np.ndarray:
+    """The posts of ``window`` held out from learning to judge the policy's choice."""
+    n = window.posts.n_posts
+    if judge == "recent" and window.seconds is not None:
+        # the latest HELD_OUT_FRACTION of the posts by time (ties by position: stable)
+        latest = np.argsort(window.seconds, kind="stable")[n - round(HELD_OUT_FRACTION * n) :]
+        held = np.zeros(n, dtype=bool)
+        held[latest] = True
+        return held
+    return holdout_mask(n, HELD_OUT_FRACTION, seed)
 
 
 def _build_seconds(placement: Placement, subs: Corpus, matchers: Sequence[int]) -> float:
@@ -114,6 +129,7 @@ def remap_cost(
     out: Path,
     penalty: float | None = None,
     full_remap_gain: float | None = None,
+    judge: str = "recent",
     as_json: bool = False,
     progress: Any = print,
 ) -> list[dict[str, Any]]:
@@ -126,6 +142,8 @@ def remap_cost(
     if not math.isfinite(penalty) or penalty < 0:
         raise InvalidArgumentError(f"--penalty must be a finite number >= 0, got {penalty}")
     full_remap_gain = DEFAULT_FULL_REMAP_GAIN if full_remap_gain is None else full_remap_gain
+    if judge not in JUDGES:
+        raise InvalidArgumentError(f"--judge takes {' or '.join(JUDGES)}, got {judge!r}")
     if not full_remap_gain >= 0:  # NaN too
         raise InvalidArgumentError(f"--full-remap-gain must be >= 0, got {full_remap_gain}")
     windows = load_windows(
@@ -156,7 +174,7 @@ def remap_cost(
     rows: list[dict[str, Any]] = []
     for k in range(1, len(windows) - 1):
         window, serve = windows[k].posts, windows[k + 1].posts
-        held = holdout_mask(window.n_posts, HELD_OUT_FRACTION, seed + k)
+        held = _held_out(windows[k], judge, seed + k)
         posts, held_out = window.select(~held), window.select(held)
         # the full remap does not depend on the chain: learned once, used by both chains
         # that may take it

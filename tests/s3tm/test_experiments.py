@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from s3tm.cli.main import main
@@ -288,8 +289,23 @@ def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
                 row["held_out_relative_throughput"] + 1e-9
             )
     assert (tmp_path / "remap_cost.csv").is_file() and (tmp_path / "remap_cost.png").is_file()
-    # a policy that never pays for a full remap is the incremental chain
-    assert main([*args, "--full-remap-gain", "100", "--json", "--out", str(tmp_path)]) == 0
+    # a policy that never pays for a full remap is the incremental chain (judged on a
+    # random sample of each window here, its latest posts above)
+    assert (
+        main(
+            [
+                *args,
+                "--full-remap-gain",
+                "100",
+                "--judge",
+                "random",
+                "--json",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     for column in ("relative_throughput", "moved_subscriptions", "chosen"):
         by_chain = {
@@ -308,3 +324,19 @@ def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
     assert main(["-q", "demo-corpus", "--posts", "2000", "--days", "2", "--out", str(short)]) == 0
     args = ["-q", "experiment", "remap-cost", "--corpus", str(short), "--window-days", "1"]
     assert main([*args, "--min-posts", "500", "--out", str(tmp_path)]) != 0
+
+
+def test_remap_cost_judges_on_the_latest_posts_of_a_window():
+    from core.corpus import corpus_from_word_lists
+    from s3tm.experiments.drift import Window
+    from s3tm.experiments.remap_cost import _held_out
+
+    posts = corpus_from_word_lists([["a"]] * 10)
+    seconds = np.array([5, 1, 9, 3, 7, 2, 8, 4, 6, 0], dtype=np.int64)
+    window = Window(1, np.datetime64(0, "s"), posts, seconds)
+    # the latest 20% by time: the posts at seconds 9 and 8
+    assert np.flatnonzero(_held_out(window, "recent", 0)).tolist() == [2, 6]
+    # a random sample holds out about as many, wherever they fall
+    assert _held_out(window, "random", 0).shape == (10,)
+    untimed = Window(1, np.datetime64(0, "s"), posts)
+    assert _held_out(untimed, "recent", 0).tolist() == _held_out(untimed, "random", 0).tolist()
