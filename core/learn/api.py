@@ -29,8 +29,8 @@ ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
 # score a move loses per subscription it re-places (the LDG score is in posts: a move must
 # gather this many more of the token's posts per subscription it moves)
 DEFAULT_PENALTY = 1.0
-# an incremental remap stands unless learning from scratch beats its training throughput
-# by more than this (the remap DAG's ``full_remap_gain``)
+# an incremental remap stands unless learning from scratch beats its throughput on posts
+# neither learned from by more than this (the remap DAG's ``full_remap_gain``)
 DEFAULT_FULL_REMAP_GAIN = 0.1
 
 

@@ -102,6 +102,12 @@ def remap_lines(latest: dict[str, Any] | None, metrics: dict[str, Any]) -> list[
             f"{params['incremental_training_throughput']} incremental vs "
             f"{params['full_training_throughput']} full"
         )
+        if "full_judged_throughput" in params:  # versions learned since 2026-11-25
+            lines.append(
+                f"- judged on {params['judged_posts']} {params['remap_judged_on']}: "
+                f"throughput {params['incremental_judged_throughput']} incremental vs "
+                f"{params['full_judged_throughput']} full"
+            )
     if placement.get("previous_version") is not None:
         lines.append(
             f"- placement: {placement['moved_subscriptions']} of "
