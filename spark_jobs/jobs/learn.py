@@ -68,12 +68,10 @@ def window_edges_arrow(
     start: dt.date | None,
     end: dt.date | None,
     holdout_fraction: float,
-    *,
-    held_out: bool = False,
-) -> pa.Table:
-    """The training edges (post_id, word) of a day window, held-out posts excluded (the
-    posts ``holdout_filter`` selects in Spark, for ``evaluate``), read on the driver from
-    the version's files; with ``held_out``, the held-out posts' edges instead.
+) -> tuple[pa.Table, pa.Table]:
+    """The edges (post_id, word) of a day window, read on the driver from the version's
+    files, as ``(training, held_out)``: the held-out posts are those ``holdout_filter``
+    selects in Spark, for ``evaluate``.
 
     The learner runs on the driver anyway, so the edges go from Parquet straight into Arrow
     (dictionary-encoded as they are read: no string per edge), and the hold-out is the same
@@ -97,7 +95,8 @@ def window_edges_arrow(
     ]
     dictionary = pa.dictionary(pa.int32(), pa.string())
     if not files:
-        return pa.table({"post_id": pa.array([], dictionary), "word": pa.array([], dictionary)})
+        empty = pa.table({"post_id": pa.array([], dictionary), "word": pa.array([], dictionary)})
+        return empty, empty
     read_as_dictionary = pads.ParquetFileFormat(
         read_options=pads.ParquetReadOptions(dictionary_columns={"post_id", "word"})
     )
@@ -111,8 +110,8 @@ def window_edges_arrow(
     )
     posts = edges["post_id"].chunk(0)
     held = hash_fraction_mask(posts.dictionary, holdout_fraction, HOLDOUT_SEED)
-    keep = held if held_out else ~held
-    return edges.filter(pa.array(keep[np.asarray(posts.indices)]))
+    edge_held = held[np.asarray(posts.indices)]
+    return edges.filter(pa.array(~edge_held)), edges.filter(pa.array(edge_held))
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -269,13 +268,11 @@ def learn_version(
     if edges_version is None:
         raise InputDataError("gold.post_words does not exist: run the graph job first")
     snapshot = lakehouse.snapshot("gold.post_words", edges_version)
-    corpus = training_corpus(window_edges_arrow(snapshot, start, end, holdout_fraction))
-    judge = None
-    if incremental:
-        # the incremental-or-full choice is judged on posts neither learner saw: on its
-        # own posts a full remap always looks better (it was fitted to them)
-        held_out = window_edges_arrow(snapshot, start, end, holdout_fraction, held_out=True)
-        judge = training_corpus(held_out) if held_out.num_rows else None
+    training_edges, held_out = window_edges_arrow(snapshot, start, end, holdout_fraction)
+    corpus = training_corpus(training_edges)
+    # the incremental-or-full choice is judged on posts neither learner saw: on its own
+    # posts a full remap always looks better (it was fitted to them)
+    judge = training_corpus(held_out) if incremental and held_out.num_rows else None
     read_s = time.perf_counter() - started
     words = None
     subs = active_subscriptions(lakehouse) if subscribed != "all" else []

@@ -91,9 +91,12 @@ def test_driver_read_selects_sparks_edges(post_words, start, end, fraction):
             post_words.read("gold.post_words", version), start, end, fraction
         ).collect()
     }
-    edges = learn.window_edges_arrow(
+    edges, held_out = learn.window_edges_arrow(
         post_words.snapshot("gold.post_words", version), start, end, fraction
     )
+    # the two parts split the window's posts: no post on both sides
+    held_posts = set(held_out["post_id"].cast(pa.string()).to_pylist())
+    assert held_posts.isdisjoint(edges["post_id"].cast(pa.string()).to_pylist())
     by_arrow = list(
         zip(
             edges["post_id"].cast(pa.string()).to_pylist(),
