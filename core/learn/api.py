@@ -116,11 +116,12 @@ def learn_mapping(
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     elif algorithm == "salb2":
-        refined = learn_salb2(problem, int(n_matchers))
+        refined = learn_salb2(problem, int(n_matchers), seed=seed)
         token_matcher = refined.token_matcher
         refinement = {
             "refinement_moves": list(refined.moves),
             "refinement_kept": refined.refined,
+            "refinement_start": refined.start,
             "training_load_max": int(refined.loads.max()),
             "salb_training_load_max": int(refined.salb_loads.max()),
         }

@@ -7,7 +7,9 @@ know (new words, new versions of split words), and restreams with ``salb2``'s ru
 token's published matcher as its origin: a move away from it must beat the subscriptions it
 re-places (``penalty`` per subscription), and all moves together re-place at most
 ``budget`` subscriptions. Overfull matchers (drift made a word hotter) still shed tokens,
-as far as the budget allows.
+as far as the budget allows. As in ``salb2``, tokens seen in fewer than
+``MIN_RESTREAM_FREQUENCY`` posts do not move (they keep their published matcher); new ones
+are placed whatever their frequency.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from core.errors import InvalidArgumentError
 from core.learn._salb2_kernels import restream, route_tokens
 from core.learn.problem import LearningProblem
 from core.learn.salb import edge_rows, salb_order
-from core.learn.salb2 import DEFAULT_SLACK, refinement_passes
+from core.learn.salb2 import (
+    DEFAULT_SLACK,
+    MIN_RESTREAM_FREQUENCY,
+    refinement_passes,
+    restream_order,
+)
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
 
@@ -115,6 +122,11 @@ def learn_incremental(
     learnable[order] = True
     token_matcher = np.where(learnable, origin, -1).astype(np.int32)
     passes = refinement_passes(int(problem.token_indptr[-1])) if passes is None else passes
+    # rare tokens stay where they are; every token without a matcher yet must be placed
+    frequent = restream_order(problem, order, MIN_RESTREAM_FREQUENCY)
+    placed = np.zeros(problem.n_tokens, dtype=bool)
+    placed[frequent] = True
+    order = order[placed[order] | (token_matcher[order] < 0)]
     edge_row, n_row_entries = edge_rows(problem)
     rows, loads = route_tokens(
         problem.token_indptr, edge_row, n_row_entries, token_matcher, n_matchers

@@ -8,7 +8,9 @@ and restreams the tokens over it: each token moves to the matcher that already r
 of its posts, weighted by that matcher's free capacity (linear deterministic greedy), never
 past a capacity of ``(1 + slack)`` times the mean load. The slack anneals: loose passes
 first (groups of co-occurring tokens gather), then passes at the final slack (overfull
-matchers shed tokens). Throughput ~ |P| / max load (Eq. 6) improves through both factors:
+matchers shed tokens). Only tokens seen in at least ``MIN_RESTREAM_FREQUENCY`` posts move:
+fitting a rare token to the few posts it was seen in does not carry over to new posts (the
+held-out loads drifted apart). Throughput ~ |P| / max load (Eq. 6) improves through both factors:
 fewer matchers per post, loads still level. On the real tweets an annealed schedule beat a
 flat one at N = 2, 16 and 64 (the commit's notes; ``s3tm experiment scalability``).
 
@@ -25,16 +27,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import InvalidArgumentError
-from core.learn._salb2_kernels import restream
+from core.learn._salb2_kernels import restream, route_tokens
 from core.learn.problem import LearningProblem
-from core.learn.salb import learn_salb
+from core.learn.salb import RoutingState, learn_salb
+from core.learn.wordnet import learn_wordnet
 
 DEFAULT_SLACK = 0.05
+# Restreaming moves only tokens seen in at least this many training posts. A rarer token
+# would move to the matcher its 1-4 posts happen to share, which fits the training posts
+# and nothing else: on the real tweets (N = 16, held-out posts) restreaming every token
+# left the training loads level (imbalance 1.004) and the held-out ones at 1.066; skipping
+# tokens below 5 posts gives 1.017 at the same held-out spread (docs/RESULTS.md). Rare
+# tokens keep SALB's placement, which balances them as load.
+MIN_RESTREAM_FREQUENCY = 5
 FIRST_SLACK = 0.3
 MAX_PASSES = 8
 # edges x passes per refinement: 8 passes up to 1M edges (~100k tweets), 1 pass at 8M
 # edges (1M tweets), so 1M posts at N = 256 stay within about 2x of SALB's own time
 EDGE_PASS_BUDGET = 8_000_000
+# METIS' partition of the token co-occurrence graph (gFCL's) is the better start for
+# restreaming: its clusters are global where SALB's greedy is not (real tweets, held-out
+# posts: +5% at N = 16 over restreaming SALB's mapping, docs/RESULTS.md). METIS costs about
+# 30x SALB, so it is one of the two starts only up to this many token/post edges (the real
+# tweets' 113k posts have 0.9M); beyond, restreaming starts from SALB's mapping alone.
+METIS_START_EDGE_BUDGET = 2_000_000
+STARTS = ("auto", "salb", "metis")
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,7 @@ class Salb2Result:
         refined: whether the refined mapping was kept: it is unless its busiest matcher
             carries more training posts than SALB's (then SALB's mapping is returned; the
             throughput model is |P| / max load, so the refinement never makes it worse).
+        start: the mapping restreaming started from: ``salb`` or ``metis``.
     """
 
     token_matcher: np.ndarray
@@ -58,6 +76,7 @@ class Salb2Result:
     slacks: tuple[float, ...]
     moves: tuple[int, ...]
     refined: bool
+    start: str = "salb"
 
 
 def refinement_passes(n_edges: int, budget: int = EDGE_PASS_BUDGET) -> int:
@@ -75,56 +94,119 @@ def slack_schedule(passes: int, slack: float = DEFAULT_SLACK) -> np.ndarray:
     return np.array(steps + [slack] * tail, dtype=np.float64)[:passes]
 
 
+def restream_order(problem: LearningProblem, order: np.ndarray, min_frequency: int) -> np.ndarray:
+    """The tokens of ``order`` (SALB's) that restreaming moves: those in at least
+    ``min_frequency`` training posts, in the same order."""
+    return order[problem.token_frequencies[order] >= min_frequency]
+
+
 def learn_salb2(
     problem: LearningProblem,
     n_matchers: int,
     *,
     slack: float = DEFAULT_SLACK,
     passes: int | None = None,
+    min_frequency: int = MIN_RESTREAM_FREQUENCY,
+    start: str = "auto",
+    seed: int = 0,
 ) -> Salb2Result:
-    """Map every learnable token to a matcher: SALB, then restreaming.
+    """Map every learnable token to a matcher: SALB (and METIS), then restreaming.
 
     Args:
         problem: the learning input (see :func:`core.learn.problem.build_problem`).
         n_matchers: N >= 1.
         slack: the final passes' capacity is ``ceil((1 + slack) * total load / N)``.
         passes: refinement passes (None: :func:`refinement_passes` of the problem's edges).
+        min_frequency: restream only tokens in at least this many training posts (>= 1);
+            the others keep their start's matcher.
+        start: ``salb`` (restream SALB's mapping), ``metis`` (restream METIS' partition of
+            the token co-occurrence graph, as gFCL's) or ``auto``: both while the problem
+            has at most ``METIS_START_EDGE_BUDGET`` token/post edges, else SALB's; of two,
+            the one whose busiest training matcher carries fewer posts.
+        seed: METIS' seed.
 
     Raises:
-        InvalidArgumentError: for N < 1, a negative slack or passes < 0.
+        InvalidArgumentError: for N < 1, a negative slack, passes < 0, min_frequency < 1
+            or an unknown start.
     """
     if not math.isfinite(slack) or slack < 0:
         raise InvalidArgumentError(f"slack must be a finite number >= 0, got {slack!r}")
     if passes is not None and passes < 0:
         raise InvalidArgumentError(f"passes must be >= 0, got {passes!r}")
+    if min_frequency < 1:
+        raise InvalidArgumentError(f"min_frequency must be >= 1, got {min_frequency!r}")
+    if start not in STARTS:
+        raise InvalidArgumentError(f"start must be one of {STARTS}, got {start!r}")
     salb = learn_salb(problem, n_matchers, keep_state=True)
     state = salb.state
     assert state is not None  # keep_state=True
     n_edges = int(problem.token_indptr[-1])
     passes = refinement_passes(n_edges) if passes is None else int(passes)
     slacks = slack_schedule(passes, slack)
-    token_matcher = salb.token_matcher.copy()
-    moves = np.zeros(0, dtype=np.int64)
-    if passes and n_matchers > 1 and salb.order.size:
-        moves, _ = restream(
-            problem.token_indptr,
-            state.edge_row,
-            salb.order,
-            token_matcher,
-            slacks,
-            state.rows,
-            state.loads,
-            np.full(problem.n_tokens, -1, dtype=np.int32),  # a full remap: no origins
-            np.zeros(problem.n_tokens, dtype=np.int64),
-            0.0,
-            -1,
+    order = restream_order(problem, salb.order, min_frequency)
+    results = []
+    if start in ("salb", "auto"):
+        token_matcher = salb.token_matcher.copy()
+        moves = _restream_from(problem, state.edge_row, order, token_matcher, slacks, state)
+        # SALB's mapping is kept if the refinement loads the busiest matcher more
+        refined = bool(state.loads.max() <= salb.loads.max())
+        results.append(
+            Salb2Result(
+                token_matcher=token_matcher if refined else salb.token_matcher,
+                loads=state.loads if refined else salb.loads,
+                salb_loads=salb.loads,
+                slacks=tuple(float(x) for x in slacks),
+                moves=moves,
+                refined=refined,
+                start="salb",
+            )
         )
-    refined = bool(state.loads.max() <= salb.loads.max())
-    return Salb2Result(
-        token_matcher=token_matcher if refined else salb.token_matcher,
-        loads=state.loads if refined else salb.loads,
-        salb_loads=salb.loads,
-        slacks=tuple(float(x) for x in slacks),
-        moves=tuple(int(m) for m in moves),
-        refined=refined,
+    if start == "metis" or (start == "auto" and n_edges <= METIS_START_EDGE_BUDGET):
+        token_matcher = learn_wordnet(problem, n_matchers, "gFCL", seed=seed)
+        rows, loads = route_tokens(
+            problem.token_indptr, state.edge_row, state.rows.shape[0], token_matcher, n_matchers
+        )
+        metis = RoutingState(rows=rows, edge_row=state.edge_row, loads=loads)
+        moves = _restream_from(problem, state.edge_row, order, token_matcher, slacks, metis)
+        results.append(
+            Salb2Result(
+                token_matcher=token_matcher,
+                loads=metis.loads,
+                salb_loads=salb.loads,
+                slacks=tuple(float(x) for x in slacks),
+                moves=moves,
+                refined=True,
+                start="metis",
+            )
+        )
+    # the first of the least busiest-matcher loads (SALB's start on a tie)
+    return min(results, key=lambda r: int(r.loads.max()))
+
+
+def _restream_from(
+    problem: LearningProblem,
+    edge_row: np.ndarray,
+    order: np.ndarray,
+    token_matcher: np.ndarray,
+    slacks: np.ndarray,
+    state: RoutingState,
+) -> tuple[int, ...]:
+    """Restream ``order`` over ``token_matcher`` (a full remap: no origins), updating it and
+    ``state`` in place; the moves per pass."""
+    n_matchers = state.loads.shape[0]
+    if not (slacks.size and n_matchers > 1 and order.size):
+        return ()
+    moves, _ = restream(
+        problem.token_indptr,
+        edge_row,
+        order,
+        token_matcher,
+        slacks,
+        state.rows,
+        state.loads,
+        np.full(problem.n_tokens, -1, dtype=np.int32),
+        np.zeros(problem.n_tokens, dtype=np.int64),
+        0.0,
+        -1,
     )
+    return tuple(int(m) for m in moves)

@@ -13,6 +13,7 @@ from core.corpus import corpus_from_word_lists
 from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping, remap_incremental
 from core.learn.incremental import learn_incremental, project_table
+from core.learn.salb2 import MIN_RESTREAM_FREQUENCY
 from core.routing import route_corpus, routing_metrics
 from tests.core.test_salb import direct_loads
 from tests.core.test_salb2 import planted_communities, token_sets
@@ -43,6 +44,9 @@ def test_moves_stay_within_the_budget_and_the_state_stays_exact(case: tuple) -> 
     assert result.moved_tokens == int(away.sum())
     # every learnable token is placed; tokens the published table lacks are placed anew
     assert np.array_equal(learned, problem.token_subscribed & (problem.token_frequencies > 0))
+    # tokens in fewer than MIN_RESTREAM_FREQUENCY posts are not restreamed: they stay put
+    rare = learned & (origin >= 0) & (problem.token_frequencies < MIN_RESTREAM_FREQUENCY)
+    np.testing.assert_array_equal(result.token_matcher[rare], origin[rare])
     mapping = {int(t): int(result.token_matcher[t]) for t in np.flatnonzero(learned)}
     np.testing.assert_array_equal(result.loads, direct_loads(token_sets(problem), mapping, n))
 

@@ -66,7 +66,7 @@ def slow_restream(problem, order, mapping, slacks, n) -> tuple[dict, list[int], 
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[list[list[str]], int, float, int]:
+def cases(draw: st.DrawFn) -> tuple[list[list[str]], int, float, int, int]:
     vocab = [f"w{i}" for i in range(draw(st.integers(1, 12)))]
     posts = draw(
         st.lists(st.lists(st.sampled_from(vocab), min_size=1, max_size=6), min_size=1, max_size=30)
@@ -76,21 +76,26 @@ def cases(draw: st.DrawFn) -> tuple[list[list[str]], int, float, int]:
         draw(st.integers(1, 6)),
         draw(st.sampled_from([0.0, 0.05, 0.3])),
         draw(st.integers(0, 4)),
+        draw(st.integers(1, 4)),
     )
 
 
 @settings(max_examples=120, deadline=None)
 @given(cases())
 def test_kernel_equals_slow_restreaming(case: tuple) -> None:
-    word_lists, n, slack, passes = case
+    word_lists, n, slack, passes, min_frequency = case
     problem = build_problem(corpus_from_word_lists(word_lists), n, split=True, seed=0)
     salb = learn_salb(problem, n)
-    result = learn_salb2(problem, n, slack=slack, passes=passes)
+    result = learn_salb2(
+        problem, n, slack=slack, passes=passes, min_frequency=min_frequency, start="salb"
+    )
+    # only tokens in at least min_frequency posts are restreamed, in SALB's order
+    frequent = [t for t in salb.order.tolist() if problem.token_frequencies[t] >= min_frequency]
     assert list(result.slacks) == slack_schedule(passes, slack).tolist()
     start = {int(t): int(salb.token_matcher[t]) for t in salb.order}
     expected, moves, capacities = (
-        slow_restream(problem, salb.order, start, list(result.slacks), n)
-        if n > 1
+        slow_restream(problem, np.array(frequent, dtype=np.int64), start, list(result.slacks), n)
+        if n > 1 and frequent
         else (start, [], [])
     )
     got = {int(t): int(result.token_matcher[t]) for t in salb.order}
@@ -152,6 +157,44 @@ def test_salb2_refuses_to_learn_unsplit_and_bad_parameters() -> None:
         learn_salb2(problem, 2, slack=-0.1)
     with pytest.raises(InvalidArgumentError, match="passes"):
         learn_salb2(problem, 2, passes=-1)
+    with pytest.raises(InvalidArgumentError, match="min_frequency"):
+        learn_salb2(problem, 2, min_frequency=0)
+    with pytest.raises(InvalidArgumentError, match="start"):
+        learn_salb2(problem, 2, start="kahypar")
+
+
+def test_auto_start_keeps_the_less_loaded_of_salb_and_metis_starts() -> None:
+    corpus = planted_communities(n_groups=6, words_per_group=25, posts=2500, seed=5)
+    n = 6
+    problem = build_problem(corpus, n, split=True)
+    posts = token_sets(problem)
+    from_salb = learn_salb2(problem, n, start="salb")
+    from_metis = learn_salb2(problem, n, start="metis")
+    chosen = learn_salb2(problem, n)  # within the edge budget: both starts
+    assert from_salb.start == "salb" and from_metis.start == "metis"
+    for result in (from_salb, from_metis, chosen):
+        # every learnable token is mapped, and the loads are those of the mapping
+        mapped = {int(t): int(result.token_matcher[t]) for t in problem.learnable_tokens()}
+        assert min(mapped.values()) >= 0
+        np.testing.assert_array_equal(result.loads, direct_loads(posts, mapped, n))
+    best = min((from_salb, from_metis), key=lambda r: int(r.loads.max()))
+    assert chosen.start == best.start
+    np.testing.assert_array_equal(chosen.token_matcher, best.token_matcher)
+    # METIS finds the planted groups whole; restreaming keeps posts on one matcher
+    assert (
+        routing_metrics(route_corpus(learn_mapping(corpus, n, "salb2").table, corpus)).spread < 1.2
+    )
+
+
+def test_auto_start_skips_metis_past_the_edge_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.learn.salb2 as salb2
+
+    corpus = planted_communities(n_groups=4, words_per_group=20, posts=800, seed=6)
+    problem = build_problem(corpus, 4, split=True)
+    monkeypatch.setattr(salb2, "METIS_START_EDGE_BUDGET", int(problem.token_indptr[-1]) - 1)
+    assert learn_salb2(problem, 4).start == "salb"
+    learned = learn_mapping(corpus, 4, "salb2")
+    assert learned.table.manifest["refinement_start"] == "salb"
 
 
 def test_slack_schedule_anneals_to_the_final_slack() -> None:
