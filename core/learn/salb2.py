@@ -51,6 +51,10 @@ EDGE_PASS_BUDGET = 8_000_000
 # 30x SALB, so it is one of the two starts only up to this many token/post edges (the real
 # tweets' 113k posts have 0.9M); beyond, restreaming starts from SALB's mapping alone.
 METIS_START_EDGE_BUDGET = 2_000_000
+# ... and only up to this N: on the real tweets the SALB start won at N = 128 and 256 (where
+# balance, with hot words split, decides), and METIS' k-way partition grows with N (9.4 s
+# and 640 MiB for 125k synthetic posts at N = 256, against SALB's 0.3 s).
+METIS_START_MAX_MATCHERS = 64
 STARTS = ("auto", "salb", "metis")
 
 
@@ -121,8 +125,9 @@ def learn_salb2(
             the others keep their start's matcher.
         start: ``salb`` (restream SALB's mapping), ``metis`` (restream METIS' partition of
             the token co-occurrence graph, as gFCL's) or ``auto``: both while the problem
-            has at most ``METIS_START_EDGE_BUDGET`` token/post edges, else SALB's; of two,
-            the one whose busiest training matcher carries fewer posts.
+            has at most ``METIS_START_EDGE_BUDGET`` token/post edges and N is at most
+            ``METIS_START_MAX_MATCHERS``, else SALB's; of two, the one whose busiest
+            training matcher carries fewer posts.
         seed: METIS' seed.
 
     Raises:
@@ -161,7 +166,8 @@ def learn_salb2(
                 start="salb",
             )
         )
-    if start == "metis" or (start == "auto" and n_edges <= METIS_START_EDGE_BUDGET):
+    affordable = n_edges <= METIS_START_EDGE_BUDGET and n_matchers <= METIS_START_MAX_MATCHERS
+    if start == "metis" or (start == "auto" and affordable):
         token_matcher = learn_wordnet(problem, n_matchers, "gFCL", seed=seed)
         rows, loads = route_tokens(
             problem.token_indptr, state.edge_row, state.rows.shape[0], token_matcher, n_matchers

@@ -186,7 +186,7 @@ def test_auto_start_keeps_the_less_loaded_of_salb_and_metis_starts() -> None:
     )
 
 
-def test_auto_start_skips_metis_past_the_edge_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_start_skips_metis_past_the_edge_budget_and_n(monkeypatch: pytest.MonkeyPatch) -> None:
     import core.learn.salb2 as salb2
 
     corpus = planted_communities(n_groups=4, words_per_group=20, posts=800, seed=6)
@@ -195,6 +195,11 @@ def test_auto_start_skips_metis_past_the_edge_budget(monkeypatch: pytest.MonkeyP
     assert learn_salb2(problem, 4).start == "salb"
     learned = learn_mapping(corpus, 4, "salb2")
     assert learned.table.manifest["refinement_start"] == "salb"
+    monkeypatch.undo()
+    monkeypatch.setattr(salb2, "METIS_START_MAX_MATCHERS", 3)
+    assert learn_salb2(problem, 4).start == "salb"
+    assert learn_salb2(problem, 3).start in ("salb", "metis")  # both tried: either may win
+    assert learn_salb2(problem, 4, start="metis").start == "metis"
 
 
 def test_slack_schedule_anneals_to_the_final_slack() -> None:
