@@ -53,7 +53,7 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
         "algorithm": Param(
             "salb2",
             enum=["salb2", "salb", "hash", "gC", "gFC", "gFCL", "gNFCL"],
-            description="learner: salb2 (SALB then restreaming, needs split) or a baseline",
+            description="learner: salb2 (SALB or METIS, then restreaming; splits) or a baseline",
         ),
         "split": Param(True, type="boolean", description="split hot words"),
         "incremental": Param(

@@ -75,9 +75,9 @@ def learn_mapping(
     Args:
         corpus: training posts.
         n_matchers: N >= 1.
-        algorithm: ``hash``, ``salb`` (Alg. 1 as printed), ``salb2`` (SALB then restreaming,
-            :mod:`core.learn.salb2`) or a word-network variant (``gC``, ``gFC``, ``gFCL``,
-            ``gNFCL``).
+        algorithm: ``hash``, ``salb`` (Alg. 1 as printed), ``salb2`` (SALB or METIS, then
+            restreaming, :mod:`core.learn.salb2`) or a word-network variant (``gC``,
+            ``gFC``, ``gFCL``, ``gNFCL``).
         split: split hot words first (Sect. 5.1); None: the algorithm's default (on for
             ``salb2``, which refuses False; off for the others).
         subscribed_words: learn on these words only (None: all words are subscribed).

@@ -1,4 +1,4 @@
-"""``salb2``: SALB, then restreaming refinement (kernel in ``_salb2_kernels``).
+"""``salb2``: SALB (or METIS), then restreaming refinement (kernel in ``_salb2_kernels``).
 
 Why: with Alg. 1's utility as printed (the standard deviation of the loads) SALB balances
 well but does not lower the spread: each token is placed once, in frequency order, when few
@@ -10,9 +10,16 @@ past a capacity of ``(1 + slack)`` times the mean load. The slack anneals: loose
 first (groups of co-occurring tokens gather), then passes at the final slack (overfull
 matchers shed tokens). Only tokens seen in at least ``MIN_RESTREAM_FREQUENCY`` posts move:
 fitting a rare token to the few posts it was seen in does not carry over to new posts (the
-held-out loads drifted apart). Throughput ~ |P| / max load (Eq. 6) improves through both factors:
-fewer matchers per post, loads still level. On the real tweets an annealed schedule beat a
-flat one at N = 2, 16 and 64 (the commit's notes; ``s3tm experiment scalability``).
+held-out loads drifted apart). Throughput ~ |P| / max load (Eq. 6) improves through both
+factors: fewer matchers per post, loads still level. On the real tweets an annealed
+schedule beat a flat one at N = 2, 16 and 64 (the commit's notes; ``s3tm experiment
+scalability``).
+
+Within a budget (N <= 64, at most 2M token/post edges) METIS' partition of the token
+co-occurrence network (gFCL's) is restreamed the same way, and the start whose result loads
+the busiest training matcher less is kept: METIS' multilevel clusters are global where
+SALB's greedy is not, and from them restreaming reached a lower held-out spread at N = 2..64
+on the real tweets.
 
 Learning stays fast: the passes are bounded by an edge budget (a pass costs about two of
 SALB's greedy passes), so big corpora get fewer passes, and the result depends on the input

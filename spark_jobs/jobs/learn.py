@@ -164,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--algorithm",
         choices=ALGORITHMS,
         default="salb2",
-        help="learner (default salb2: SALB then restreaming; salb is Alg. 1 as printed)",
+        help="learner (default salb2: SALB or METIS, then restreaming; salb is Alg. 1 as printed)",
     )
     parser.add_argument(
         "--split",
