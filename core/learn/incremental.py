@@ -27,7 +27,7 @@ from core.learn.salb2 import (
     DEFAULT_SLACK,
     MIN_RESTREAM_FREQUENCY,
     refinement_passes,
-    restream_order,
+    restreamable,
 )
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
@@ -123,10 +123,7 @@ def learn_incremental(
     token_matcher = np.where(learnable, origin, -1).astype(np.int32)
     passes = refinement_passes(int(problem.token_indptr[-1])) if passes is None else passes
     # rare tokens stay where they are; every token without a matcher yet must be placed
-    frequent = restream_order(problem, order, MIN_RESTREAM_FREQUENCY)
-    placed = np.zeros(problem.n_tokens, dtype=bool)
-    placed[frequent] = True
-    order = order[placed[order] | (token_matcher[order] < 0)]
+    order = order[restreamable(problem, order, MIN_RESTREAM_FREQUENCY) | (token_matcher[order] < 0)]
     edge_row, n_row_entries = edge_rows(problem)
     rows, loads = route_tokens(
         problem.token_indptr, edge_row, n_row_entries, token_matcher, n_matchers

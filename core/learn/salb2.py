@@ -87,7 +87,7 @@ class Salb2Result:
     slacks: tuple[float, ...]
     moves: tuple[int, ...]
     refined: bool
-    start: str = "salb"
+    start: str
 
 
 def refinement_passes(n_edges: int, budget: int = EDGE_PASS_BUDGET) -> int:
@@ -105,10 +105,10 @@ def slack_schedule(passes: int, slack: float = DEFAULT_SLACK) -> np.ndarray:
     return np.array(steps + [slack] * tail, dtype=np.float64)[:passes]
 
 
-def restream_order(problem: LearningProblem, order: np.ndarray, min_frequency: int) -> np.ndarray:
-    """The tokens of ``order`` (SALB's) that restreaming moves: those in at least
-    ``min_frequency`` training posts, in the same order."""
-    return order[problem.token_frequencies[order] >= min_frequency]
+def restreamable(problem: LearningProblem, order: np.ndarray, min_frequency: int) -> np.ndarray:
+    """Which tokens of ``order`` restreaming may move (bool, aligned with ``order``): those
+    in at least ``min_frequency`` training posts."""
+    return problem.token_frequencies[order] >= min_frequency
 
 
 def learn_salb2(
@@ -155,11 +155,11 @@ def learn_salb2(
     n_edges = int(problem.token_indptr[-1])
     passes = refinement_passes(n_edges) if passes is None else int(passes)
     slacks = slack_schedule(passes, slack)
-    order = restream_order(problem, salb.order, min_frequency)
+    order = salb.order[restreamable(problem, salb.order, min_frequency)]
     results = []
     if start in ("salb", "auto"):
         token_matcher = salb.token_matcher.copy()
-        moves = _restream_from(problem, state.edge_row, order, token_matcher, slacks, state)
+        moves = _restream_from(problem, order, token_matcher, slacks, state)
         # SALB's mapping is kept if the refinement loads the busiest matcher more
         refined = bool(state.loads.max() <= salb.loads.max())
         results.append(
@@ -180,7 +180,7 @@ def learn_salb2(
             problem.token_indptr, state.edge_row, state.rows.shape[0], token_matcher, n_matchers
         )
         metis = RoutingState(rows=rows, edge_row=state.edge_row, loads=loads)
-        moves = _restream_from(problem, state.edge_row, order, token_matcher, slacks, metis)
+        moves = _restream_from(problem, order, token_matcher, slacks, metis)
         results.append(
             Salb2Result(
                 token_matcher=token_matcher,
@@ -198,7 +198,6 @@ def learn_salb2(
 
 def _restream_from(
     problem: LearningProblem,
-    edge_row: np.ndarray,
     order: np.ndarray,
     token_matcher: np.ndarray,
     slacks: np.ndarray,
@@ -211,7 +210,7 @@ def _restream_from(
         return ()
     moves, _ = restream(
         problem.token_indptr,
-        edge_row,
+        state.edge_row,
         order,
         token_matcher,
         slacks,
