@@ -19,6 +19,8 @@ from pathlib import Path
 from core.errors import S3TMError
 
 REPO = Path(__file__).resolve().parents[2]
+SQLITE_BUSY_TIMEOUT_S = 30
+EXECUTION_API_TIMEOUT_S = 2 * SQLITE_BUSY_TIMEOUT_S
 
 
 class DemoStepFailed(S3TMError):
@@ -36,7 +38,16 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
             # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the
             # scheduler, the API server and the first scheduled runs all write at once, and
             # a REST trigger then failed with a 500 on "database is locked"
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home.resolve()}/airflow.db?timeout=30",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
+                f"sqlite:///{home.resolve()}/airflow.db?timeout={SQLITE_BUSY_TIMEOUT_S}"
+            ),
+            # A task's first call to the execution API (PATCH .../run) can wait that long on
+            # the SQLite lock, and the API server may still be starting when the scheduler
+            # queues the first scheduled runs: with the default 5 s timeout and 5 retries a
+            # task gave up before it ran ("finished with state failed, but the task
+            # instance's state attribute is queued") on a loaded 2-core machine.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(EXECUTION_API_TIMEOUT_S),
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
                 {
                     "conn_type": "spark",

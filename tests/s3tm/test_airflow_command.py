@@ -252,7 +252,12 @@ def test_runs_triggered_by_rest_and_by_the_trigger_button_succeed(airflow_ui, tm
     )
     # Every run of both DAGs is green (scheduled, asset-triggered and manual alike).
     states = {(d, r["dag_run_id"]): r["state"] for d in PROJECT_DAGS for r in api.runs(d)}
-    assert set(states.values()) <= {"success", "running", "queued"}, states
+    not_green = {
+        run: (state, api.failed_tasks(*run))
+        for run, state in states.items()
+        if state not in {"success", "running", "queued"}
+    }
+    assert not not_green, f"runs that are not green (state, failed tasks): {not_green}"
 
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import published_version
@@ -415,3 +420,18 @@ def test_remap_on_postgresql_with_the_local_executor(postgres_url, tmp_path):
         assert api.wait_for("s3tm_remap", remap) == "success", api.failed_tasks("s3tm_remap", remap)
         report = (tmp_path / "lakehouse" / "reports").glob("remap-*.md")
         assert any('"published": ' in p.read_text() for p in report)
+
+
+def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(tmp_path):
+    """A task's calls to the execution API may wait on SQLite's busy timeout; a shorter client
+    timeout failed a scheduled run that started while the API server was still starting."""
+    from urllib.parse import parse_qs, urlparse
+
+    from s3tm.orchestration.standalone import standalone_env
+
+    env = standalone_env(tmp_path, port=_free_port())
+    busy_timeout_s = float(
+        parse_qs(urlparse(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).query)["timeout"][0]
+    )
+    assert float(env["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"]) > busy_timeout_s
+    assert int(env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"]) >= 5
