@@ -22,6 +22,12 @@ import pytest
 
 RUNS = {"spark": 8, "no JVM": 40}
 
+
+def _runs(name: str) -> int:
+    """How many times the command called ``name`` runs."""
+    return RUNS["no JVM" if "no JVM" in name else "spark"]
+
+
 pytestmark = pytest.mark.spark
 
 
@@ -103,11 +109,7 @@ def _commands(root: Path) -> dict[str, list[str]]:
 
 def test_short_commands_never_abort_at_exit(small_lakehouse):
     commands = _commands(small_lakehouse)
-    jobs = [
-        (name, argv)
-        for name, argv in commands.items()
-        for _ in range(RUNS["no JVM" if "no JVM" in name else "spark"])
-    ]
+    jobs = [(name, argv) for name, argv in commands.items() for _ in range(_runs(name))]
     # Two at a time: the machine has two cores and each Spark command starts a JVM.
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda job: (job[0], _run(job[1])), jobs))
@@ -116,7 +118,7 @@ def test_short_commands_never_abort_at_exit(small_lakehouse):
         for name, r in results
         if r.returncode != 0 or "terminate called" in r.stderr
     ]
-    assert len(results) == 2 * RUNS["spark"] + RUNS["no JVM"]
+    assert len(results) == sum(_runs(name) for name in commands)
     assert failures == [], f"{len(failures)} of {len(results)} runs failed:\n" + "\n".join(
         failures[:5]
     )
