@@ -67,6 +67,28 @@ def test_every_placement_is_eligible_and_replay_is_exact(setup, workload, algori
     assert result.throughput > 0 and result.matcher_seconds.shape == (8,)
 
 
+def test_replay_times_every_matcher_that_has_work_and_refuses_bad_timing_arguments(setup):
+    training, held_out, workloads = setup
+    subs = workloads["tweet"]
+    table = learn_mapping(training, 8, "salb", subscribed_words=_words(subs)).table
+    placement = place_subscriptions(table, subs, policy="lasp")
+    once = replay(table, placement, subs, held_out, repeats=1, min_sample_seconds=0)
+    rounds = replay(table, placement, subs, held_out, repeats=3, min_sample_seconds=0.002)
+    # timing changes no count: the same matches and work however often a matcher is timed
+    assert np.array_equal(once.match_pairs, rounds.match_pairs)
+    assert np.array_equal(once.matcher_operations, rounds.matcher_operations)
+    has_subs = np.diff(placement.subscriptions_by_matcher()[0]) > 0
+    has_work = has_subs & (rounds.matcher_posts > 0)
+    assert has_work.any()
+    assert np.all(rounds.matcher_seconds[has_work] > 0)
+    assert np.all(rounds.matcher_seconds[~has_work] == 0)
+    assert rounds.throughput == pytest.approx(held_out.n_posts / rounds.matcher_seconds.max())
+    with pytest.raises(InvalidArgumentError, match="min_sample_seconds"):
+        replay(table, placement, subs, held_out, min_sample_seconds=-1.0)
+    with pytest.raises(InvalidArgumentError, match="repeats"):
+        replay(table, placement, subs, held_out, repeats=0)
+
+
 @pytest.mark.parametrize("workload", ["tweet", "topic"])
 def test_lasp_load_is_not_above_random_anycast(setup, workload):
     training, held_out, workloads = setup
