@@ -51,24 +51,31 @@ class ReplayResult:
     Attributes:
         n_posts: posts replayed.
         matcher_posts, matcher_operations: ``(N,)`` posts received, trie lookups performed.
+        matcher_matches: ``(N,)`` matches each matcher emitted (a subscription placed on
+            two matchers matches a post at both).
         matcher_seconds: ``(N,)`` each matcher's matching time: the best of ``repeats``
             samples (see the module doc).
         throughput: n_posts / max(matcher_seconds), posts per second.
-        work_throughput: n_posts / max(matcher_operations): the same bound with the
-            matchers' counted trie operations as cost, free of timer noise.
+        work_throughput: n_posts / max(matcher_operations + matcher_matches): the same
+            bound with each matcher's counted work as cost, free of timer noise. Work counts
+            the matches emitted beside the lookups: with topic-based subscriptions (~200
+            matches per post) a matcher emits ~15 matches per lookup and its time follows
+            the matches (docs/RESULTS.md), which lookups alone do not see.
         match_pairs: ``(n_matches, 2)`` int64 distinct (post row, sub id) pairs.
     """
 
     n_posts: int
     matcher_posts: np.ndarray
     matcher_operations: np.ndarray
+    matcher_matches: np.ndarray
     matcher_seconds: np.ndarray
     throughput: float
     match_pairs: np.ndarray
 
     @property
     def work_throughput(self) -> float:
-        busiest = int(self.matcher_operations.max()) if self.matcher_operations.size else 0
+        work = self.matcher_operations + self.matcher_matches
+        busiest = int(work.max()) if work.size else 0
         return self.n_posts / busiest if busiest > 0 else float("nan")
 
 
@@ -107,6 +114,7 @@ def replay(
     word_map = dictionary.map_vocabulary(posts.vocabulary.tolist())
     seconds = np.zeros(n)
     operations = np.zeros(n, dtype=np.int64)
+    emitted = np.zeros(n, dtype=np.int64)
     pairs: list[np.ndarray] = []
     timed: list[_Timed] = []
     for i in range(n):
@@ -121,6 +129,7 @@ def replay(
         # the first matching gives the matches and the work (and compiles the kernel)
         matches = trie.match(batch_ptr, batch_words, word_map)
         operations[i] = matches.operations
+        emitted[i] = matches.sub_ids.shape[0]
         owner = np.repeat(targets, np.diff(matches.indptr))
         pairs.append(np.stack([owner, matches.sub_ids], axis=1))
         timed.append(_Timed(i, trie, batch_ptr, batch_words, loops=1))
@@ -143,6 +152,7 @@ def replay(
         n_posts=posts.n_posts,
         matcher_posts=np.diff(post_ptr),
         matcher_operations=operations,
+        matcher_matches=emitted,
         matcher_seconds=seconds,
         throughput=posts.n_posts / slowest if slowest > 0 else float("nan"),
         match_pairs=all_pairs,

@@ -11,9 +11,9 @@ none, N changed, or a full one gains more than `full_remap_gain`) -> place (LASP
 subscriptions whose matcher stays eligible stay put) ->
 validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
 the held-out posts against the published version and hash -> publish only if validation
-passed AND the candidate beats the published version by `margin` (by counted trie work
-in the replay when there are subscriptions, else by the model; else the current version
-stays, and the report says why) -> run report.
+passed AND the candidate beats the published version by `margin` (by counted matcher work,
+lookups and matches, in the replay when there are subscriptions, else by the model;
+else the current version stays, and the report says why) -> run report.
 
 Params: `nodes` (N), `algorithm`, `split`, `incremental`, `max_moved`, `full_remap_gain`,
 `window_days` (a monitor request may ask for a shorter window: the run then learns on the

@@ -114,7 +114,7 @@ def run_configuration(
         "model_rel_throughput": model.relative_throughput,
         "replay_posts_per_s": measured.throughput,
         "replay_rel_throughput": (measured.throughput / hash_replay[0] if hash_replay else 1.0),
-        # the same bound with counted trie operations as the cost: free of timer noise
+        # the same bound with counted work (lookups + matches) as the cost: free of timer noise
         "replay_ops_per_post_max": measured.work_throughput,
         "replay_work_rel_throughput": (
             measured.work_throughput / hash_replay[1] if hash_replay else 1.0

@@ -96,7 +96,7 @@ def _measure(
     if subs is not None and placement is not None:
         measured = replay(routing, placement, subs, posts, seed=seed)
         result["replay_posts_per_s"] = measured.throughput
-        # counted trie operations of the busiest matcher: deterministic (the publish gate)
+        # counted work (lookups + matches) of the busiest matcher: deterministic (the publish gate)
         result["work_throughput"] = measured.work_throughput
         result["matches"] = int(measured.match_pairs.shape[0])
     return result

@@ -83,6 +83,10 @@ def test_replay_times_every_matcher_that_has_work_and_refuses_bad_timing_argumen
     assert np.all(rounds.matcher_seconds[has_work] > 0)
     assert np.all(rounds.matcher_seconds[~has_work] == 0)
     assert rounds.throughput == pytest.approx(held_out.n_posts / rounds.matcher_seconds.max())
+    # counted work: each matcher's lookups and the matches it emitted
+    assert rounds.matcher_matches.sum() >= rounds.match_pairs.shape[0] > 0
+    busiest = (rounds.matcher_operations + rounds.matcher_matches).max()
+    assert rounds.work_throughput == pytest.approx(held_out.n_posts / busiest)
     with pytest.raises(InvalidArgumentError, match="min_sample_seconds"):
         replay(table, placement, subs, held_out, min_sample_seconds=-1.0)
     with pytest.raises(InvalidArgumentError, match="repeats"):
