@@ -5,8 +5,8 @@ bounds throughput, Sect. 3.1.3).
 
 Timing: a matcher's share of a held-out corpus is often a millisecond of work, and the
 throughput is set by the maximum over N such times, so a single noisy sample decides it
-(best-of-3 per matcher, taken matcher after matcher, once ranked identical work 1.4x apart
-on a shared machine). The samples therefore run in rounds over all matchers, so a burst of
+(best-of-3 per matcher, taken matcher after matcher, measured one mapping up to 1.2x apart
+from run to run). The samples therefore run in rounds over all matchers, so a burst of
 machine noise lands on one sample of many matchers instead of every sample of one, and a
 matcher whose sample was shorter than ``min_sample_seconds`` repeats its matching in the
 later rounds until a sample lasts that long; each matcher's time is its best sample.
@@ -35,13 +35,15 @@ DEFAULT_MIN_SAMPLE_SECONDS = 0.005
 
 @dataclass
 class _Timed:
-    """One matcher's timing input: its trie, the posts routed to it, matchings per sample."""
+    """One matcher's timing: its trie, the posts routed to it, matchings per sample, and
+    the best seconds per matching so far."""
 
     matcher: int
     trie: TrieMatcher
     batch_ptr: np.ndarray
     batch_words: np.ndarray
-    loops: int
+    loops: int = 1
+    best: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -132,18 +134,18 @@ def replay(
         emitted[i] = matches.sub_ids.shape[0]
         owner = np.repeat(targets, np.diff(matches.indptr))
         pairs.append(np.stack([owner, matches.sub_ids], axis=1))
-        timed.append(_Timed(i, trie, batch_ptr, batch_words, loops=1))
-    seconds[:] = np.inf
+        timed.append(_Timed(i, trie, batch_ptr, batch_words))
     for _ in range(repeats):
         for t in timed:
             started = time.perf_counter()
             for _ in range(t.loops):
                 t.trie.match(t.batch_ptr, t.batch_words, word_map)
             elapsed = time.perf_counter() - started
-            seconds[t.matcher] = min(seconds[t.matcher], elapsed / t.loops)
+            t.best = min(t.best, elapsed / t.loops)
             if elapsed < min_sample_seconds:  # the next samples run long enough
                 t.loops = math.ceil(t.loops * min_sample_seconds / max(elapsed, 1e-7))
-    seconds[np.isinf(seconds)] = 0.0
+    for t in timed:
+        seconds[t.matcher] = t.best
     all_pairs = (
         np.unique(np.concatenate(pairs), axis=0) if pairs else np.empty((0, 2), dtype=np.int64)
     )

@@ -7,8 +7,8 @@ is at least (1 + m) x the published version's on the same held-out posts (as ``e
 recorded), and otherwise keeps the current version and says why. Throughput is by counted
 work (posts / the busiest matcher's trie lookups plus matches emitted in the replay:
 deterministic, and it sees that a matcher's cost grows with the subscriptions a post meets
-there) when both
-versions could be replayed with the subscriptions, else by the model (|P| / max load).
+there) when both versions could be replayed with the subscriptions, else by the model
+(|P| / max load).
 ``rollback VERSION`` publishes an older version again.
 """
 
