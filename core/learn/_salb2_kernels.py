@@ -120,6 +120,8 @@ def restream(
     move_cost: np.ndarray,
     penalty: float,
     budget: int,
+    token_weight: np.ndarray,
+    extra: np.ndarray,
 ) -> tuple[np.ndarray, int]:
     """Restream ``order``'s tokens once per slack, updating everything in place.
 
@@ -136,6 +138,9 @@ def restream(
         move_cost: ``(n_tokens,)`` int64, subscriptions re-placed when it leaves its origin.
         penalty: score lost per subscription re-placed.
         budget: most subscriptions away from their origin at any time (< 0: no limit).
+        token_weight: ``(n_tokens,)`` float64, load a token brings beside its posts (the
+            matches its subscriptions emit, in posts; zeros: posts alone).
+        extra: ``(N,)`` float64, the token weights on each matcher, updated.
 
     Returns:
         ``(moved, spent)``: tokens moved in each pass that ran (int64), and the move cost of
@@ -150,7 +155,8 @@ def restream(
     for it in range(passes):
         ran += 1
         moved = 0
-        capacity = max(1, int(np.ceil((1.0 + slacks[it]) * loads.sum() / n_matchers)))
+        total = loads.sum() + extra.sum()
+        capacity = max(1, int(np.ceil((1.0 + slacks[it]) * total / n_matchers)))
         for step in range(order.shape[0]):
             token = order[step]
             home = token_matcher[token]
@@ -172,29 +178,32 @@ def restream(
                     if m == home and rows[r + 2 + 2 * j] == 1:
                         alone += 1
             # score every matcher as if the token were lifted off its own
+            weight = token_weight[token]
             if home >= 0:
                 covered[home] -= alone
                 loads[home] -= alone
+                extra[home] -= weight
             best = -1
             best_score = 0.0
             fallback = -1
-            fallback_load = np.int64(0)
+            fallback_load = 0.0
             for b in range(n_matchers):
-                new_load = loads[b] + freq - covered[b]
+                load = loads[b] + extra[b]
+                new_load = load + freq - covered[b] + weight
                 away = source >= 0 and b != source
                 if away and not can_leave:
                     covered[b] = 0
                     continue
                 if new_load <= capacity:
-                    # LDG's covered x (1 - load / capacity), times the capacity: integer
-                    # arithmetic for a full remap, the same order of candidates
-                    score = float(covered[b] * (capacity - loads[b]))
+                    # LDG's covered x (1 - load / capacity), times the capacity (exact in
+                    # float64 while the weights are zero: integers below 2^53)
+                    score = covered[b] * (capacity - load)
                     if away:
                         score -= penalty * cost * capacity
                     if (
                         best < 0
                         or score > best_score
-                        or (score == best_score and loads[b] < loads[best])
+                        or (score == best_score and load < loads[best] + extra[best])
                     ):
                         best = b
                         best_score = score
@@ -204,6 +213,7 @@ def restream(
                 covered[b] = 0
             if home >= 0:
                 loads[home] += alone
+                extra[home] += weight
             if best < 0:
                 best = fallback  # nothing fits: the least loaded result
             if best != home:
@@ -215,6 +225,9 @@ def restream(
                     _move(start, stop, home, best, edge_row, rows, loads)
                 else:
                     _place(start, stop, best, edge_row, rows, loads)
+                if home >= 0:
+                    extra[home] -= weight
+                extra[best] += weight
                 token_matcher[token] = best
                 moved += 1
         moved_per_pass[it] = moved

@@ -15,6 +15,7 @@ from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn.hash import learn_hash
 from core.learn.incremental import learn_incremental, project_table
+from core.learn.match_weight import match_weights
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
 from core.learn.salb2 import learn_salb2
@@ -69,6 +70,7 @@ def learn_mapping(
     subscribed_words: Collection[str] | None = None,
     seed: int = 0,
     min_parts: Mapping[str, int] | None = None,
+    subscriptions: Corpus | None = None,
 ) -> LearnedMapping:
     """Learn a word -> matcher mapping.
 
@@ -84,6 +86,9 @@ def learn_mapping(
         seed: seeds hot-word dealing.
         min_parts: with ``split``, at least this many versions for these words (the live
             stream's hot words, :func:`core.monitor.health.versions_needed`).
+        subscriptions: the active subscriptions (rows of word sets): ``salb2`` then weighs
+            each token by the matches its subscriptions emit on the training posts beside
+            its posts (:mod:`core.learn.match_weight`); the other learners ignore them.
 
     Returns:
         The table (mapped: every learnable token) with a manifest of parameters.
@@ -116,14 +121,20 @@ def learn_mapping(
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     elif algorithm == "salb2":
-        refined = learn_salb2(problem, int(n_matchers), seed=seed)
+        token_weight = None
+        if subscriptions is not None:
+            token_weight, matches_per_post = match_weights(problem, subscriptions, corpus)
+            refinement["matches_per_post"] = round(matches_per_post, 3)
+        refined = learn_salb2(problem, int(n_matchers), seed=seed, token_weight=token_weight)
         token_matcher = refined.token_matcher
         refinement = {
+            **refinement,
             "refinement_moves": list(refined.moves),
             "refinement_kept": refined.refined,
             "refinement_start": refined.start,
             "training_load_max": int(refined.loads.max()),
             "salb_training_load_max": int(refined.salb_loads.max()),
+            "training_weighted_load_max": round(float(refined.weighted_loads.max()), 1),
         }
     elif algorithm == "hash":
         token_matcher = learn_hash(problem, int(n_matchers))
@@ -158,6 +169,7 @@ def remap_incremental(
     subscribed_words: Collection[str] | None = None,
     seed: int = 0,
     min_parts: Mapping[str, int] | None = None,
+    subscriptions: Corpus | None = None,
 ) -> LearnedMapping:
     """Refine ``published`` on a new window instead of learning from scratch (``salb2``'s
     restreaming with each token's published matcher as its origin, see
@@ -171,7 +183,8 @@ def remap_incremental(
         max_moved_fraction: moves re-place at most this fraction of them (counted per word,
             so a subscription two moved words share counts twice: conservative).
         penalty: score lost per subscription re-placed.
-        subscribed_words, seed, min_parts: as :func:`learn_mapping` (hot words split).
+        subscribed_words, seed, min_parts, subscriptions: as :func:`learn_mapping` (hot
+            words split; the subscriptions weigh the tokens, as ``salb2``'s).
 
     Raises:
         InvalidArgumentError: for a fraction outside [0, 1] or a negative count.
@@ -200,6 +213,11 @@ def remap_incremental(
         count=len(problem.vocabulary),
     )
     budget = math.floor(max_moved_fraction * n_subscriptions)
+    token_weight = None
+    weighing: dict[str, object] = {}
+    if subscriptions is not None:
+        token_weight, matches_per_post = match_weights(problem, subscriptions, corpus)
+        weighing["matches_per_post"] = round(matches_per_post, 3)
     result = learn_incremental(
         problem,
         n_matchers,
@@ -207,6 +225,7 @@ def remap_incremental(
         word_cost[problem.token_word],
         budget=budget,
         penalty=penalty,
+        token_weight=token_weight,
     )
     seconds = time.perf_counter() - started
     return _learned(
@@ -222,6 +241,7 @@ def remap_incremental(
             "split": True,
             "seed": seed,
             "remap": "incremental",
+            **weighing,
             "moved_tokens": result.moved_tokens,
             "moved_subscription_words": result.moved_cost,
             "move_budget": result.budget,

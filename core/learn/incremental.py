@@ -90,6 +90,7 @@ def learn_incremental(
     penalty: float,
     slack: float = DEFAULT_SLACK,
     passes: int | None = None,
+    token_weight: np.ndarray | None = None,
 ) -> IncrementalResult:
     """Refine the published mapping ``origin`` on ``problem``'s posts.
 
@@ -103,6 +104,7 @@ def learn_incremental(
         slack: capacity = ceil((1 + slack) x total load / N) in every pass.
         passes: restreaming passes (None: by the edge budget, as ``salb2``; at least 1, so
             new tokens are placed).
+        token_weight: ``(n_tokens,)`` load beside the posts, as ``salb2``'s (None: none).
 
     Raises:
         InvalidArgumentError: on mismatched shapes, an origin outside 0..N-1, or a negative
@@ -112,6 +114,13 @@ def learn_incremental(
     move_cost = np.asarray(move_cost, dtype=np.int64)
     if origin.shape != (problem.n_tokens,) or move_cost.shape != (problem.n_tokens,):
         raise InvalidArgumentError("origin and move_cost need one entry per token")
+    weight = (
+        np.zeros(problem.n_tokens, dtype=np.float64)
+        if token_weight is None
+        else np.asarray(token_weight, dtype=np.float64)
+    )
+    if weight.shape != (problem.n_tokens,) or not np.all(np.isfinite(weight) & (weight >= 0)):
+        raise InvalidArgumentError("token_weight needs one finite entry >= 0 per token")
     if origin.size and (origin.min() < -1 or origin.max() >= n_matchers):
         raise InvalidArgumentError(f"origin holds matchers outside 0..{n_matchers - 1}")
     for name, value in (("budget", budget), ("penalty", penalty), ("slack", slack)):
@@ -129,6 +138,8 @@ def learn_incremental(
         problem.token_indptr, edge_row, n_row_entries, token_matcher, n_matchers
     )
     start_loads = loads.copy()
+    placed = token_matcher >= 0
+    extra = np.bincount(token_matcher[placed], weights=weight[placed], minlength=n_matchers)
     moves, spent = restream(
         problem.token_indptr,
         edge_row,
@@ -141,6 +152,8 @@ def learn_incremental(
         move_cost,
         float(penalty),
         int(budget),
+        weight,
+        extra,
     )
     away = learnable & (origin >= 0) & (token_matcher != origin)
     return IncrementalResult(

@@ -79,6 +79,8 @@ class Salb2Result:
             carries more training posts than SALB's (then SALB's mapping is returned; the
             throughput model is |P| / max load, so the refinement never makes it worse).
         start: the mapping restreaming started from: ``salb`` or ``metis``.
+        weighted_loads: ``(N,)`` float64, ``loads`` plus the token weights on each matcher
+            (equal to ``loads`` without weights): what the busiest matcher is judged by.
     """
 
     token_matcher: np.ndarray
@@ -88,6 +90,7 @@ class Salb2Result:
     moves: tuple[int, ...]
     refined: bool
     start: str
+    weighted_loads: np.ndarray
 
 
 def refinement_passes(n_edges: int, budget: int = EDGE_PASS_BUDGET) -> int:
@@ -120,6 +123,7 @@ def learn_salb2(
     min_frequency: int = MIN_RESTREAM_FREQUENCY,
     start: str = "auto",
     seed: int = 0,
+    token_weight: np.ndarray | None = None,
 ) -> Salb2Result:
     """Map every learnable token to a matcher: SALB (and METIS), then restreaming.
 
@@ -136,10 +140,12 @@ def learn_salb2(
             ``METIS_START_MAX_MATCHERS``, else SALB's; of two, the one whose busiest
             training matcher carries fewer posts.
         seed: METIS' seed.
+        token_weight: ``(n_tokens,)`` load each token brings beside its posts, in posts
+            (:func:`match_weights`: the matches its subscriptions emit); None: posts alone.
 
     Raises:
-        InvalidArgumentError: for N < 1, a negative slack, passes < 0, min_frequency < 1
-            or an unknown start.
+        InvalidArgumentError: for N < 1, a negative slack, passes < 0, min_frequency < 1,
+            an unknown start, or token weights of the wrong shape or not finite and >= 0.
     """
     if not math.isfinite(slack) or slack < 0:
         raise InvalidArgumentError(f"slack must be a finite number >= 0, got {slack!r}")
@@ -149,6 +155,17 @@ def learn_salb2(
         raise InvalidArgumentError(f"min_frequency must be >= 1, got {min_frequency!r}")
     if start not in STARTS:
         raise InvalidArgumentError(f"start must be one of {STARTS}, got {start!r}")
+    if token_weight is None:
+        weight = np.zeros(problem.n_tokens, dtype=np.float64)
+    else:
+        weight = np.asarray(token_weight, dtype=np.float64)
+        if weight.shape != (problem.n_tokens,):
+            raise InvalidArgumentError(
+                f"token_weight needs one entry per token ({problem.n_tokens}), "
+                f"got shape {weight.shape}"
+            )
+        if not np.all(np.isfinite(weight) & (weight >= 0)):
+            raise InvalidArgumentError("token weights must be finite and >= 0")
     salb = learn_salb(problem, n_matchers, keep_state=True)
     state = salb.state
     assert state is not None  # keep_state=True
@@ -159,9 +176,12 @@ def learn_salb2(
     results = []
     if start in ("salb", "auto"):
         token_matcher = salb.token_matcher.copy()
-        moves = _restream_from(problem, order, token_matcher, slacks, state)
+        salb_weighted = salb.loads + _extra(salb.token_matcher, weight, n_matchers)
+        extra = _extra(token_matcher, weight, n_matchers)
+        moves = _restream_from(problem, order, token_matcher, slacks, state, weight, extra)
+        weighted = state.loads + _extra(token_matcher, weight, n_matchers)
         # SALB's mapping is kept if the refinement loads the busiest matcher more
-        refined = bool(state.loads.max() <= salb.loads.max())
+        refined = bool(weighted.max() <= salb_weighted.max())
         results.append(
             Salb2Result(
                 token_matcher=token_matcher if refined else salb.token_matcher,
@@ -171,6 +191,7 @@ def learn_salb2(
                 moves=moves,
                 refined=refined,
                 start="salb",
+                weighted_loads=weighted if refined else salb_weighted,
             )
         )
     affordable = n_edges <= METIS_START_EDGE_BUDGET and n_matchers <= METIS_START_MAX_MATCHERS
@@ -180,7 +201,8 @@ def learn_salb2(
             problem.token_indptr, state.edge_row, state.rows.shape[0], token_matcher, n_matchers
         )
         metis = RoutingState(rows=rows, edge_row=state.edge_row, loads=loads)
-        moves = _restream_from(problem, order, token_matcher, slacks, metis)
+        extra = _extra(token_matcher, weight, n_matchers)
+        moves = _restream_from(problem, order, token_matcher, slacks, metis, weight, extra)
         results.append(
             Salb2Result(
                 token_matcher=token_matcher,
@@ -190,10 +212,17 @@ def learn_salb2(
                 moves=moves,
                 refined=True,
                 start="metis",
+                weighted_loads=metis.loads + _extra(token_matcher, weight, n_matchers),
             )
         )
     # the first of the least busiest-matcher loads (SALB's start on a tie)
-    return min(results, key=lambda r: int(r.loads.max()))
+    return min(results, key=lambda r: float(r.weighted_loads.max()))
+
+
+def _extra(token_matcher: np.ndarray, weight: np.ndarray, n_matchers: int) -> np.ndarray:
+    """``(N,)`` float64: the token weights on each matcher (tokens at -1 nowhere)."""
+    placed = token_matcher >= 0
+    return np.bincount(token_matcher[placed], weights=weight[placed], minlength=n_matchers)
 
 
 def _restream_from(
@@ -202,9 +231,11 @@ def _restream_from(
     token_matcher: np.ndarray,
     slacks: np.ndarray,
     state: RoutingState,
+    weight: np.ndarray,
+    extra: np.ndarray,
 ) -> tuple[int, ...]:
-    """Restream ``order`` over ``token_matcher`` (a full remap: no origins), updating it and
-    ``state`` in place; the moves per pass."""
+    """Restream ``order`` over ``token_matcher`` (a full remap: no origins), updating it,
+    ``state`` and ``extra`` (the token weights per matcher) in place; the moves per pass."""
     n_matchers = state.loads.shape[0]
     if not (slacks.size and n_matchers > 1 and order.size):
         return ()
@@ -220,5 +251,7 @@ def _restream_from(
         np.zeros(problem.n_tokens, dtype=np.int64),
         0.0,
         -1,
+        weight,
+        extra,
     )
     return tuple(int(m) for m in moves)

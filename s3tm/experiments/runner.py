@@ -89,7 +89,8 @@ def run_configuration(
     seed: int = 0,
     repeats: int = 3,
 ) -> dict[str, Any]:
-    """Learn ``variant`` on the subscriptions' words, place with LASP, evaluate both ways."""
+    """Learn ``variant`` on the subscriptions' words (``salb2`` also weighs them by their
+    matches), place with LASP, evaluate both ways."""
     algorithm, split = VARIANTS[variant]
     started = time.perf_counter()
     learned = learn_mapping(
@@ -99,6 +100,7 @@ def run_configuration(
         split=split,
         subscribed_words=subscribed_words(subs),
         seed=seed,
+        subscriptions=subs,
     )
     placement = place_subscriptions(learned.table, subs, policy="lasp", cost=cost.model, seed=seed)
     model = evaluate_table(learned.table, held_out, seed=seed)

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.corpus.arrays import Corpus, corpus_from_codes
+from core.corpus.arrays import Corpus, corpus_from_codes, corpus_from_word_lists
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import (
     ALGORITHMS,
@@ -278,8 +278,11 @@ def learn_version(
     subs = active_subscriptions(lakehouse) if subscribed != "all" else []
     if subscribed == "registry" and not subs:
         raise InputDataError("--subscribed registry, but the registry has no active subscription")
+    sub_corpus = None
     if subs:
         words = sorted({w for row in subs for w in row["words"]})
+        # salb2 weighs each word by the matches its subscriptions emit (core.learn.match_weight)
+        sub_corpus = corpus_from_word_lists([list(row["words"]) for row in subs])
     live = live_hot_words(lakehouse, live_hot_hours) if split else {}
     min_parts = {w: versions_needed(share, nodes) for w, share in live.items()}
     if min_parts:
@@ -292,6 +295,7 @@ def learn_version(
         subscribed_words=words,
         seed=seed,
         min_parts=min_parts,
+        subscriptions=sub_corpus,
     )
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
     remap: dict[str, Any] = {"remap": "full", "remap_reason": "--no-incremental"}
@@ -303,6 +307,7 @@ def learn_version(
             learned,
             training,
             subs,
+            sub_corpus,
             words,
             max_moved=max_moved,
             full_remap_gain=full_remap_gain,
@@ -376,6 +381,7 @@ def _incremental_or_full(
     full: LearnedMapping,
     full_metrics: RoutingMetrics,
     subs: list[dict[str, Any]],
+    sub_corpus: Corpus | None,
     words: list[str] | None,
     *,
     max_moved: float,
@@ -404,6 +410,7 @@ def _incremental_or_full(
         subscribed_words=words,
         seed=seed,
         min_parts=min_parts,
+        subscriptions=sub_corpus,
     )
     metrics = routing_metrics(route_corpus(refined.table, corpus, seed=seed))
     judged_on = "held-out posts" if judge is not None else "training posts (no held-out post)"

@@ -1,0 +1,93 @@
+"""Token weights for ``salb2``: the matches a token's subscriptions emit, in posts.
+
+Why: a matcher's work is its trie lookups plus the matches it emits (``core.replay``). With
+tweet-based subscriptions a post meets a few subscriptions and the lookups dominate, so the
+posts routed to a matcher are its load (Eq. 6). With topic-based ones a post meets ~200
+and the matches dominate (~0.8M matches against ~45k lookups per matcher at N = 8,
+docs/RESULTS.md): a mapping with level post loads left one matcher with 1.33x the mean
+work. So the load a token brings is its posts plus the matches of the subscriptions that
+will sit with it.
+
+A subscription is placed on the matcher of one of its words (LASP), so its matches are
+shared among its words: each word is charged ``f(s) / |s|`` for every subscription ``s``
+holding it, where ``f(s)`` is the number of training posts containing all of ``s``. A
+split word's versions share it in proportion to their posts. Matches convert to posts at
+the lookups a routed post costs: the mean number of subscribed words per training post (a
+matcher looks up every subscribed word of a post it receives).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.corpus.arrays import Corpus
+from core.learn.problem import LearningProblem
+from core.matching.trie import TrieMatcher
+from core.placement.cost import encode_subscriptions, subscription_dictionary
+
+
+def subscription_frequencies(subscriptions: Corpus, posts: Corpus) -> np.ndarray:
+    """``(n_subscriptions,)`` int64: the posts of ``posts`` holding every word of each
+    subscription (exact: one trie of all subscriptions matched over all posts)."""
+    counts = np.zeros(subscriptions.n_posts, dtype=np.int64)
+    if subscriptions.n_posts == 0 or posts.n_posts == 0:
+        return counts
+    dictionary = subscription_dictionary(subscriptions, posts)
+    rows = np.arange(subscriptions.n_posts, dtype=np.int64)
+    indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
+    trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
+    trie.insert_many(rows, indptr, words)
+    matches = trie.match(
+        posts.indptr, posts.indices, dictionary.map_vocabulary(posts.vocabulary.tolist())
+    )
+    counts += np.bincount(matches.sub_ids, minlength=subscriptions.n_posts)
+    return counts
+
+
+def match_weights(
+    problem: LearningProblem, subscriptions: Corpus, posts: Corpus
+) -> tuple[np.ndarray, float]:
+    """Each token's share of the matches its subscriptions emit on ``posts`` (the corpus
+    ``problem`` was built from), in posts.
+
+    Returns:
+        ``(token_weight, matches_per_post)``: ``(n_tokens,)`` float64 weights (0 for tokens
+        no subscription holds), and the mean matches per training post (how much the
+        weights matter: ~1 for tweet-based subscriptions, ~200 for topic-based ones).
+    """
+    weight = np.zeros(problem.n_tokens, dtype=np.float64)
+    if subscriptions.n_posts == 0 or posts.n_posts == 0:
+        return weight, 0.0
+    frequency = subscription_frequencies(subscriptions, posts)
+    sizes = np.diff(subscriptions.indptr)
+    # a subscription's matches shared evenly among its words (in the subscriptions' ids)
+    per_word = np.bincount(
+        subscriptions.indices,
+        weights=np.repeat(frequency / np.maximum(sizes, 1), sizes),
+        minlength=subscriptions.n_words,
+    )
+    # ... in the training corpus' word ids (words no post holds carry nothing)
+    word_id = {w: i for i, w in enumerate(problem.vocabulary.tolist())}
+    word_matches = np.zeros(problem.vocabulary.shape[0], dtype=np.float64)
+    for w, matches in zip(subscriptions.vocabulary.tolist(), per_word.tolist(), strict=True):
+        i = word_id.get(w)
+        if i is not None and matches > 0:
+            word_matches[i] += matches
+    # a split word's versions share its matches as they share its posts
+    token_posts = problem.token_frequencies.astype(np.float64)
+    word_posts = np.bincount(
+        problem.token_word, weights=token_posts, minlength=problem.vocabulary.shape[0]
+    )
+    share = np.divide(
+        token_posts,
+        word_posts[problem.token_word],
+        out=np.zeros_like(token_posts),
+        where=word_posts[problem.token_word] > 0,
+    )
+    token_matches = word_matches[problem.token_word] * share
+    # matches -> posts: a routed post costs a lookup per subscribed word it holds
+    subscribed_edges = float(np.dot(token_posts, problem.token_subscribed))
+    lookups_per_post = max(1.0, subscribed_edges / max(1, problem.n_posts))
+    weight[:] = token_matches / lookups_per_post
+    weight[~problem.token_subscribed] = 0.0
+    return weight, float(frequency.sum()) / posts.n_posts
