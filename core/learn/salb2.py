@@ -21,6 +21,13 @@ the busiest training matcher less is kept: METIS' multilevel clusters are global
 SALB's greedy is not, and from them restreaming reached a lower held-out spread at N = 2..64
 on the real tweets.
 
+A matcher's load is its posts, plus, when the subscriptions are known, the weights of its
+tokens: the matches their subscriptions emit, in posts (``core.learn.match_weight``). With
+topic-based subscriptions (~200 matches per post) the matches are most of a matcher's work,
+and restreaming by posts alone left one matcher with 1.33x the mean work at N = 8 on the
+real tweets; weighed, 1.04x (docs/RESULTS.md). The capacity, LDG's fill factor and the
+choice between starts all use the weighted load.
+
 Learning stays fast: the passes are bounded by an edge budget (a pass costs about two of
 SALB's greedy passes), so big corpora get fewer passes, and the result depends on the input
 only (no wall-clock bound, so a re-run or a cluster run learns the same mapping).
