@@ -271,6 +271,9 @@ def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
         assert full[w]["moved_subscriptions"] > incremental[w]["moved_subscriptions"]
         assert incremental[w]["relative_throughput"] > 0.8 * full[w]["relative_throughput"]
         assert 0 <= incremental[w]["changed_matchers"] <= 8
+        # counted work on the next window, relative to hash's (the publish gate's measure)
+        assert full[w]["work_relative_throughput"] > 0.5
+        assert incremental[w]["work_relative_throughput"] > 0.5
     # the DAG's policy: incremental unless a full remap does >10% better on the learning
     # window's held-out posts
     policy = {r["window"]: r for r in lines if r["remap"] == "policy"}
