@@ -84,7 +84,10 @@ def _step(title: str, command: list[str], env: dict[str, str], log: Path) -> flo
 def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
     out = out.resolve()
     home, lakehouse, landing = out / "airflow", out / "lakehouse", out / "landing"
-    for folder in (home, lakehouse, landing):
+    checkpoint = out / "stream-checkpoint"
+    # the stream's checkpoint too: it remembers the landed file by name, so a second demo
+    # into the same folder would stream nothing into the fresh lakehouse
+    for folder in (home, lakehouse, landing, checkpoint):
         shutil.rmtree(folder, ignore_errors=True)
     landing.mkdir(parents=True)
     shutil.copy(corpus, landing / corpus.name)
@@ -131,7 +134,7 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
             "--landing",
             str(landing),
             "--checkpoint",
-            str(out / "stream-checkpoint"),
+            str(checkpoint),
             "--available-now",
         ],
         env,
