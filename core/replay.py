@@ -42,6 +42,7 @@ class _Timed:
     trie: TrieMatcher
     batch_ptr: np.ndarray
     batch_words: np.ndarray
+    word_map: np.ndarray
     loops: int = 1
     best: float = math.inf
 
@@ -108,13 +109,81 @@ def replay(
         raise InvalidArgumentError(f"repeats must be >= 1, got {repeats}")
     if not min_sample_seconds >= 0:
         raise InvalidArgumentError(f"min_sample_seconds must be >= 0, got {min_sample_seconds!r}")
+    counted = _count(table, placement, subscriptions, posts, seed=seed)
+    timed = counted.timed
+    for _ in range(repeats):
+        for t in timed:
+            started = time.perf_counter()
+            for _ in range(t.loops):
+                t.trie.match(t.batch_ptr, t.batch_words, t.word_map)
+            elapsed = time.perf_counter() - started
+            t.best = min(t.best, elapsed / t.loops)
+            if elapsed < min_sample_seconds:  # the next samples run long enough
+                t.loops = math.ceil(t.loops * min_sample_seconds / max(elapsed, 1e-7))
+    seconds = np.zeros(table.n_matchers)
+    for t in timed:
+        seconds[t.matcher] = t.best
+    pairs = counted.pairs
+    all_pairs = (
+        np.unique(np.concatenate(pairs), axis=0) if pairs else np.empty((0, 2), dtype=np.int64)
+    )
+    slowest = float(seconds.max())
+    return ReplayResult(
+        n_posts=posts.n_posts,
+        matcher_posts=counted.matcher_posts,
+        matcher_operations=counted.operations,
+        matcher_matches=counted.matches,
+        matcher_seconds=seconds,
+        throughput=posts.n_posts / slowest if slowest > 0 else float("nan"),
+        match_pairs=all_pairs,
+    )
+
+
+def matcher_work(
+    table: RoutingTable,
+    placement: Placement,
+    subscriptions: Corpus,
+    posts: Corpus,
+    *,
+    seed: int = 0,
+) -> np.ndarray:
+    """``(N,)`` int64: each matcher's counted work (trie lookups + matches emitted) on
+    ``posts`` routed by ``table`` to the tries of ``placement``: the cost in
+    :attr:`ReplayResult.work_throughput`, deterministic and without timing."""
+    if placement.n_matchers != table.n_matchers:
+        raise InvalidArgumentError("placement and routing table have different N")
+    counted = _count(table, placement, subscriptions, posts, seed=seed, keep=False)
+    return counted.operations + counted.matches
+
+
+@dataclass
+class _Counted:
+    """One matching of every matcher's posts: the work counted, and what timing needs."""
+
+    matcher_posts: np.ndarray
+    operations: np.ndarray
+    matches: np.ndarray
+    pairs: list[np.ndarray]
+    timed: list[_Timed]
+
+
+def _count(
+    table: RoutingTable,
+    placement: Placement,
+    subscriptions: Corpus,
+    posts: Corpus,
+    *,
+    seed: int,
+    keep: bool = True,
+) -> _Counted:
+    """Route ``posts``, build each matcher's trie, match its posts once: the work, and
+    (``keep``) the match pairs and the tries with their posts for timing."""
     n = table.n_matchers
     routed = route_corpus(table, posts, seed=seed)
     post_ptr, post_rows = corpus_kernels.transpose_csr(routed.indptr, routed.matchers, n)
     sub_ptr, sub_rows = placement.subscriptions_by_matcher()
     dictionary = subscription_dictionary(subscriptions, posts)
     word_map = dictionary.map_vocabulary(posts.vocabulary.tolist())
-    seconds = np.zeros(n)
     operations = np.zeros(n, dtype=np.int64)
     emitted = np.zeros(n, dtype=np.int64)
     pairs: list[np.ndarray] = []
@@ -132,30 +201,8 @@ def replay(
         matches = trie.match(batch_ptr, batch_words, word_map)
         operations[i] = matches.operations
         emitted[i] = matches.sub_ids.shape[0]
-        owner = np.repeat(targets, np.diff(matches.indptr))
-        pairs.append(np.stack([owner, matches.sub_ids], axis=1))
-        timed.append(_Timed(i, trie, batch_ptr, batch_words))
-    for _ in range(repeats):
-        for t in timed:
-            started = time.perf_counter()
-            for _ in range(t.loops):
-                t.trie.match(t.batch_ptr, t.batch_words, word_map)
-            elapsed = time.perf_counter() - started
-            t.best = min(t.best, elapsed / t.loops)
-            if elapsed < min_sample_seconds:  # the next samples run long enough
-                t.loops = math.ceil(t.loops * min_sample_seconds / max(elapsed, 1e-7))
-    for t in timed:
-        seconds[t.matcher] = t.best
-    all_pairs = (
-        np.unique(np.concatenate(pairs), axis=0) if pairs else np.empty((0, 2), dtype=np.int64)
-    )
-    slowest = float(seconds.max())
-    return ReplayResult(
-        n_posts=posts.n_posts,
-        matcher_posts=np.diff(post_ptr),
-        matcher_operations=operations,
-        matcher_matches=emitted,
-        matcher_seconds=seconds,
-        throughput=posts.n_posts / slowest if slowest > 0 else float("nan"),
-        match_pairs=all_pairs,
-    )
+        if keep:
+            owner = np.repeat(targets, np.diff(matches.indptr))
+            pairs.append(np.stack([owner, matches.sub_ids], axis=1))
+            timed.append(_Timed(i, trie, batch_ptr, batch_words, word_map))
+    return _Counted(np.diff(post_ptr), operations, emitted, pairs, timed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,11 +15,13 @@ from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn.hash import learn_hash
 from core.learn.incremental import learn_incremental, project_table
-from core.learn.match_weight import match_weights
+from core.learn.match_weight import match_weights, subscription_frequencies
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
 from core.learn.salb2 import learn_salb2
 from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
+from core.placement.lasp import place_subscriptions
+from core.replay import matcher_work
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
 
@@ -45,11 +47,17 @@ def gain_of_full_remap(full_throughput: float, incremental_throughput: float) ->
 
 @dataclass(frozen=True)
 class LearnedMapping:
-    """A learned routing table and how it was learned."""
+    """A learned routing table and how it was learned.
+
+    ``subscription_frequencies``: the training posts holding each subscription when the
+    learner counted them (``salb2`` with subscriptions), for another learner of the same
+    window to reuse (``frequencies=``); else None.
+    """
 
     table: RoutingTable
     problem: LearningProblem
     learn_seconds: float
+    subscription_frequencies: np.ndarray | None = None
 
 
 # learners whose form includes hot-word splitting (they refuse split=False)
@@ -71,6 +79,7 @@ def learn_mapping(
     seed: int = 0,
     min_parts: Mapping[str, int] | None = None,
     subscriptions: Corpus | None = None,
+    frequencies: np.ndarray | None = None,
 ) -> LearnedMapping:
     """Learn a word -> matcher mapping.
 
@@ -88,7 +97,11 @@ def learn_mapping(
             stream's hot words, :func:`core.monitor.health.versions_needed`).
         subscriptions: the active subscriptions (rows of word sets): ``salb2`` then weighs
             each token by the matches its subscriptions emit on the training posts beside
-            its posts (:mod:`core.learn.match_weight`); the other learners ignore them.
+            its posts (:mod:`core.learn.match_weight`), and chooses between its two starts
+            by the busiest matcher's counted trie work on the training posts (the
+            subscriptions placed by LASP); the other learners ignore them.
+        frequencies: :func:`subscription_frequencies` of ``subscriptions`` on ``corpus``
+            when already counted (None: counted here, if needed).
 
     Returns:
         The table (mapped: every learnable token) with a manifest of parameters.
@@ -122,11 +135,23 @@ def learn_mapping(
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     elif algorithm == "salb2":
         token_weight = None
-        if subscriptions is not None:
-            token_weight, matches_per_post = match_weights(problem, subscriptions, corpus)
+        judge = None
+        if subscriptions is not None and subscriptions.n_posts:
+            if frequencies is None:
+                frequencies = subscription_frequencies(subscriptions, corpus)
+            token_weight, matches_per_post = match_weights(
+                problem, subscriptions, corpus, frequencies=frequencies
+            )
             refinement["matches_per_post"] = round(matches_per_post, 3)
-        refined = learn_salb2(problem, int(n_matchers), seed=seed, token_weight=token_weight)
+            judge = _busiest_work(
+                corpus, problem, int(n_matchers), subscribed_words, subscriptions, seed
+            )
+        refined = learn_salb2(
+            problem, int(n_matchers), seed=seed, token_weight=token_weight, judge=judge
+        )
         token_matcher = refined.token_matcher
+        if refined.scores:
+            refinement["start_training_work_max"] = {k: int(v) for k, v in refined.scores.items()}
         refinement = {
             **refinement,
             "refinement_moves": list(refined.moves),
@@ -155,7 +180,28 @@ def learn_mapping(
             "seed": seed,
             **refinement,
         },
+        frequencies=frequencies,
     )
+
+
+def _busiest_work(
+    corpus: Corpus,
+    problem: LearningProblem,
+    n_matchers: int,
+    subscribed_words: Collection[str] | None,
+    subscriptions: Corpus,
+    seed: int,
+) -> Callable[[np.ndarray], float]:
+    """``salb2``'s judge: a token -> matcher mapping's busiest matcher by counted trie
+    work (lookups + matches) on the training posts, the subscriptions placed by LASP with
+    the unit cost model (deterministic; the fitted one is timed)."""
+
+    def busiest(token_matcher: np.ndarray) -> float:
+        table = _routing_table(problem, token_matcher, n_matchers, subscribed_words, {})
+        placement = place_subscriptions(table, subscriptions, policy="lasp", seed=seed)
+        return float(matcher_work(table, placement, subscriptions, corpus, seed=seed).max())
+
+    return busiest
 
 
 def remap_incremental(
@@ -170,6 +216,7 @@ def remap_incremental(
     seed: int = 0,
     min_parts: Mapping[str, int] | None = None,
     subscriptions: Corpus | None = None,
+    frequencies: np.ndarray | None = None,
 ) -> LearnedMapping:
     """Refine ``published`` on a new window instead of learning from scratch (``salb2``'s
     restreaming with each token's published matcher as its origin, see
@@ -183,8 +230,9 @@ def remap_incremental(
         max_moved_fraction: moves re-place at most this fraction of them (counted per word,
             so a subscription two moved words share counts twice: conservative).
         penalty: score lost per subscription re-placed.
-        subscribed_words, seed, min_parts, subscriptions: as :func:`learn_mapping` (hot
-            words split; the subscriptions weigh the tokens, as ``salb2``'s).
+        subscribed_words, seed, min_parts, subscriptions, frequencies: as
+            :func:`learn_mapping` (hot words split; the subscriptions weigh the tokens, as
+            ``salb2``'s).
 
     Raises:
         InvalidArgumentError: for a fraction outside [0, 1] or a negative count.
@@ -215,8 +263,12 @@ def remap_incremental(
     budget = math.floor(max_moved_fraction * n_subscriptions)
     token_weight = None
     weighing: dict[str, object] = {}
-    if subscriptions is not None:
-        token_weight, matches_per_post = match_weights(problem, subscriptions, corpus)
+    if subscriptions is not None and subscriptions.n_posts:
+        if frequencies is None:
+            frequencies = subscription_frequencies(subscriptions, corpus)
+        token_weight, matches_per_post = match_weights(
+            problem, subscriptions, corpus, frequencies=frequencies
+        )
         weighing["matches_per_post"] = round(matches_per_post, 3)
     result = learn_incremental(
         problem,
@@ -251,6 +303,7 @@ def remap_incremental(
             "start_training_load_max": int(result.start_loads.max()),
         },
         keep=published,
+        frequencies=frequencies,
     )
 
 
@@ -263,17 +316,16 @@ def _learned(
     subscribed_words: Collection[str] | None,
     about: dict[str, object],
     keep: RoutingTable | None = None,
+    frequencies: np.ndarray | None = None,
 ) -> LearnedMapping:
-    """The routing table of a token -> matcher decision, with its manifest. Subscribed
-    words no training post holds keep their matcher in ``keep`` (else hash's)."""
-    learned = np.flatnonzero(token_matcher >= 0)
+    """The routing table of a token -> matcher decision, with its manifest."""
     hot = 0 if problem.split_plan is None else int(problem.split_plan.hot_words.size)
     manifest = {
         **about,
         "corpus_fingerprint": corpus.fingerprint(),
         "training_posts": corpus.n_posts,
         "training_words": corpus.n_words,
-        "mapped_tokens": int(learned.size),
+        "mapped_tokens": int(np.count_nonzero(token_matcher >= 0)),
         "hot_words": hot,
         "learn_seconds": round(seconds, 4),
     }
@@ -281,10 +333,30 @@ def _learned(
         "learned %s N=%d: %d tokens, %d hot words, %.2fs",
         manifest["label"],
         n_matchers,
-        learned.size,
+        manifest["mapped_tokens"],
         hot,
         seconds,
     )
+    table = _routing_table(problem, token_matcher, n_matchers, subscribed_words, manifest, keep)
+    return LearnedMapping(
+        table=table,
+        problem=problem,
+        learn_seconds=seconds,
+        subscription_frequencies=frequencies,
+    )
+
+
+def _routing_table(
+    problem: LearningProblem,
+    token_matcher: np.ndarray,
+    n_matchers: int,
+    subscribed_words: Collection[str] | None,
+    manifest: dict[str, object],
+    keep: RoutingTable | None = None,
+) -> RoutingTable:
+    """The table of a token -> matcher decision. Subscribed words no training post holds
+    keep their matcher in ``keep`` (else hash's); the manifest counts them."""
+    learned = np.flatnonzero(token_matcher >= 0)
     words = problem.vocabulary[problem.token_word[learned]]
     parts = problem.token_part[learned]
     matchers = token_matcher[learned]
@@ -303,8 +375,8 @@ def _learned(
             words = np.concatenate([words, np.array(unseen, dtype=object)])
             parts = np.concatenate([parts, np.zeros(len(unseen), dtype=parts.dtype)])
             matchers = np.concatenate([matchers, kept.astype(matchers.dtype)])
-            manifest["unseen_subscribed_words"] = len(unseen)
-    table = RoutingTable.from_rows(
+            manifest = {**manifest, "unseen_subscribed_words": len(unseen)}
+    return RoutingTable.from_rows(
         words,
         parts,
         matchers,
@@ -312,4 +384,3 @@ def _learned(
         subscribed_words=subscribed_words,
         manifest=manifest,
     )
-    return LearnedMapping(table=table, problem=problem, learn_seconds=seconds)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.corpus.arrays import Corpus
+from core.errors import InvalidArgumentError
 from core.learn.problem import LearningProblem
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
@@ -45,10 +46,18 @@ def subscription_frequencies(subscriptions: Corpus, posts: Corpus) -> np.ndarray
 
 
 def match_weights(
-    problem: LearningProblem, subscriptions: Corpus, posts: Corpus
+    problem: LearningProblem,
+    subscriptions: Corpus,
+    posts: Corpus,
+    *,
+    frequencies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Each token's share of the matches its subscriptions emit on ``posts`` (the corpus
     ``problem`` was built from), in posts.
+
+    ``frequencies``: :func:`subscription_frequencies` of the same subscriptions and posts
+    when the caller has them (a full and an incremental remap of one window share them);
+    None: counted here.
 
     Returns:
         ``(token_weight, matches_per_post)``: ``(n_tokens,)`` float64 weights (0 for tokens
@@ -58,7 +67,15 @@ def match_weights(
     weight = np.zeros(problem.n_tokens, dtype=np.float64)
     if subscriptions.n_posts == 0 or posts.n_posts == 0:
         return weight, 0.0
-    frequency = subscription_frequencies(subscriptions, posts)
+    if frequencies is None:
+        frequency = subscription_frequencies(subscriptions, posts)
+    else:
+        frequency = np.asarray(frequencies, dtype=np.int64)
+        if frequency.shape != (subscriptions.n_posts,):
+            raise InvalidArgumentError(
+                f"frequencies need one count per subscription ({subscriptions.n_posts}), "
+                f"got shape {frequency.shape}"
+            )
     sizes = np.diff(subscriptions.indptr)
     # a subscription's matches shared evenly among its words (in the subscriptions' ids)
     per_word = np.bincount(

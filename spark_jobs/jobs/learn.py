@@ -411,6 +411,8 @@ def _incremental_or_full(
         seed=seed,
         min_parts=min_parts,
         subscriptions=sub_corpus,
+        # the same window's subscription counts, already taken by the full remap
+        frequencies=full.subscription_frequencies,
     )
     metrics = routing_metrics(route_corpus(refined.table, corpus, seed=seed))
     judged_on = "held-out posts" if judge is not None else "training posts (no held-out post)"

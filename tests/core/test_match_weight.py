@@ -4,14 +4,16 @@ what weighing does to the matchers' counted work."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.corpus import corpus_from_word_lists
+from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping
 from core.learn.match_weight import match_weights, subscription_frequencies
 from core.placement.lasp import place_subscriptions
-from core.replay import replay
+from core.replay import matcher_work, replay
 
 VOCAB = [f"w{i}" for i in range(8)]
 word_sets = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4)
@@ -72,3 +74,50 @@ def test_weighing_by_matches_levels_the_counted_work_where_posts_are_level() -> 
     # by posts the groups go to two matchers each; by work group a needs more of them
     assert weighed.max() < 0.8 * posts_only.max()
     assert weighed.max() / weighed.mean() < 1.25
+
+
+def test_salb2_keeps_the_start_whose_busiest_matcher_counts_less_work() -> None:
+    rng = np.random.default_rng(11)
+    posts = [
+        [f"g{g}w{w}" for w in rng.choice(15, size=int(rng.integers(2, 5)), replace=False)]
+        for g in rng.integers(5, size=2000)
+    ]
+    corpus = corpus_from_word_lists(posts)
+    subs = [list(p[: int(rng.integers(1, 3))]) for p in posts[:300]]
+    subs += [[f"g{g}w{w}"] for g in range(5) for w in range(15)]  # every word subscribed
+    subscriptions = corpus_from_word_lists(subs)
+    learned = learn_mapping(corpus, 4, "salb2", subscriptions=subscriptions)
+    scores = learned.table.manifest["start_training_work_max"]
+    assert set(scores) == {"salb", "metis"}
+    assert learned.table.manifest["refinement_start"] == min(scores, key=scores.get)
+    # the score is the kept table's busiest matcher by counted work on the training posts
+    placement = place_subscriptions(learned.table, subscriptions, seed=0)
+    counted = matcher_work(learned.table, placement, subscriptions, corpus)
+    assert int(counted.max()) == min(scores.values())
+    # frequencies counted once can be handed to the next learner of the same window
+    frequencies = learned.subscription_frequencies
+    assert frequencies is not None
+    np.testing.assert_array_equal(frequencies, subscription_frequencies(subscriptions, corpus))
+    again = learn_mapping(corpus, 4, "salb2", subscriptions=subscriptions, frequencies=frequencies)
+    assert again.table.to_frame().equals(learned.table.to_frame())
+    problem = build_problem(corpus, 4, split=True, seed=0)
+    with pytest.raises(InvalidArgumentError, match="one count per subscription"):
+        match_weights(problem, subscriptions, corpus, frequencies=frequencies[:-1])
+
+
+def test_matcher_work_is_the_replays_counted_work() -> None:
+    rng = np.random.default_rng(4)
+    corpus = corpus_from_word_lists(
+        [list(rng.choice(VOCAB, size=int(rng.integers(1, 5)), replace=False)) for _ in range(400)]
+    )
+    subscriptions = corpus_from_word_lists(
+        [list(rng.choice(VOCAB, size=int(rng.integers(1, 3)), replace=False)) for _ in range(60)]
+    )
+    learned = learn_mapping(corpus, 3, "salb", split=True)
+    placement = place_subscriptions(learned.table, subscriptions, seed=0)
+    result = replay(learned.table, placement, subscriptions, corpus, min_sample_seconds=0)
+    np.testing.assert_array_equal(
+        matcher_work(learned.table, placement, subscriptions, corpus),
+        result.matcher_operations + result.matcher_matches,
+    )
+    assert result.matcher_matches.sum() >= result.match_pairs.shape[0] > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -253,3 +254,33 @@ def test_refinement_passes_follow_the_edge_budget() -> None:
     assert refinement_passes(4_000_000) == 2
     assert refinement_passes(8_154_341) == 1
     assert refinement_passes(10**9) == 1
+
+
+def test_a_judge_chooses_between_the_starts() -> None:
+    corpus = planted_communities(n_groups=6, words_per_group=25, posts=2500, seed=5)
+    n = 6
+    problem = build_problem(corpus, n, split=True)
+    from_salb = learn_salb2(problem, n, start="salb")
+    from_metis = learn_salb2(problem, n, start="metis")
+    seen: list[np.ndarray] = []
+
+    def prefer(mapping: np.ndarray) -> Callable[[np.ndarray], float]:
+        def judge(token_matcher: np.ndarray) -> float:
+            seen.append(token_matcher.copy())
+            return 0.0 if np.array_equal(token_matcher, mapping) else 1.0
+
+        return judge
+
+    for wanted in (from_salb, from_metis):
+        seen.clear()
+        chosen = learn_salb2(problem, n, judge=prefer(wanted.token_matcher))
+        # each start judged once, on its own mapping; the judge's pick is returned whole
+        assert len(seen) == 2
+        assert chosen.start == wanted.start
+        assert chosen.scores == {wanted.start: 0.0, ({"salb", "metis"} - {wanted.start}).pop(): 1.0}
+        np.testing.assert_array_equal(chosen.token_matcher, wanted.token_matcher)
+        np.testing.assert_array_equal(chosen.loads, wanted.loads)
+    # one start: nothing to judge
+    seen.clear()
+    alone = learn_salb2(problem, n, start="salb", judge=prefer(from_metis.token_matcher))
+    assert not seen and alone.start == "salb" and alone.scores == {}
