@@ -6,6 +6,7 @@ from core.learn.api import (
     SPLITTING_ALGORITHMS,
     LearnedMapping,
     algorithm_label,
+    align_to_published,
     learn_mapping,
     remap_incremental,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "SalbResult",
     "SplitPlan",
     "algorithm_label",
+    "align_to_published",
     "build_problem",
     "learn_mapping",
     "learn_salb",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -13,6 +14,7 @@ import numpy as np
 
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
+from core.learn.align import align_matchers
 from core.learn.hash import learn_hash
 from core.learn.incremental import learn_incremental, project_table
 from core.learn.match_weight import match_weights, subscription_frequencies
@@ -202,6 +204,56 @@ def _busiest_work(
         return float(matcher_work(table, placement, subscriptions, corpus, seed=seed).max())
 
     return busiest
+
+
+def align_to_published(
+    learned: LearnedMapping,
+    published: RoutingTable,
+    word_subscriptions: Mapping[str, int],
+) -> LearnedMapping:
+    """``learned`` (a full remap) with its matcher ids renamed to keep the most
+    subscriptions on the matchers ``published`` has them on (:mod:`core.learn.align`):
+    the same spread and loads, fewer subscriptions re-placed. The manifest records the
+    subscription words kept in place before and after.
+
+    Raises:
+        InvalidArgumentError: if the two tables differ in N.
+    """
+    n_matchers = learned.table.n_matchers
+    if published.n_matchers != n_matchers:
+        raise InvalidArgumentError(
+            f"cannot align N={n_matchers} with a published N={published.n_matchers}"
+        )
+    # every row of the table: the words learned, and subscribed words no post held
+    table = learned.table
+    counts = np.diff(table.part_indptr)
+    row_word = np.repeat(table.words, counts).tolist()
+    row_part = np.arange(table.part_matchers.shape[0]) - np.repeat(table.part_indptr[:-1], counts)
+    origin = np.array(
+        [_published_matcher(published, w, int(p)) for w, p in zip(row_word, row_part, strict=True)],
+        dtype=np.int64,
+    )
+    move_cost = np.array([word_subscriptions.get(w, 0) for w in row_word], dtype=np.int64)
+    alignment = align_matchers(table.part_matchers, origin, move_cost, n_matchers)
+    renamed = dataclasses.replace(
+        table,
+        part_matchers=alignment.new_id[table.part_matchers],
+        manifest={
+            **table.manifest,
+            "aligned_to_published": {
+                "kept_subscription_words_before": alignment.kept_before,
+                "kept_subscription_words": alignment.kept,
+            },
+        },
+    )
+    return dataclasses.replace(learned, table=renamed)
+
+
+def _published_matcher(published: RoutingTable, word: str, part: int) -> int:
+    """Where version ``part`` of ``word`` sits in ``published`` (an unlisted word: its hash
+    matcher, where the table routes it; a version it does not have: -1)."""
+    matchers = published.version_matchers(word)
+    return int(matchers[part]) if part < matchers.shape[0] else -1
 
 
 def remap_incremental(

@@ -5,7 +5,8 @@ subscriptions (tweet- or topic-based, drawn from window 0's posts) lives through
 windows: it is what a remap moves. Window 0: a full ``salb2`` mapping, LASP placement.
 At the end of each window t >= 1 two chains remap on window t's posts:
 
-- **full**: ``salb2`` from scratch;
+- **full**: ``salb2`` from scratch, its matcher ids renamed to keep the most subscriptions
+  where the chain's mapping has them (:func:`core.learn.align_to_published`);
 - **incremental**: :func:`core.learn.remap_incremental` of the chain's previous mapping,
   re-placing at most ``--max-moved`` of the subscriptions;
 - **policy**: what the remap DAG does (``learn-version --incremental``): the incremental
@@ -43,7 +44,7 @@ import numpy as np
 from core.corpus import holdout_mask
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
-from core.learn import learn_mapping, remap_incremental
+from core.learn import align_to_published, learn_mapping, remap_incremental
 from core.learn.api import DEFAULT_FULL_REMAP_GAIN, DEFAULT_PENALTY, gain_of_full_remap
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
@@ -211,7 +212,9 @@ def remap_cost(
         full_fit = evaluate_table(full.table, posts, seed=seed)
         full_judged = evaluate_table(full.table, held_out, seed=seed)
         for remap, (table, placement) in list(chains.items()):
-            chosen, learned, learn_s = "full", full, full_s
+            # a full remap takes the matcher ids of the chain's mapping where it can
+            aligned = align_to_published(full, table, per_word)
+            chosen, learned, learn_s = "full", aligned, full_s
             fit, judged = full_fit, full_judged
             if remap != "full":
                 started = time.perf_counter()
@@ -239,7 +242,7 @@ def remap_cost(
                         full_judged.candidate.throughput, judged.candidate.throughput
                     )
                     if gain > full_remap_gain:
-                        chosen, learned, fit, judged = "full", full, full_fit, full_judged
+                        chosen, learned, fit, judged = "full", aligned, full_fit, full_judged
             placed = place_subscriptions(
                 learned.table, subs, seed=seed, previous=placement.single_matchers()
             )

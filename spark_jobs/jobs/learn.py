@@ -14,7 +14,10 @@ A full salb2 remap is learned beside it, and wins when its throughput on the win
 held-out posts beats the incremental one's by more than ``--full-remap-gain`` (on the
 training posts a full remap always looks better: it was fitted to them; ``s3tm experiment
 remap-cost`` measured 1.5x there against the same on the next week); the version's params
-say which remap was chosen, why, on which posts, and how much moved.
+say which remap was chosen, why, on which posts, and how much moved. A full remap, when a
+version with the same N is published, has its matcher ids renamed to keep the most
+subscriptions where the published version has them (``core.learn.align``: the same routing,
+fewer subscriptions re-placed; params ``aligned_kept_subscription_words``).
 
 Driver memory and time: the edges are read from the version's Parquet files straight into
 dictionary-encoded Arrow columns on the driver (:func:`window_edges_arrow`: the learner
@@ -43,6 +46,7 @@ from core.learn import (
     ALGORITHMS,
     LearnedMapping,
     algorithm_label,
+    align_to_published,
     learn_mapping,
     remap_incremental,
 )
@@ -50,6 +54,7 @@ from core.learn.api import DEFAULT_FULL_REMAP_GAIN, gain_of_full_remap
 from core.monitor.health import versions_needed
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
+from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from spark_jobs.common import job_main, log, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_SEED
@@ -297,11 +302,19 @@ def learn_version(
         min_parts=min_parts,
         subscriptions=sub_corpus,
     )
+    published = _published_table(lakehouse)
+    word_subscriptions = Counter(word for row in subs for word in set(row["words"]))
+    if published is not None and published[1].n_matchers == nodes:
+        # the full remap takes the published matcher ids where it can: the same routing,
+        # fewer subscriptions re-placed when it replaces the published version
+        learned = align_to_published(learned, published[1], word_subscriptions)
+    aligned = learned.table.manifest.get("aligned_to_published")
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
     remap: dict[str, Any] = {"remap": "full", "remap_reason": "--no-incremental"}
     if incremental:
         learned, training, remap = _incremental_or_full(
-            lakehouse,
+            published,
+            word_subscriptions,
             corpus,
             judge,
             learned,
@@ -323,6 +336,13 @@ def learn_version(
         "live_hot_words": min_parts,
         **remap,
     }
+    if aligned is not None and params["remap"] == "full":
+        # what the renaming of the full remap's matchers kept in place (subscription words)
+        assert published is not None
+        remap["aligned_to_version"] = published[0]
+        remap["aligned_kept_subscription_words"] = aligned["kept_subscription_words"]
+        remap["unaligned_kept_subscription_words"] = aligned["kept_subscription_words_before"]
+        params.update(remap)
     inputs = {
         "gold.post_words": edges_version,
         "start": start.isoformat() if start else None,
@@ -374,8 +394,15 @@ def learn_version(
     return summary
 
 
+def _published_table(lakehouse: Any) -> tuple[int, RoutingTable] | None:
+    """The published version and its table (None: nothing published yet)."""
+    version = published_version(lakehouse)
+    return None if version is None else (version, load_routing_table(lakehouse, version))
+
+
 def _incremental_or_full(
-    lakehouse: Any,
+    published_table: tuple[int, RoutingTable] | None,
+    word_subscriptions: Counter[str],
     corpus: Corpus,
     judge: Corpus | None,
     full: LearnedMapping,
@@ -393,10 +420,9 @@ def _incremental_or_full(
     learned, with its training metrics) must win: nothing published, N changed, or it
     gains more than allowed on ``judge``, the window's held-out posts (the training posts
     when the window has none)."""
-    published = published_version(lakehouse)
-    if published is None:
+    if published_table is None:
         return full, full_metrics, {"remap": "full", "remap_reason": "no published version"}
-    table = load_routing_table(lakehouse, published)
+    published, table = published_table
     n_matchers = full.table.n_matchers
     if table.n_matchers != n_matchers:
         reason = f"N changed ({table.n_matchers} -> {n_matchers})"
@@ -404,7 +430,7 @@ def _incremental_or_full(
     refined = remap_incremental(
         corpus,
         table,
-        Counter(word for row in subs for word in set(row["words"])),
+        word_subscriptions,
         n_subscriptions=len(subs),
         max_moved_fraction=max_moved,
         subscribed_words=words,

@@ -442,6 +442,11 @@ def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     assert metrics["placement"]["moved_subscriptions"] == placed["moved_subscriptions"]
     params = json.loads(versions(lakehouse)[-1]["params"])
     assert params["remap"] == "incremental" and params["label"] == "salb2"
+    # a full remap (another seed: other matcher ids) is renamed onto version 1's ids
+    full = _learn_incremental(lakehouse, incremental=False, seed=3)
+    assert full["remap"] == "full" and full["aligned_to_version"] == 1
+    assert full["aligned_kept_subscription_words"] >= full["unaligned_kept_subscription_words"]
+    assert json.loads(versions(lakehouse)[-1]["params"])["aligned_to_version"] == 1
     # a changed N cannot start from version 1; a full remap that gains enough wins
     changed = _learn_incremental(lakehouse, nodes=4)
     assert (changed["remap"], changed["remap_reason"]) == ("full", "N changed (8 -> 4)")
