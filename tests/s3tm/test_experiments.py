@@ -269,6 +269,9 @@ def test_remap_cost_compares_full_and_incremental_remaps(tmp_path, capsys):
         assert incremental[w]["moved_fraction"] <= 0.05
         # ... where a full remap re-deals much of the placement
         assert full[w]["moved_subscriptions"] > incremental[w]["moved_subscriptions"]
+        # ... fewer with the published matcher ids than with its own (the same routing)
+        assert full[w]["moved_fraction"] <= full[w]["moved_fraction_unaligned"]
+        assert incremental[w]["moved_fraction_unaligned"] == incremental[w]["moved_fraction"]
         assert incremental[w]["relative_throughput"] > 0.8 * full[w]["relative_throughput"]
         assert 0 <= incremental[w]["changed_matchers"] <= 8
         # counted work on the next window, relative to hash's (the publish gate's measure)
