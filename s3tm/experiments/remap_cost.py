@@ -339,8 +339,12 @@ def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:
         moved = [r["moved_fraction"] for r in chain.values()]
         rebuild = [r["rebuild_changed_s"] for r in chain.values()]
         unaligned = [r["moved_fraction_unaligned"] for r in chain.values()]
+        own_ids = (
+            f" (its full remaps with their own matcher ids: mean {np.mean(unaligned):.1%})"
+            if any(r["chosen"] == "full" for r in chain.values())
+            else ""
+        )
         progress(
             f"{name}: subscriptions moved per remap mean {np.mean(moved):.1%}, max "
-            f"{max(moved):.1%} (full remaps with their own matcher ids: mean "
-            f"{np.mean(unaligned):.1%}); rebuild of changed matchers mean {np.mean(rebuild):.3f}s"
+            f"{max(moved):.1%}{own_ids}; rebuild of changed matchers mean {np.mean(rebuild):.3f}s"
         )
