@@ -136,15 +136,11 @@ def learn_mapping(
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     elif algorithm == "salb2":
-        token_weight = None
         judge = None
-        if subscriptions is not None and subscriptions.n_posts:
-            if frequencies is None:
-                frequencies = subscription_frequencies(subscriptions, corpus)
-            token_weight, matches_per_post = match_weights(
-                problem, subscriptions, corpus, frequencies=frequencies
-            )
-            refinement["matches_per_post"] = round(matches_per_post, 3)
+        token_weight, frequencies = _weighing(
+            problem, subscriptions, corpus, frequencies, refinement
+        )
+        if subscriptions is not None and token_weight is not None:
             judge = _busiest_work(
                 corpus, problem, int(n_matchers), subscribed_words, subscriptions, seed
             )
@@ -184,6 +180,27 @@ def learn_mapping(
         },
         frequencies=frequencies,
     )
+
+
+def _weighing(
+    problem: LearningProblem,
+    subscriptions: Corpus | None,
+    corpus: Corpus,
+    frequencies: np.ndarray | None,
+    manifest: dict[str, object],
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``salb2``'s token weights from the subscriptions' matches on ``corpus`` (None: no
+    subscriptions), and the subscription counts they came from (``frequencies`` when
+    given); records ``matches_per_post`` in ``manifest``."""
+    if subscriptions is None or not subscriptions.n_posts:
+        return None, frequencies
+    if frequencies is None:
+        frequencies = subscription_frequencies(subscriptions, corpus)
+    token_weight, matches_per_post = match_weights(
+        problem, subscriptions, corpus, frequencies=frequencies
+    )
+    manifest["matches_per_post"] = round(matches_per_post, 3)
+    return token_weight, frequencies
 
 
 def _busiest_work(
@@ -313,15 +330,8 @@ def remap_incremental(
         count=len(problem.vocabulary),
     )
     budget = math.floor(max_moved_fraction * n_subscriptions)
-    token_weight = None
     weighing: dict[str, object] = {}
-    if subscriptions is not None and subscriptions.n_posts:
-        if frequencies is None:
-            frequencies = subscription_frequencies(subscriptions, corpus)
-        token_weight, matches_per_post = match_weights(
-            problem, subscriptions, corpus, frequencies=frequencies
-        )
-        weighing["matches_per_post"] = round(matches_per_post, 3)
+    token_weight, frequencies = _weighing(problem, subscriptions, corpus, frequencies, weighing)
     result = learn_incremental(
         problem,
         n_matchers,

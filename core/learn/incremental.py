@@ -28,6 +28,7 @@ from core.learn.salb2 import (
     MIN_RESTREAM_FREQUENCY,
     refinement_passes,
     restreamable,
+    token_weights,
 )
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
@@ -114,13 +115,7 @@ def learn_incremental(
     move_cost = np.asarray(move_cost, dtype=np.int64)
     if origin.shape != (problem.n_tokens,) or move_cost.shape != (problem.n_tokens,):
         raise InvalidArgumentError("origin and move_cost need one entry per token")
-    weight = (
-        np.zeros(problem.n_tokens, dtype=np.float64)
-        if token_weight is None
-        else np.asarray(token_weight, dtype=np.float64)
-    )
-    if weight.shape != (problem.n_tokens,) or not np.all(np.isfinite(weight) & (weight >= 0)):
-        raise InvalidArgumentError("token_weight needs one finite entry >= 0 per token")
+    weight = token_weights(problem, token_weight)
     if origin.size and (origin.min() < -1 or origin.max() >= n_matchers):
         raise InvalidArgumentError(f"origin holds matchers outside 0..{n_matchers - 1}")
     for name, value in (("budget", budget), ("penalty", penalty), ("slack", slack)):

@@ -125,6 +125,25 @@ def restreamable(problem: LearningProblem, order: np.ndarray, min_frequency: int
     return problem.token_frequencies[order] >= min_frequency
 
 
+def token_weights(problem: LearningProblem, token_weight: np.ndarray | None) -> np.ndarray:
+    """``token_weight`` checked as the restreaming kernel needs it: ``(n_tokens,)`` float64,
+    finite and >= 0 (None: zeros, posts alone).
+
+    Raises:
+        InvalidArgumentError: for the wrong shape or a weight not finite and >= 0.
+    """
+    if token_weight is None:
+        return np.zeros(problem.n_tokens, dtype=np.float64)
+    weight = np.asarray(token_weight, dtype=np.float64)
+    if weight.shape != (problem.n_tokens,):
+        raise InvalidArgumentError(
+            f"token_weight needs one entry per token ({problem.n_tokens}), got shape {weight.shape}"
+        )
+    if not np.all(np.isfinite(weight) & (weight >= 0)):
+        raise InvalidArgumentError("token weights must be finite and >= 0")
+    return weight
+
+
 def learn_salb2(
     problem: LearningProblem,
     n_matchers: int,
@@ -170,17 +189,7 @@ def learn_salb2(
         raise InvalidArgumentError(f"min_frequency must be >= 1, got {min_frequency!r}")
     if start not in STARTS:
         raise InvalidArgumentError(f"start must be one of {STARTS}, got {start!r}")
-    if token_weight is None:
-        weight = np.zeros(problem.n_tokens, dtype=np.float64)
-    else:
-        weight = np.asarray(token_weight, dtype=np.float64)
-        if weight.shape != (problem.n_tokens,):
-            raise InvalidArgumentError(
-                f"token_weight needs one entry per token ({problem.n_tokens}), "
-                f"got shape {weight.shape}"
-            )
-        if not np.all(np.isfinite(weight) & (weight >= 0)):
-            raise InvalidArgumentError("token weights must be finite and >= 0")
+    weight = token_weights(problem, token_weight)
     salb = learn_salb(problem, n_matchers, keep_state=True)
     state = salb.state
     assert state is not None  # keep_state=True
