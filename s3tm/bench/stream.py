@@ -15,7 +15,10 @@ the matchers it meets; their times are reported apart), the batch latency p50/p9
 the time goes: task seconds of route (normalise + route), match and dispatch, the Spark
 job's wall time, and the driver's plan/sync and Delta commits. Then the machine's limit for
 this pipeline on the same files: a no-op query (the stream's source into Python workers,
-nothing written), and the matcher's rate as a share of it.
+nothing written), and the matcher's rate as a share of it. And the ceiling of the query's
+shape on the same files: a skeleton with the same source, the same three Python stages and
+two shuffles carrying as many bytes per post as the real query's did (and once carrying
+none), no work in any stage (``skeleton of noop``, ``skeleton 0 B of noop``).
 
 ``--compare REV`` (``s3tm.bench.compare``) runs this in a git worktree of REV and in this
 tree, alternating, and prints both rates and their ratio.
@@ -23,16 +26,19 @@ tree, alternating, and prints both rates and their ratio.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
 from core.errors import InputDataError
@@ -193,6 +199,113 @@ def noop_rate(spark: Any, args: Any) -> float:
     return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
 
 
+# -- the pipeline's data movement alone ------------------------------------------------------
+# Filler bytes of the skeleton's payloads: int32 values below 2**17, as compressible as the
+# word ids and subscription ids the real payloads carry. Made once per Python worker, so
+# the skeleton's Python tasks do no work but slicing.
+_FILLER: dict[str, bytes] = {}
+
+
+def _filler(size: int) -> bytes:
+    held = _FILLER.get("bytes", b"")
+    if len(held) < size:
+        rng = np.random.default_rng(0)
+        held = rng.integers(0, 1 << 17, size=max(size, 1 << 20) // 4 + 1, dtype=np.int32).tobytes()
+        _FILLER["bytes"] = held
+    return held[:size]
+
+
+def _skeleton_rows(keys: list[int], size: int, posts: int) -> pa.RecordBatch:
+    """One payload row per key; the first row carries the count of posts behind them."""
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.int32()),
+            pa.array([_filler(size)] * len(keys), pa.binary()),
+            pa.array([posts] + [0] * (len(keys) - 1), pa.int64()),
+        ],
+        names=["key", "payload", "posts"],
+    )
+
+
+def _skeleton_route(
+    keys: list[int], bytes_per_post: float, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Route stage of the skeleton: per input batch, one payload per matcher partition,
+    together as many bytes as the real route tasks shuffled for that many posts."""
+    for batch in batches:
+        size = int(batch.num_rows * bytes_per_post / len(keys))
+        yield _skeleton_rows(keys, size, batch.num_rows)
+
+
+def _skeleton_match(
+    keys: list[int], bytes_ratio: float, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Match stage of the skeleton: reads its payloads and, at the end, sends each dispatch
+    partition its share of ``bytes_ratio`` times the bytes it received."""
+    received, posts = 0, 0
+    for batch in batches:
+        received += pc.sum(pc.binary_length(batch.column("payload"))).as_py() or 0
+        posts += pc.sum(batch.column("posts")).as_py() or 0
+    yield _skeleton_rows(keys, int(received * bytes_ratio / len(keys)), posts)
+
+
+def _skeleton_dispatch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    posts = 0
+    for batch in batches:
+        posts += pc.sum(batch.column("posts")).as_py() or 0
+    yield pa.RecordBatch.from_pydict({"posts": [posts]})
+
+
+def skeleton_rate(
+    spark: Any,
+    args: Any,
+    n_matchers: int,
+    routed_bytes_per_post: float,
+    matched_bytes_per_post: float,
+) -> float:
+    """posts/s of the stream's query shape with no work in it: the same source, the same
+    three Python stages and two shuffles (route -> N matcher partitions -> P dispatch
+    partitions) carrying as many bytes per post as the real query's did, nothing parsed,
+    matched or written. What the data movement alone leaves of the no-op rate."""
+    from spark_jobs.stream import job as stream
+
+    slots = stream.task_slots(spark)
+    n_match = min(n_matchers, slots)
+    match_keys = stream.partition_keys(spark, n_match).tolist()
+    dispatch_keys = stream.partition_keys(spark, slots).tolist()
+    # as many payload rows per input batch as the real route emits (one per matcher)
+    route_keys = [match_keys[m % n_match] for m in range(n_matchers)]
+    ratio = matched_bytes_per_post / max(routed_bytes_per_post, 1e-9)
+    seconds: list[float] = []
+    rows: list[int] = []
+
+    def each(posts: Any, batch_id: int) -> None:
+        started = time.perf_counter()
+        payloads = "key int, payload binary, posts long"
+        routed = posts.select("line").mapInArrow(
+            functools.partial(_skeleton_route, route_keys, routed_bytes_per_post), payloads
+        )
+        matched = routed.repartition(n_match, "key").mapInArrow(
+            functools.partial(_skeleton_match, dispatch_keys, ratio), payloads
+        )
+        counted = (
+            matched.repartition(slots, "key").mapInArrow(_skeleton_dispatch, "posts long").collect()
+        )
+        seconds.append(time.perf_counter() - started)
+        rows.append(sum(r["posts"] for r in counted))
+
+    query = (
+        stream.source(spark, args)
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    steady = slice(1, None) if len(seconds) > 1 else slice(None)
+    return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
+
+
 def prepare_workload(
     spark: Any,
     root: Path,
@@ -306,6 +419,27 @@ def run_workload(
     def share(key: str) -> float:
         return sum(f[key] for f in steady)
 
+    routed_per_post = share("routed_bytes") / max(steady_posts, 1)
+    matched_per_post = share("matched_bytes") / max(steady_posts, 1)
+    skeleton = skeleton_rate(
+        spark,
+        argparse.Namespace(
+            **{**vars(args), "checkpoint": str(root / workload / "skeleton-checkpoint")}
+        ),
+        nodes,
+        routed_per_post,
+        matched_per_post,
+    )
+    # the shape alone: the same stages and shuffles carrying no bytes
+    shape_only = skeleton_rate(
+        spark,
+        argparse.Namespace(
+            **{**vars(args), "checkpoint": str(root / workload / "shape-checkpoint")}
+        ),
+        nodes,
+        0.0,
+        0.0,
+    )
     steady_ids = {f["batch_id"] for f in steady}
     health = [
         r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["batch_id"] in steady_ids
@@ -350,8 +484,15 @@ def run_workload(
         "live rel. throughput": round(RoutingHealth.from_rows(health).relative_throughput, 2)
         if health
         else None,
+        "routed bytes/post": round(routed_per_post, 1),
+        "matched bytes/post": round(matched_per_post, 1),
         "noop posts/s": round(noop),
         "of noop": round(steady_posts / sum(total) / noop, 2),
+        # the query's shape with no work: its source, three Python stages, two shuffles of
+        # the bytes above; the ceiling any matcher code in this shape can reach
+        "skeleton posts/s": round(skeleton),
+        "skeleton of noop": round(skeleton / noop, 2),
+        "skeleton 0 B of noop": round(shape_only / noop, 2),
     }
 
 

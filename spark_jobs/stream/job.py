@@ -710,6 +710,9 @@ class StreamMatcher:
             "matches": sum(n["matches"] for n in dispatch),
             "deliveries": sum(n["deliveries"] for n in dispatch),
             "written_bytes": sum(sum(n.get("written_bytes", {}).values()) for n in dispatch),
+            # what the two shuffles carry: route -> match, match -> dispatch
+            "routed_bytes": sum(n["payload_bytes"] for n in by_kind["route"]),
+            "matched_bytes": sum(n["payload_bytes"] for n in by_kind["match"]),
             "quarantined": len(quarantined),
             "seconds_sync": round(synced - started, 4),
             "seconds_route": round(sum(n["seconds"] for n in by_kind["route"]), 4),

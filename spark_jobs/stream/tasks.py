@@ -188,6 +188,7 @@ def _route_run(
         "routed_pairs": 0,
         "quarantined": 0,
         "bytes": 0,
+        "payload_bytes": 0,  # shuffled to the match tasks
         "capped_posts": 0,
         "dropped_posts": 0,
         "shed_by_matcher": [0] * n,
@@ -259,7 +260,9 @@ def _route_run(
             dpart = (spark_xxhash64(0, post_ids).view(np.uint64) % np.uint64(n_dispatch)).astype(
                 np.int32
             )
-            yield _by_matcher(post_ids, dpart, shed, indptr, word_ids, pkeys)
+            routed = _by_matcher(post_ids, dpart, shed, indptr, word_ids, pkeys)
+            figures["payload_bytes"] += pc.sum(pc.binary_length(routed.column("payload"))).as_py()
+            yield routed
         figures["seconds"] += time.perf_counter() - started
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()
@@ -300,7 +303,13 @@ def _match_run(
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
-    figures: dict[str, Any] = {"kind": "match", "rows": 0, "matches": 0, "seconds": 0.0}
+    figures: dict[str, Any] = {
+        "kind": "match",
+        "rows": 0,
+        "matches": 0,
+        "payload_bytes": 0,  # shuffled to the dispatch tasks
+        "seconds": 0.0,
+    }
     seen: set[int] = set()
     found: dict[int, list[pa.RecordBatch]] = {}
     observed: list[YieldObservation] = []
@@ -358,6 +367,7 @@ def _match_run(
         packed = [
             to_ipc(pa.Table.from_batches(found[d]).combine_chunks().to_batches()[0]) for d in parts
         ]
+        figures["payload_bytes"] = sum(len(p) for p in packed)
         yield pa.RecordBatch.from_arrays(
             [
                 pa.array(dkeys[parts], pa.int32()),
