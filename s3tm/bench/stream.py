@@ -32,7 +32,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +172,10 @@ def _count_rows(batches: Any) -> Any:
     yield pa.RecordBatch.from_pydict({"rows": [rows]})
 
 
-def noop_rate(spark: Any, args: Any) -> float:
-    """The machine's limit for this pipeline: posts/s of a query that reads the same landed
-    posts through the stream's own source into Python workers (``mapInArrow``) and writes
-    nothing; steady batches only (the first is warm-up)."""
+def steady_rate(spark: Any, args: Any, posts_of_batch: Callable[[Any], int]) -> float:
+    """posts/s of an ``availableNow`` query over the stream's own source whose every batch
+    is ``posts_of_batch(posts)`` (it returns the posts it counted); steady batches only
+    (the first is warm-up)."""
     from spark_jobs.stream import job as stream
 
     seconds: list[float] = []
@@ -183,9 +183,8 @@ def noop_rate(spark: Any, args: Any) -> float:
 
     def each(posts: Any, batch_id: int) -> None:
         started = time.perf_counter()
-        counted = posts.mapInArrow(_count_rows, "rows long").collect()
+        rows.append(posts_of_batch(posts))
         seconds.append(time.perf_counter() - started)
-        rows.append(sum(r["rows"] for r in counted))
 
     query = (
         stream.source(spark, args)
@@ -197,6 +196,17 @@ def noop_rate(spark: Any, args: Any) -> float:
     query.awaitTermination()
     steady = slice(1, None) if len(seconds) > 1 else slice(None)
     return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
+
+
+def noop_rate(spark: Any, args: Any) -> float:
+    """The machine's limit for this pipeline: posts/s of a query that reads the same landed
+    posts through the stream's own source into Python workers (``mapInArrow``) and writes
+    nothing."""
+
+    def count(posts: Any) -> int:
+        return sum(r["rows"] for r in posts.mapInArrow(_count_rows, "rows long").collect())
+
+    return steady_rate(spark, args, count)
 
 
 # -- the pipeline's data movement alone ------------------------------------------------------
@@ -276,34 +286,19 @@ def skeleton_rate(
     # as many payload rows per input batch as the real route emits (one per matcher)
     route_keys = [match_keys[m % n_match] for m in range(n_matchers)]
     ratio = matched_bytes_per_post / max(routed_bytes_per_post, 1e-9)
-    seconds: list[float] = []
-    rows: list[int] = []
+    payloads = "key int, payload binary, posts long"
 
-    def each(posts: Any, batch_id: int) -> None:
-        started = time.perf_counter()
-        payloads = "key int, payload binary, posts long"
+    def count(posts: Any) -> int:
         routed = posts.select("line").mapInArrow(
             functools.partial(_skeleton_route, route_keys, routed_bytes_per_post), payloads
         )
         matched = routed.repartition(n_match, "key").mapInArrow(
             functools.partial(_skeleton_match, dispatch_keys, ratio), payloads
         )
-        counted = (
-            matched.repartition(slots, "key").mapInArrow(_skeleton_dispatch, "posts long").collect()
-        )
-        seconds.append(time.perf_counter() - started)
-        rows.append(sum(r["posts"] for r in counted))
+        counted = matched.repartition(slots, "key").mapInArrow(_skeleton_dispatch, "posts long")
+        return sum(r["posts"] for r in counted.collect())
 
-    query = (
-        stream.source(spark, args)
-        .writeStream.foreachBatch(each)
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    steady = slice(1, None) if len(seconds) > 1 else slice(None)
-    return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
+    return steady_rate(spark, args, count)
 
 
 def prepare_workload(
