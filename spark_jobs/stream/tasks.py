@@ -38,7 +38,7 @@ from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
 from core.stream.dispatch import MATCHED_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
-from core.stream.worker import MatcherCache, batch_seed, gather, route_and_shed
+from core.stream.worker import MatcherCache, batch_seed, gather_for_matchers, route_and_shed
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
@@ -108,8 +108,10 @@ def _by_matcher(
     indptr: np.ndarray,
     word_ids: np.ndarray,
     pkeys: np.ndarray,
+    kept: np.ndarray,
 ) -> pa.RecordBatch:
-    """One row per matcher: its (post_id, word_ids) packed as an Arrow IPC payload.
+    """One row per matcher: its (post_id, word_ids) packed as an Arrow IPC payload, each
+    post's word ids cut to those the matcher uses (``kept``: ``matcher_words``).
 
     Rows of Python objects cost the JVM per row and per field when they are shuffled;
     a few packed payloads per task cost almost nothing. The pairs are put in matcher order
@@ -120,7 +122,7 @@ def _by_matcher(
     order = np.argsort(key, kind="stable")
     pair_post = shed.pair_post[order]
     pair_matcher = shed.pair_matcher[order]
-    offsets, values = gather(indptr, word_ids, pair_post)
+    offsets, values = gather_for_matchers(indptr, word_ids, pair_post, pair_matcher, kept)
     posts = pa.RecordBatch.from_arrays(
         [
             post_ids.take(pa.array(pair_post)),
@@ -260,7 +262,9 @@ def _route_run(
             dpart = (spark_xxhash64(0, post_ids).view(np.uint64) % np.uint64(n_dispatch)).astype(
                 np.int32
             )
-            routed = _by_matcher(post_ids, dpart, shed, indptr, word_ids, pkeys)
+            routed = _by_matcher(
+                post_ids, dpart, shed, indptr, word_ids, pkeys, CACHE.matcher_words(snapshot)
+            )
             figures["payload_bytes"] += pc.sum(pc.binary_length(routed.column("payload"))).as_py()
             yield routed
         figures["seconds"] += time.perf_counter() - started
@@ -535,6 +539,9 @@ def _warm_run(
     # the routing and health kernels too (numba loads each on its first call)
     shed = route_and_shed(snapshot, ShedPlan(), indptr, word_ids)
     CACHE.health(snapshot, indptr, word_ids, shed.routed)
+    gather_for_matchers(
+        indptr, word_ids, shed.pair_post, shed.pair_matcher, CACHE.matcher_words(snapshot)
+    )
     yield _notes(
         [
             {

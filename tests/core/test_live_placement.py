@@ -16,8 +16,16 @@ from core.placement import _lasp_kernels as K
 from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
+from core.shedding.yield_stats import YieldObservation
 from core.stream.snapshot import snapshot_of
-from core.stream.worker import INDEX_KINDS, MatcherCache, gather, route
+from core.stream.worker import (
+    INDEX_KINDS,
+    MatcherCache,
+    gather,
+    gather_for_matchers,
+    matcher_words,
+    route,
+)
 from core.text import normalize
 from core.text.encoder import WordEncoder
 
@@ -157,21 +165,105 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
         assert got == set(normalize(text)) & set(snapshot.words)
     pair_post, pair_matcher = route(snapshot, indptr, ids, seed=5)
     cache = MatcherCache(kind)
-    found = set()
-    for m in range(snapshot.n_matchers):
-        rows = np.flatnonzero(pair_matcher == m)
-        offsets, values = gather(indptr, ids, pair_post[rows])
-        matches = cache.match(snapshot, m, offsets, values)
-        for r in range(rows.shape[0]):
-            for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
-                found.add((int(pair_post[rows[r]]), sub))
     expected = {
         (p, s)
         for p, text in enumerate(texts)
         for s, words in enumerate(sets)
         if set(words) <= set(normalize(text))
     }
-    assert found == expected
+    # each matcher sent a post's words, and only the words it uses (the route's payloads):
+    # the same matches and the same yield counts
+    observed = []
+    for cut in (False, True):
+        found = set()
+        counts = []
+        for m in range(snapshot.n_matchers):
+            rows = np.flatnonzero(pair_matcher == m)
+            if cut:
+                offsets, values = gather_for_matchers(
+                    indptr, ids, pair_post[rows], pair_matcher[rows], cache.matcher_words(snapshot)
+                )
+            else:
+                offsets, values = gather(indptr, ids, pair_post[rows])
+            matches = cache.match(snapshot, m, offsets, values)
+            sampled = np.ones(rows.shape[0], dtype=np.bool_)
+            counts.append(cache.observe_yield(snapshot, m, offsets, values, sampled, matches))
+            for r in range(rows.shape[0]):
+                for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
+                    found.add((int(pair_post[rows[r]]), sub))
+        assert found == expected
+        merged = YieldObservation.merge(counts)
+        observed.append((merged.slots.tolist(), merged.matches.tolist(), merged.posts.tolist()))
+    assert observed[0] == observed[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(word_sets, st.sampled_from([3, 4, 11]))
+def test_matcher_words_are_the_placed_words_and_the_versions(sets, n) -> None:
+    live = LivePlacement(_table(n))
+    live.place(list(range(len(sets))), sets)
+    snapshot = snapshot_of(live, 1, 1)
+    kept = matcher_words(snapshot)
+    assert kept.shape == (snapshot.n_words, (n + 7) // 8)
+    for m in range(n):
+        placed = {int(w) for w in snapshot.matcher_subs[m][2]}
+        versions = {
+            w
+            for w in range(snapshot.n_words)
+            if m
+            in snapshot.part_matchers[
+                snapshot.part_start[w] : snapshot.part_start[w] + snapshot.part_count[w]
+            ].tolist()
+        }
+        bits = {w for w in range(snapshot.n_words) if kept[w, m // 8] & (1 << (m % 8))}
+        assert bits == placed | versions
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_gather_for_matchers_equals_the_obvious_filter(data) -> None:
+    n_words = data.draw(st.integers(1, 20))
+    n_matchers = data.draw(st.integers(1, 20))
+    posts = data.draw(
+        st.lists(st.lists(st.integers(0, n_words - 1), max_size=8), min_size=1, max_size=10)
+    )
+    indptr = np.zeros(len(posts) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([len(p) for p in posts])
+    word_ids = np.array([w for p in posts for w in p], dtype=np.int32)
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(posts) - 1), st.integers(0, n_matchers - 1)))
+    )
+    rows = np.array([p for p, _ in pairs], dtype=np.int64)
+    matchers = np.array([m for _, m in pairs], dtype=np.int64)
+    uses = data.draw(
+        st.lists(
+            st.lists(st.booleans(), min_size=n_matchers, max_size=n_matchers),
+            min_size=n_words,
+            max_size=n_words,
+        )
+    )
+    kept = np.zeros((n_words, (n_matchers + 7) // 8), dtype=np.uint8)
+    for w, row in enumerate(uses):
+        for m, used in enumerate(row):
+            if used:
+                kept[w, m // 8] |= 1 << (m % 8)
+    offsets, values = gather_for_matchers(indptr, word_ids, rows, matchers, kept)
+    assert offsets.dtype == np.int32 and values.dtype == np.int32
+    got = [values[offsets[i] : offsets[i + 1]].tolist() for i in range(len(pairs))]
+    assert got == [[w for w in posts[p] if uses[w][m]] for p, m in pairs]
+
+
+def test_gather_for_matchers_refuses_what_does_not_fit() -> None:
+    indptr, word_ids = np.array([0, 2], dtype=np.int64), np.array([0, 3], dtype=np.int32)
+    kept = np.ones((4, 1), dtype=np.uint8)
+    with pytest.raises(InvalidArgumentError, match="one entry per pair"):
+        gather_for_matchers(indptr, word_ids, np.array([0]), np.array([0, 0]), kept)
+    with pytest.raises(InvalidArgumentError, match="rows"):
+        gather_for_matchers(indptr, word_ids, np.array([1]), np.array([0]), kept)
+    with pytest.raises(InvalidArgumentError, match="matchers"):
+        gather_for_matchers(indptr, word_ids, np.array([0]), np.array([8]), kept)
+    with pytest.raises(InvalidArgumentError, match="word ids"):
+        gather_for_matchers(indptr, word_ids, np.array([0]), np.array([0]), kept[:3])
 
 
 @settings(max_examples=30, deadline=None)
