@@ -3,7 +3,8 @@
 1. :func:`route_posts`: raw posts -> one payload per matcher a task's posts are multicast
    to, keyed so that ``repartition(M, pkey)`` puts matcher m's rows in match partition
    m mod M (M = N, or the task slots when fewer: a Python task costs 0.05-0.1 s to set
-   up, more than a small matcher's work); bad records become quarantine notes instead.
+   up, more than a small matcher's work); each post's word ids in a matcher's payload are
+   the ones that matcher uses (``matcher_words``); bad records become quarantine notes.
 2. :func:`match_posts`: one matcher's rows -> per post matched there, the ids of the
    subscriptions it matched (``MATCHED_ARROW``).
 
