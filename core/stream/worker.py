@@ -165,14 +165,6 @@ def route_and_shed(
     )
 
 
-def gather(
-    indptr: np.ndarray, word_ids: np.ndarray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The word-id sets of ``rows`` as ``(offsets int32, values int32)`` (Arrow list layout)."""
-    offsets, values = take_rows(indptr, word_ids, rows)
-    return offsets.astype(np.int32), values
-
-
 def matcher_words(snapshot: MatcherSnapshot) -> np.ndarray:
     """Which words each matcher uses: ``(n_words, ceil(N / 8))`` uint8, bit ``m % 8`` of
     byte ``m // 8`` set for the words of the subscriptions placed on matcher m and for the

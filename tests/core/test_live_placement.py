@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.corpus.arrays import corpus_from_word_lists
+from core.corpus.arrays import corpus_from_word_lists, take_rows
 from core.errors import InvalidArgumentError
 from core.matching.trie import TrieMatcher
 from core.placement import _lasp_kernels as K
@@ -21,7 +21,6 @@ from core.stream.snapshot import snapshot_of
 from core.stream.worker import (
     INDEX_KINDS,
     MatcherCache,
-    gather,
     gather_for_matchers,
     matcher_words,
     route,
@@ -183,8 +182,8 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
                 offsets, values = gather_for_matchers(
                     indptr, ids, pair_post[rows], pair_matcher[rows], cache.matcher_words(snapshot)
                 )
-            else:
-                offsets, values = gather(indptr, ids, pair_post[rows])
+            else:  # every word of the post
+                offsets, values = take_rows(indptr, ids, pair_post[rows])
             matches = cache.match(snapshot, m, offsets, values)
             sampled = np.ones(rows.shape[0], dtype=np.bool_)
             counts.append(cache.observe_yield(snapshot, m, offsets, values, sampled, matches))
