@@ -5,7 +5,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
 
-.PHONY: setup demo test test-fast lint typecheck bench-learn bench-quality clean
+.PHONY: setup demo check test lint typecheck bench-learn bench-quality clean
+
+# The quick tier: every test that starts no JVM, Airflow, browser or server (tests are
+# marked by the fixtures they use: tests/conftest.py).
+QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
+# pytest-xdist workers: each keeps its own Spark session; files stay whole on one worker so
+# module fixtures are built once.
+WORKERS ?= 2
 
 setup: $(VENV)/.installed
 
@@ -20,12 +27,20 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/s3tm demo
 
+## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
+check: setup
+	@start=$$(date +%s); \
+	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests && \
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm dags tests && \
+	$(BIN)/mypy && \
+	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile; \
+	code=$$?; echo "make check: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
+
 ## README command two (CI runs this): set up and run every test.
 test: setup
-	$(BIN)/python -m pytest
-
-test-fast: setup
-	$(BIN)/python -m pytest -x -q -m "not realdata"
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile; \
+	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup
 	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests

@@ -35,12 +35,12 @@ def _prefetch(typingctx, array, index):  # type: ignore[no-untyped-def]
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
         array_type, _ = sig.args
         values = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(
+        pointer = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
             context, builder, array_type, values, [args[1]], wraparound=False
         )
         byte_pointer = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
             builder.module,
             ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
             "llvm.prefetch.p0",

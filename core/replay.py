@@ -153,7 +153,8 @@ def matcher_work(
     if placement.n_matchers != table.n_matchers:
         raise InvalidArgumentError("placement and routing table have different N")
     counted = _count(table, placement, subscriptions, posts, seed=seed, keep=False)
-    return counted.operations + counted.matches
+    work: np.ndarray = counted.operations + counted.matches
+    return work
 
 
 @dataclass

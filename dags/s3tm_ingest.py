@@ -1,9 +1,10 @@
 """
 ## s3tm_ingest
 
-Every hour: land new JSON-lines files into `bronze.posts` (bad records go to
-`silver.posts_quarantine` with a reason), then normalise and sample them into
-`silver.posts`. Updating `silver.posts` makes `s3tm_remap` eligible (Asset schedule).
+Schedule: `0 * * * *` (UTC, hourly), or Trigger. Lands new JSON-lines files into
+`bronze.posts` (bad records go to `silver.posts_quarantine` with a reason), then normalises
+and samples them into `silver.posts`, the posts `s3tm_remap` learns from. Ingesting does not
+start a remap: `s3tm_monitor` asks for one when the live routing stops paying.
 
 Params: `landing` (directory or s3:// prefix of JSON-lines files), `lakehouse` (root),
 `sample_rate`.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import Param, dag
+from airflow.timetables.trigger import CronTriggerTimetable
 
 from s3tm.orchestration.dag_support import (
     BATCH_ID_TEMPLATE,
@@ -26,7 +28,9 @@ from schemas.assets import asset
 
 @dag(
     dag_id="s3tm_ingest",
-    schedule="@hourly",
+    # run_immediately=False everywhere: starting or unpausing never fires the missed slot
+    # (each run takes all that is new, so the next slot loses nothing; docs/OPERATIONS.md)
+    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC", run_immediately=False),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

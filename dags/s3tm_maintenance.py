@@ -1,10 +1,12 @@
 """
 ## s3tm_maintenance
 
-Daily: keep the lakehouse's Delta tables fast to read while the stream keeps appending.
+Schedule: `0 3 * * *` (UTC, daily), or Trigger. Keeps the lakehouse's Delta tables fast to
+read while the stream keeps appending.
 
 For each table (matches, deliveries, stream.batches, bronze, silver, quarantine, placements):
-retention by day (`keep_days`, 0 keeps everything) -> compaction (delta-rs `optimize`) ->
+retention by day (matches, deliveries and stream.health 30 days, bronze and silver kept;
+`keep_days` replaces the days of the tables it names, 0 keeps everything) -> compaction (delta-rs `optimize`) ->
 a log checkpoint -> `vacuum` of files older than `vacuum_hours`. Safe while the streaming
 matcher runs. The report, with every table's file counts before and after, goes to
 `<lakehouse>/reports/maintenance-<run>.md`. Same as `s3tm maintain`.
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import Param, dag, task
+from airflow.timetables.trigger import CronTriggerTimetable
 
 from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
 
 
 @dag(
     dag_id="s3tm_maintenance",
-    schedule="0 3 * * *",
+    schedule=CronTriggerTimetable("0 3 * * *", timezone="UTC", run_immediately=False),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -30,9 +33,10 @@ from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
     params={
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
         "keep_days": Param(
-            {"matches": 30, "deliveries": 30, "bronze.posts": 0, "silver.posts": 0},
+            {},
             type="object",
-            description="rows older than N days are deleted, per table (0 keeps all)",
+            description="per-table retention in days replacing the defaults of `s3tm maintain "
+            "--help` for the tables named (0 keeps all), e.g. {\"matches\": 7}",
         ),
         "vacuum_hours": Param(168, type="integer", minimum=1, description="vacuum retention"),
         "dry_run": Param(False, type="boolean", description="report only"),
@@ -42,10 +46,10 @@ def s3tm_maintenance() -> None:
     @task
     def maintain(params: dict | None = None, run_id: str | None = None) -> dict:
         from s3tm.orchestration.maintenance_tasks import run_maintenance, summary
-        from spark_jobs.lake.maintenance import MaintenancePolicy
+        from spark_jobs.lake.maintenance import MaintenancePolicy, keep_days_with
 
         policy = MaintenancePolicy(
-            keep_days={k: int(v) for k, v in params["keep_days"].items()},
+            keep_days=keep_days_with(params["keep_days"]),
             vacuum_hours=int(params["vacuum_hours"]),
             dry_run=bool(params["dry_run"]),
         )

@@ -1,7 +1,7 @@
 """
 ## s3tm_monitor
 
-Hourly: is the published routing version still paying? Reads the last `period_hours` of
+Schedule: `0 * * * *` (UTC, hourly), or Trigger. Is the published routing version still paying? Reads the last `period_hours` of
 `stream.health` (written by the streaming matcher per micro-batch) and decides:
 
 - **remap** when the version's live relative throughput against hash routing has fallen
@@ -33,7 +33,7 @@ from schemas.assets import asset, signal
 
 @dag(
     dag_id="s3tm_monitor",
-    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC"),
+    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC", run_immediately=False),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

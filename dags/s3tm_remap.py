@@ -1,9 +1,11 @@
 """
 ## s3tm_remap
 
-When `s3tm_monitor` asks for it (the `remap_request` asset: the live relative throughput
-fell, or a new hot word appeared; the run report says which), and nightly as a backstop:
-re-learn the word -> matcher routing.
+Schedule: `0 2 * * *` (UTC, nightly backstop), the `remap_request` asset, or Trigger.
+`s3tm_monitor` emits `remap_request` when the live routing stops paying or a new hot word
+appears (the run report says which). Re-learns the word -> matcher routing. Starting Airflow or unpausing
+never fires a missed 02:00: that run would take the DAG's one run slot ahead of a Trigger,
+and the monitor asks for a remap when one pays.
 
 graph (learning window) -> learn (by default an incremental salb2 remap of the published
 version, moving at most `max_moved` of the subscriptions; a full salb2 remap when there is
@@ -39,7 +41,7 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
 @dag(
     dag_id="s3tm_remap",
     schedule=AssetOrTimeSchedule(
-        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC"),
+        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC", run_immediately=False),
         assets=[signal("remap_request")],
     ),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),

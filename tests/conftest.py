@@ -1,13 +1,57 @@
-"""Shared fixtures: a small local SparkSession, word-list corpora, the real-data path."""
+"""Shared fixtures (a small local SparkSession, the real-data path) and the test tiers.
+
+Tiers: a test's markers follow from the fixtures it uses, directly or through other fixtures
+(``RESOURCE_FIXTURES``), never from a hand-written mark. ``make check`` deselects every test
+that reaches a resource and runs with ``S3TM_TEST_TIER=check``: any JVM started anyway (in
+this process or a child) fails at once, so a test that starts Spark without asking for it
+by fixture cannot hide in the quick tier.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from s3tm.bench.realdata import real_corpus_path
+
+# fixture -> the marker of the resource it starts (markers are declared in pyproject.toml)
+RESOURCE_FIXTURES: dict[str, str] = {
+    "spark": "spark",  # an in-process local SparkSession (JVM)
+    "spark_process_env": "spark",  # Spark started by a child process (the CLI, spark-submit)
+    "cluster": "spark",  # a Spark standalone master and workers
+    "airflow_process_env": "airflow",  # `airflow` commands with a metadata database
+    "airflow_ui": "airflow",  # `s3tm airflow` (scheduler, API server)
+    "chromium": "browser",  # headless Chromium driven by Playwright
+    "postgres_url": "postgres",  # a PostgreSQL server on loopback
+    "s3_endpoint": "s3",  # an S3-compatible server on loopback
+    "real_corpus": "realdata",  # ../shared/data
+}
+CHECK_TIER = os.environ.get("S3TM_TEST_TIER") == "check"
+# Where the check tier points JAVA_HOME: the path is the error message a stray JVM prints.
+NO_JVM_HOME = "/nonexistent/S3TM_TEST_TIER=check-starts-no-JVM--ask-for-the-spark-fixture"
+
+# Hypothesis: fewer examples in the quick tier, the tests' own counts (or more) in CI.
+settings.register_profile(
+    "check", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "check" if CHECK_TIER else "ci"))
+
+if CHECK_TIER:
+    os.environ["JAVA_HOME"] = NO_JVM_HOME
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks each test by the resources its fixtures start."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker in sorted({m for f, m in RESOURCE_FIXTURES.items() if f in used}):
+            item.add_marker(getattr(pytest.mark, marker))
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +72,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_process_env() -> dict[str, str]:
+    """The environment of a child process that starts Spark (the CLI, spark-submit): this
+    interpreter for the Python workers, a small driver."""
+    return {
+        **os.environ,
+        "S3TM_DRIVER_MEMORY": "1g",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
 
 
 @pytest.fixture()

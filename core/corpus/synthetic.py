@@ -111,7 +111,8 @@ def _topic_cdfs(spec: SyntheticCorpusSpec) -> np.ndarray:
     steps[0] = 0.0
     weights = np.exp(base + np.cumsum(steps, axis=0))
     cdfs = np.cumsum(weights, axis=1)
-    return cdfs / cdfs[:, -1:]
+    normalised: np.ndarray = cdfs / cdfs[:, -1:]
+    return normalised
 
 
 def _draw_topics(spec: SyntheticCorpusSpec, rng: np.random.Generator) -> np.ndarray:
@@ -144,12 +145,15 @@ def _burst_ranks(spec: SyntheticCorpusSpec) -> np.ndarray:
 
 def _zipf_cdf(n: int, exponent: float, shift: float = 2.7) -> np.ndarray:
     weights = 1.0 / np.power(np.arange(n, dtype=np.float64) + shift, exponent)
-    cdf = np.cumsum(weights)
-    return cdf / cdf[-1]
+    cdf: np.ndarray = np.cumsum(weights)
+    normalised: np.ndarray = cdf / cdf[-1]
+    return normalised
 
 
 def _draw(cdf: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
-    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), cdf.shape[0] - 1)
+    drawn: np.ndarray = np.searchsorted(cdf, rng.random(size), side="right")
+    capped: np.ndarray = np.minimum(drawn, cdf.shape[0] - 1)
+    return capped
 
 
 def generate_corpus(spec: SyntheticCorpusSpec) -> Corpus:

@@ -122,7 +122,8 @@ def slack_schedule(passes: int, slack: float = DEFAULT_SLACK) -> np.ndarray:
 def restreamable(problem: LearningProblem, order: np.ndarray, min_frequency: int) -> np.ndarray:
     """Which tokens of ``order`` restreaming may move (bool, aligned with ``order``): those
     in at least ``min_frequency`` training posts."""
-    return problem.token_frequencies[order] >= min_frequency
+    movable: np.ndarray = problem.token_frequencies[order] >= min_frequency
+    return movable
 
 
 def token_weights(problem: LearningProblem, token_weight: np.ndarray | None) -> np.ndarray:

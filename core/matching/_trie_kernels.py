@@ -44,7 +44,8 @@ def table_find(table: np.ndarray, key: np.int64) -> int | np.int64:
     while True:
         k = table[2 * h]
         if k == key:
-            return table[2 * h + 1]
+            child: np.int64 = table[2 * h + 1]
+            return child
         if k == EMPTY:
             return -1
         h = (h + 1) & mask

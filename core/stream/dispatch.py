@@ -85,7 +85,7 @@ class Subscribers:
             raise InputDataError(
                 f"matched subscriptions {sub_ids[ranks < 0][:5]} have no subscriber"
             )
-        return ranks
+        return np.asarray(ranks, dtype=np.int64)
 
 
 def as_matched_lists(matched: pa.Table) -> pa.Table:

@@ -98,7 +98,8 @@ def _find(
                     same = False
                     break
             if same:
-                return entry
+                found: int = entry  # typed for mypy; numba sees a plain assignment
+                return found
         s = (s + 1) & mask
 
 

@@ -44,9 +44,9 @@ def _run(args: argparse.Namespace) -> int:
     from core.formatting import format_table
     from s3tm.orchestration.maintenance_tasks import parse_keep_days, run_maintenance
     from spark_jobs.lake.delta_io import default_lakehouse
-    from spark_jobs.lake.maintenance import REPORT_HEADER, MaintenancePolicy
+    from spark_jobs.lake.maintenance import REPORT_HEADER, MaintenancePolicy, keep_days_with
 
-    keep = {**MaintenancePolicy().keep_days, **parse_keep_days(args.keep_days)}
+    keep = keep_days_with(parse_keep_days(args.keep_days))
     policy = MaintenancePolicy(
         tables=tuple(t.strip() for t in args.tables.split(",") if t.strip()),
         keep_days=keep,

@@ -34,6 +34,9 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
         {
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # The demo's `dags test` runs create the DAG rows; created paused, they would stay
+            # paused in `s3tm airflow` and a run triggered there would wait in `queued`.
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the
             # scheduler, the API server and the first scheduled runs all write at once, and

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from core.errors import InvalidArgumentError, S3TMError
-from s3tm.orchestration.airflow_demo import airflow_env
+from s3tm.orchestration.airflow_demo import REPO, airflow_env
 
 ADMIN = "admin"
 READY_TIMEOUT_S = 240
@@ -55,8 +55,6 @@ def standalone_env(
             # One admin user; its password is kept in (and read from) this file.
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file(home)),
-            # The DAGs run when triggered (UI, asset event, schedule), not only once unpaused.
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
             # Each Spark task takes the machine's cores; 32 idle workers (the default) only
             # take memory.
@@ -71,6 +69,21 @@ def standalone_env(
         env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = database_url
         env["AIRFLOW__CORE__EXECUTOR"] = "LocalExecutor"
     return env
+
+
+def dag_schedules(dags_folder: Path | None = None) -> dict[str, str]:
+    """Each project DAG's ``Schedule:`` line, read from its file's doc (no Airflow import):
+    what the start-up message prints, from the text a test checks against the timetable."""
+    import ast
+
+    folder = dags_folder or REPO / "dags"
+    schedules: dict[str, str] = {}
+    for path in sorted(folder.glob("s3tm_*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        text = " ".join(doc.split())
+        start = text.find("Schedule: ")
+        schedules[path.stem] = text[start + len("Schedule: ") :].split(". ", 1)[0] if start >= 0 else "?"
+    return schedules
 
 
 def passwords_file(home: Path) -> Path:
@@ -185,12 +198,12 @@ def run(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         wait_until_ready(base_url, process)
+        dags = "".join(f"\n    {dag}: {when}" for dag, when in dag_schedules().items())
         print(
             f"\nAirflow is up: {base_url}\n"
             f"  log in as {ADMIN!r} with password {password!r}\n"
-            f"  DAGs: s3tm_ingest (lands {landing} into the lakehouse), s3tm_remap "
-            "(runs after each ingest, nightly, or when you press Trigger)\n"
-            f"  lakehouse: {env['S3TM_LAKEHOUSE']}; Spark: local[*]\n"
+            f"  DAGs (unpaused; a missed scheduled slot is not run at start):{dags}\n"
+            f"  landing: {landing}; lakehouse: {env['S3TM_LAKEHOUSE']}; Spark: local[*]\n"
             "Press Ctrl-C to stop.",
             flush=True,
         )

@@ -47,6 +47,22 @@ DAY_COLUMNS = {
 }
 
 
+DEFAULT_KEEP_DAYS: Mapping[str, int] = {
+    "matches": 30,
+    "deliveries": 30,
+    # the monitor reads hours of it, the learn job's live hot words 6 hours
+    "stream.health": 30,
+    "bronze.posts": 0,
+    "silver.posts": 0,
+}
+
+
+def keep_days_with(overrides: Mapping[str, int]) -> dict[str, int]:
+    """The default retention with some tables' days replaced (the CLI and the DAG alike:
+    naming one table must not drop the others' retention)."""
+    return {**DEFAULT_KEEP_DAYS, **{name: int(days) for name, days in overrides.items()}}
+
+
 @dataclass(frozen=True)
 class MaintenancePolicy:
     """What one maintenance run does.
@@ -58,16 +74,7 @@ class MaintenancePolicy:
     """
 
     tables: tuple[str, ...] = COMPACTED_TABLES
-    keep_days: Mapping[str, int] = field(
-        default_factory=lambda: {
-            "matches": 30,
-            "deliveries": 30,
-            # the monitor reads hours of it, the learn job's live hot words 6 hours
-            "stream.health": 30,
-            "bronze.posts": 0,
-            "silver.posts": 0,
-        }
-    )
+    keep_days: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_KEEP_DAYS))
     vacuum_hours: int = 168
     dry_run: bool = False
 

@@ -55,7 +55,6 @@ def test_stop_word_list_is_documented_and_nonempty() -> None:
     assert len(ENGLISH_STOP_WORDS) == len(set(ENGLISH_STOP_WORDS)) > 100
 
 
-@pytest.mark.spark
 def test_stop_words_equal_spark_ml_default_english(spark: object) -> None:
     from pyspark.ml.feature import StopWordsRemover
 
@@ -140,7 +139,6 @@ def test_normalize_equals_the_plain_reference(pieces: list[str]) -> None:
     assert normalize(text) == normalize(text)  # the cache gives the same answer again
 
 
-@pytest.mark.realdata
 def test_normalize_equals_the_reference_on_real_tweets(real_corpus: Path) -> None:
     import gzip
     import json

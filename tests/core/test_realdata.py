@@ -11,8 +11,6 @@ from core.corpus.io import read_corpus
 from core.learn import learn_mapping
 from core.routing.evaluate import evaluate_table
 
-pytestmark = pytest.mark.realdata
-
 
 @pytest.fixture(scope="module")
 def tweets(real_corpus: Path):

@@ -160,7 +160,6 @@ def _read_texts(path: Path, limit: int) -> list[str]:
     return [post.text for post in itertools.islice(records, limit)]
 
 
-@pytest.mark.realdata
 @pytest.mark.parametrize("name", ["tweets-tweeteval.jsonl.gz", "tweets-ira-timed.jsonl.gz"])
 def test_real_tweets_give_exactly_the_reference_words(real_corpus: Path, name: str) -> None:
     path = real_corpus.parent / name

@@ -12,35 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.dags.conftest import embedded_env
+
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).with_name("airflow")
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    """The demo's embedded-default environment, with local[2], no retries, small driver."""
-    from s3tm.orchestration.airflow_demo import airflow_env
-
-    env = airflow_env(
-        home,
-        extra.pop("S3TM_LAKEHOUSE", str(home / "lakehouse")),
-        extra.pop("S3TM_LANDING", str(home / "landing")),
-    )
-    conn = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
-    conn["host"] = "local[2]"
-    env.update(
-        {
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(conn),
-            "S3TM_TASK_RETRIES": "0",
-            "S3TM_DRIVER_MEMORY": "1g",
-            **extra,
-        }
-    )
-    return env
-
-
 def test_dag_integrity_without_a_database(tmp_path):
     # A database URL that cannot be opened: parsing must not need it.
-    env = _env(
+    env = embedded_env(
         tmp_path / "home",
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=(f"sqlite:///{tmp_path}/missing/dir/airflow.db"),
     )
@@ -52,7 +32,16 @@ def test_dag_integrity_without_a_database(tmp_path):
                           "dags": {d.dag_id: {"tags": sorted(d.tags), "doc": bool(d.doc_md),
                                               "owners": sorted({t.owner for t in d.tasks}),
                                               "retries": sorted({t.retries for t in d.tasks}),
-                                              "tasks": len(d.tasks)}
+                                              "tasks": len(d.tasks),
+                                              "cron": getattr(getattr(d.timetable, "timetable",
+                                                  d.timetable), "_expression", None),
+                                              "run_immediately": getattr(getattr(d.timetable,
+                                                  "timetable", d.timetable),
+                                                  "_run_immediately", None),
+                                              "assets": sorted(a.name for _, a in
+                                                  d.timetable.asset_condition.iter_assets())
+                                                  if hasattr(d.timetable, "asset_condition")
+                                                  else []}
                                    for d in bag.dags.values()}}))
     """) % str(REPO / "dags")
     done = subprocess.run(
@@ -66,10 +55,21 @@ def test_dag_integrity_without_a_database(tmp_path):
         assert dag["doc"] and "s3tm" in dag["tags"] and dag["tasks"] >= 1
         assert dag["owners"] == ["s3tm-platform"]
     assert not (tmp_path / "missing").exists()
+    # What each DAG's doc (and `s3tm airflow`'s start-up message) says of its schedule is
+    # the schedule it has; starting Airflow never fires a missed slot.
+    from s3tm.orchestration.standalone import dag_schedules
+
+    for dag_id, said in dag_schedules().items():
+        dag = result["dags"][dag_id]
+        assert said.startswith(f"`{dag['cron']}` (UTC"), (dag_id, said, dag["cron"])
+        assert dag["run_immediately"] is False, dag_id
+        for name in dag["assets"]:
+            assert f"`{name}` asset" in said, (dag_id, said, dag["assets"])
+        assert ("asset" in said) == bool(dag["assets"]), (dag_id, said)
 
 
 @pytest.fixture(scope="module")
-def airflow_runs(tmp_path_factory):
+def airflow_runs(tmp_path_factory, airflow_process_env):
     """One Airflow home with: s3tm_ingest, s3tm_remap (publishes), and a second s3tm_remap
     whose worse candidate (hash, no split, 5% margin) must leave the published version."""
     from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
@@ -79,7 +79,7 @@ def airflow_runs(tmp_path_factory):
     write_demo_corpus(
         landing / "posts.jsonl.gz", SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9), days=2
     )
-    env = _env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(landing))
+    env = airflow_process_env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(landing))
 
     def airflow(*args: str) -> str:
         done = subprocess.run(
@@ -111,7 +111,6 @@ def airflow_runs(tmp_path_factory):
     return {"env": env, "home": home, "lakehouse": lakehouse, "store": store, **outputs}
 
 
-@pytest.mark.spark
 def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
     from spark_jobs.lake.routing_store import published_version, versions
 
@@ -172,7 +171,6 @@ def _dom(url: str, profile: Path) -> str:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.spark
 @pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is absent (Debian package 'chromium'; .ci/run installs it)"
 )

@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from tests.dags.test_dags import AIRFLOW, _env
+AIRFLOW = Path(sys.executable).with_name("airflow")
 
-pytestmark = pytest.mark.spark
 
 NODES = 16  # s3tm_remap's default
 
@@ -81,7 +79,7 @@ print(json.dumps({"events": events, "queued": queued}))
 """
 
 
-def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
+def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, airflow_process_env):
     from core.corpus.arrays import corpus_from_word_lists
     from core.corpus.synthetic import (
         SyntheticCorpusSpec,
@@ -115,7 +113,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path):
     on_burst_day = [line for line, d in zip(lines, day, strict=True) if d == 3]
     first_half, second_half = on_burst_day[:2000], on_burst_day[2000:]
 
-    env = _env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
+    env = airflow_process_env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
 
     def airflow(*args: str) -> str:
         done = subprocess.run(

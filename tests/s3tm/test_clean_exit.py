@@ -12,7 +12,6 @@ abort came from: 40 runs, so a one-in-ten abort slips through with probability 0
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +25,6 @@ RUNS = {"spark": 8, "no JVM": 40}
 def _runs(name: str) -> int:
     """How many times the command called ``name`` runs."""
     return RUNS["no JVM" if "no JVM" in name else "spark"]
-
-
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +64,8 @@ def small_lakehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONFAULTHANDLER": "0"}
+def _run(argv: list[str], base_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {**base_env, "PYTHONFAULTHANDLER": "0"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, check=False)
 
 
@@ -107,12 +103,12 @@ def _commands(root: Path) -> dict[str, list[str]]:
     }
 
 
-def test_short_commands_never_abort_at_exit(small_lakehouse):
+def test_short_commands_never_abort_at_exit(small_lakehouse, spark_process_env):
     commands = _commands(small_lakehouse)
     jobs = [(name, argv) for name, argv in commands.items() for _ in range(_runs(name))]
     # Two at a time: the machine has two cores and each Spark command starts a JVM.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda job: (job[0], _run(job[1])), jobs))
+        results = list(pool.map(lambda job: (job[0], _run(job[1], spark_process_env)), jobs))
     failures = [
         f"{name}: exit {r.returncode}: {r.stderr.strip()[-300:]}"
         for name, r in results

@@ -27,8 +27,6 @@ from s3tm.sql.examples import EXAMPLES, example
 from spark_jobs.lake.delta_io import Lakehouse
 from tests.s3tm import sql_lakehouse
 
-pytestmark = pytest.mark.spark
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -28,8 +28,6 @@ from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
 
-pytestmark = pytest.mark.spark
-
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 

@@ -12,14 +12,11 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from spark_jobs.jobs import ingest
 from spark_jobs.lake.delta_io import Lakehouse
 from tests.json_lines_strategies import count_lines, landing_files
-
-pytestmark = pytest.mark.spark
 
 COUNTER = itertools.count()
 

@@ -26,8 +26,6 @@ from spark_jobs.lake.subscription_store import (
     cancel_subscriptions,
 )
 
-pytestmark = pytest.mark.spark
-
 TEXTS = [
     "Running to the White House!! http://t.co/x @user #news",
     "I don't like Obama's 2013 policies &amp; it's café time",

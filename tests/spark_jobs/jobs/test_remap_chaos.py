@@ -6,24 +6,18 @@ of the chain completes and publishes."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import published_version, versions
-
-pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _job(root: Path, script: str, *args: str, crash: str | None = None):
-    env = {k: v for k, v in os.environ.items() if k != "S3TM_CRASH"}
-    env["S3TM_DRIVER_MEMORY"] = "1g"
+def _job(root: Path, base_env: dict[str, str], script: str, *args: str, crash: str | None = None):
+    env = {k: v for k, v in base_env.items() if k != "S3TM_CRASH"}
     if crash:
         env["S3TM_CRASH"] = crash
     return subprocess.run(
@@ -66,7 +60,9 @@ def _complete(lake: Lakehouse) -> None:
     assert {r["routing_version"] for r in versions(lake)} <= mapped
 
 
-def test_remap_killed_in_every_step_leaves_the_published_version_intact(tmp_path):
+def test_remap_killed_in_every_step_leaves_the_published_version_intact(
+    tmp_path, spark_process_env
+):
     from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, write_demo_corpus
     from spark_jobs.lake.subscription_store import add_subscriptions
 
@@ -78,7 +74,7 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(tmp_path
     add_subscriptions(
         lake, [f"{a} {b}" for a, b in zip(words[::2], words[1::2], strict=True)], "alice"
     )
-    first = _job(root, "pipeline.py", "--landing", str(landing), "--nodes", "4")
+    first = _job(root, spark_process_env, "pipeline.py", "--landing", str(landing), "--nodes", "4")
     assert first.returncode == 0, first.stderr[-2000:]
     before = _visible(lake)
     assert before[0] is not None and before[1] and before[2]
@@ -93,7 +89,7 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(tmp_path
         ("publish.py", ["publish"], "publish:before-commit"),
     ]
     for script, args, crash in steps:
-        done = _job(root, script, *args, crash=crash)
+        done = _job(root, spark_process_env, script, *args, crash=crash)
         if crash:
             assert done.returncode == 137, f"{crash} did not fire: {done.stderr[-1500:]}"
         else:
@@ -101,7 +97,7 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(tmp_path
         assert _visible(lake) == before, f"the published state changed after {script} {crash}"
         _complete(lake)
 
-    rerun = _job(root, "publish.py", "publish")
+    rerun = _job(root, spark_process_env, "publish.py", "publish")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     live, mapping, placements = _visible(lake)
     assert live != before[0] and mapping and placements

@@ -15,8 +15,6 @@ from pyspark.testing import assertDataFrameEqual
 from core.errors import InputDataError, InvalidArgumentError
 from schemas import table
 
-pytestmark = pytest.mark.spark
-
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 
 

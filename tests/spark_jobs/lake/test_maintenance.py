@@ -17,8 +17,6 @@ from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.maintenance import MaintenancePolicy, file_count, maintain
 
-pytestmark = pytest.mark.spark
-
 TODAY = dt.date(2026, 3, 31)
 
 

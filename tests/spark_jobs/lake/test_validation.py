@@ -17,8 +17,6 @@ from spark_jobs.lake.routing_store import add_version, now_utc, write_mapping, w
 from spark_jobs.lake.subscription_store import add_subscriptions
 from spark_jobs.lake.validation import data_docs_index
 
-pytestmark = pytest.mark.spark
-
 POSTS = [["white", "hous"], ["elect", "white"], ["hous", "vote"], ["vote"], ["elect"]] * 20
 
 

@@ -32,8 +32,6 @@ from spark_jobs.lake.subscription_store import (
 )
 from spark_jobs.stream import job as stream
 
-pytestmark = pytest.mark.spark
-
 
 class Landing:
     """Posts written to a landing directory one file at a time, remembered for the reference."""

@@ -9,11 +9,7 @@ import json
 import random
 from importlib import import_module
 
-import pytest
-
 from spark_jobs.failpoints import DRIVER_POINTS, TASK_POINTS
-
-pytestmark = pytest.mark.spark
 
 SEED = 20261122
 FILES = 6  # one micro-batch each (--max-files-per-trigger 1)

@@ -19,8 +19,6 @@ from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.stream import job as stream
 from tests.json_lines_strategies import count_lines, landing_files
 
-pytestmark = pytest.mark.spark
-
 COUNTER = itertools.count()
 # subscriptions over the words the generated texts use (unseen by the mapping: hashed)
 SUBSCRIBED = [["white"], ["white", "house"], ["vote"], ["obama", "vote"], ["news"], ["info"]]

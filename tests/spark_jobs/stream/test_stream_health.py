@@ -16,8 +16,6 @@ from spark_jobs.lake.subscription_store import register_word_sets
 from spark_jobs.stream import job as stream
 from tests.spark_jobs.stream.test_stream import _active, _args
 
-pytestmark = pytest.mark.spark
-
 N = 4
 
 

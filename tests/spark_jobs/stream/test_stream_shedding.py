@@ -9,11 +9,7 @@ from argparse import Namespace
 from collections import Counter
 from importlib import import_module
 
-import pytest
-
 from spark_jobs.stream import job as stream
-
-pytestmark = pytest.mark.spark
 
 harness = import_module("tests.spark_jobs.stream.test_stream")
 
