@@ -6,10 +6,10 @@ read while the stream keeps appending.
 
 For each table (matches, deliveries, stream.batches, bronze, silver, quarantine, placements):
 retention by day (matches, deliveries and stream.health 30 days, bronze and silver kept;
-`keep_days` replaces the days of the tables it names, 0 keeps everything) -> compaction (delta-rs `optimize`) ->
-a log checkpoint -> `vacuum` of files older than `vacuum_hours`. Safe while the streaming
-matcher runs. The report, with every table's file counts before and after, goes to
-`<lakehouse>/reports/maintenance-<run>.md`. Same as `s3tm maintain`.
+`keep_days` replaces the days of the tables it names, 0 keeps everything) -> compaction
+(delta-rs `optimize`) -> a log checkpoint -> `vacuum` of files older than `vacuum_hours`.
+Safe while the streaming matcher runs. The report, with every table's file counts before
+and after, goes to `<lakehouse>/reports/maintenance-<run>.md`. Same as `s3tm maintain`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
             {},
             type="object",
             description="per-table retention in days replacing the defaults of `s3tm maintain "
-            "--help` for the tables named (0 keeps all), e.g. {\"matches\": 7}",
+            '--help` for the tables named (0 keeps all), e.g. {"matches": 7}',
         ),
         "vacuum_hours": Param(168, type="integer", minimum=1, description="vacuum retention"),
         "dry_run": Param(False, type="boolean", description="report only"),

@@ -1,8 +1,9 @@
 """
 ## s3tm_monitor
 
-Schedule: `0 * * * *` (UTC, hourly), or Trigger. Is the published routing version still paying? Reads the last `period_hours` of
-`stream.health` (written by the streaming matcher per micro-batch) and decides:
+Schedule: `0 * * * *` (UTC, hourly), or Trigger. Is the published routing version still
+paying? Reads the last `period_hours` of `stream.health` (written by the streaming matcher
+per micro-batch) and decides:
 
 - **remap** when the version's live relative throughput against hash routing has fallen
   by more than `max_drop` from its value at publish time, when the stream's word sketch

@@ -1,20 +1,47 @@
-"""What every job's ``main()`` shares: common arguments, the session, error handling."""
+"""What every job's ``main()`` shares: common arguments, typed configs, the session, errors.
+
+A job is a frozen config dataclass (its options and their defaults: the one definition), an
+``add_arguments(parser)`` that declares the same options for the command line, and a body
+``run(config, lakehouse)``. Parsed options become the config here, at the command line's
+edge: nothing below it sees an ``argparse`` object.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as dt
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from core.errors import S3TMError
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
 log = logging.getLogger("s3tm.jobs")
 
-JobBody = Callable[[argparse.Namespace, Any], int]
+ConfigT = TypeVar("ConfigT")
+JobBody = Callable[[ConfigT, "Lakehouse"], int]
+# a job's config: its dataclass (filled by :func:`config_from`), or a function building it
+# from the parsed options (a command whose config nests another)
+ConfigSpec = type[ConfigT] | Callable[[Mapping[str, object]], ConfigT]
+
+
+def config_from(config_type: type[ConfigT], options: Mapping[str, object]) -> ConfigT:
+    """The job config made of the parsed ``options`` its dataclass declares (the common
+    ``--lakehouse``/``--master`` and the command's own name are not the job's)."""
+    make: Callable[..., ConfigT] = config_type
+    if not dataclasses.is_dataclass(config_type):
+        raise TypeError(f"{config_type!r} is not a dataclass")
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return make(**{k: v for k, v in options.items() if k in names})
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
@@ -31,13 +58,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = Fals
     )
 
 
-def window_start(frame: Any, day_column: str, window_days: int) -> Any:
+def window_start(frame: DataFrame, day_column: str, window_days: int) -> dt.date | None:
     """First day of the last ``window_days`` days present in ``frame`` (None: all days).
 
     Relative to the data, not the clock, so a backfill or a demo on old data has a window.
     """
-    import datetime as dt
-
     from pyspark.sql import functions as F
 
     if window_days <= 0:
@@ -46,7 +71,13 @@ def window_start(frame: Any, day_column: str, window_days: int) -> Any:
     return None if last is None else last - dt.timedelta(days=window_days - 1)
 
 
-def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
+def run_job(
+    name: str,
+    body: Callable[[Lakehouse], int],
+    *,
+    lakehouse: str | None = None,
+    master: str | None = None,
+) -> int:
     """Build the session and lakehouse, run ``body``, report time; 2 on a user error."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
@@ -60,9 +91,8 @@ def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
         )
     started = time.perf_counter()
     try:
-        spark = build_session(f"s3tm-{name}", master=getattr(args, "master", None))
-        lakehouse = Lakehouse(spark, getattr(args, "lakehouse", None))
-        code = body(args, lakehouse)
+        spark = build_session(f"s3tm-{name}", master=master)
+        code = body(Lakehouse(spark, lakehouse))
     except S3TMError as err:
         print(f"s3tm {name}: error: {err}", file=sys.stderr)
         return 2
@@ -70,11 +100,39 @@ def run_job(name: str, args: argparse.Namespace, body: JobBody) -> int:
     return code
 
 
+def build_config(spec: ConfigSpec[ConfigT], options: Mapping[str, object]) -> ConfigT:
+    if isinstance(spec, type):
+        return config_from(spec, options)
+    return spec(options)
+
+
+def run_parsed(
+    name: str, spec: ConfigSpec[ConfigT], body: JobBody[ConfigT], options: Mapping[str, object]
+) -> int:
+    """Run a job on parsed command-line ``options`` (``spark-submit`` or ``s3tm``)."""
+    try:
+        config = build_config(spec, options)
+    except S3TMError as err:
+        print(f"s3tm {name}: error: {err}", file=sys.stderr)
+        return 2
+    return run_job(
+        name,
+        lambda lakehouse: body(config, lakehouse),
+        lakehouse=_optional_str(options.get("lakehouse")),
+        master=_optional_str(options.get("master")),
+    )
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def job_main(
     name: str,
     description: str,
     add_arguments: Callable[[argparse.ArgumentParser], None],
-    body: JobBody,
+    spec: ConfigSpec[ConfigT],
+    body: JobBody[ConfigT],
     argv: Sequence[str] | None,
 ) -> int:
     """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py``."""
@@ -83,4 +141,4 @@ def job_main(
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_common_arguments(parser)
     add_arguments(parser)
-    return run_job(name, parser.parse_args(argv), body)
+    return run_parsed(name, spec, body, vars(parser.parse_args(argv)))

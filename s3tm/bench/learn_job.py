@@ -49,7 +49,9 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     from spark_jobs.lake.session import build_session
 
     spark = build_session("s3tm-bench-learn-job")
-    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    jvm = spark._jvm
+    assert jvm is not None, "a local session has a JVM gateway"
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     started = time.perf_counter()
     summary = learn_version(
         Lakehouse(spark, lakehouse_root),

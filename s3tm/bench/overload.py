@@ -16,7 +16,6 @@ trie over all subscriptions: brute force by construction).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import threading
@@ -120,13 +119,14 @@ def run_mode(
     seed: int,
 ) -> list[dict[str, Any]]:
     from spark_jobs.lake.delta_io import Lakehouse
-    from spark_jobs.stream import job as stream
+    from spark_jobs.stream.config import StreamConfig
+    from spark_jobs.stream.matcher import start
 
     shutil.copytree(source, work / "lakehouse")
     lakehouse = Lakehouse(spark, work / "lakehouse")
     landing = work / "landing"
     landing.mkdir()
-    args = argparse.Namespace(
+    config = StreamConfig(
         source="files",
         landing=str(landing),
         checkpoint=str(work / "checkpoint"),
@@ -144,7 +144,7 @@ def run_mode(
     producer = Producer(
         landing, work / "staged", held_ids, held_texts, rate, file_seconds, duration
     )
-    query, handler = stream.start(spark, lakehouse, args)
+    query, handler = start(spark, lakehouse, config)
     started = time.monotonic()
     producer.start()
     producer.join()
@@ -166,15 +166,15 @@ def run_mode(
     }
     rows = []
     clock = 0.0
-    for figure in handler.figures:
-        batch = figure["batch_id"]
+    for committed in handler.figures:
+        batch, figure = committed.batch_id, committed.figures
         expected = 0
         for name in files.get(batch, []):
             first, n = producer.landed[name]
             expected += int(exact[(first + np.arange(n)) % exact.shape[0]].sum())
-        clock += figure["seconds_total"]
+        clock += figure.seconds_total
         plan = planned.get(batch, {})
-        taken = figure["posts"] + figure.get("dropped_posts", 0)
+        taken = figure.posts + figure.dropped_posts
         backlog = plan.get("backlog_posts") or 0
         rows.append(
             {
@@ -183,14 +183,14 @@ def run_mode(
                 "time_s": round(clock, 2),
                 "backlog_posts": backlog,
                 # how long the newest post waits before its batch is done, at this rate
-                "delay_s": round(backlog / taken * figure["seconds_total"], 2) if taken else 0.0,
+                "delay_s": round(backlog / taken * figure.seconds_total, 2) if taken else 0.0,
                 "level": plan.get("shedding_level") or 0,
-                "posts": figure["posts"],
-                "dropped_posts": figure.get("dropped_posts", 0),
-                "batch_s": figure["seconds_total"],
-                "matches": figure["matches"],
+                "posts": figure.posts,
+                "dropped_posts": figure.dropped_posts,
+                "batch_s": figure.seconds_total,
+                "matches": figure.matches,
                 "exact_matches": expected,
-                "accuracy": figure["matches"] / expected if expected else 1.0,
+                "accuracy": figure.matches / expected if expected else 1.0,
             }
         )
     shutil.rmtree(landing, ignore_errors=True)
@@ -243,7 +243,8 @@ def run(
     from s3tm.bench.stream import WARMUP_BATCHES, _land, _read_posts, prepare_workload
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
-    from spark_jobs.stream import job as stream
+    from spark_jobs.stream.config import StreamConfig
+    from spark_jobs.stream.matcher import start
 
     print(f"machine: {machine_summary()}")
     ids, texts = _read_posts(corpus, seed)
@@ -262,10 +263,10 @@ def run(
         # big ones): the stream bench's default sizes
         per_file = 200_000 if workload == "tweet" else 20_000
         _land(calibrate / "landing", held_ids, held_texts, 5 * per_file, per_file)
-        query, handler = stream.start(
+        query, handler = start(
             spark,
             Lakehouse(spark, calibrate / "lakehouse"),
-            argparse.Namespace(
+            StreamConfig(
                 source="files", landing=str(calibrate / "landing"),
                 checkpoint=str(calibrate / "checkpoint"), query_name="calibrate",
                 max_files_per_trigger=1, trigger_seconds=0.0, available_now=True, seed=seed,
@@ -273,8 +274,8 @@ def run(
             ),
         )  # fmt: skip
         query.awaitTermination()
-        steady = list(handler.figures)[WARMUP_BATCHES:]
-        capacity = sum(f["posts"] for f in steady) / sum(f["seconds_total"] for f in steady)
+        steady = [batch.figures for batch in list(handler.figures)[WARMUP_BATCHES:]]
+        capacity = sum(f.posts for f in steady) / sum(f.seconds_total for f in steady)
         rate = factor * capacity
         print(
             f"capacity (shedding off, steady batches of {per_file:,}): {capacity:,.0f} posts/s; "

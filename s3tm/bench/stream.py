@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,9 @@ from core.monitor.health import RoutingHealth
 from core.text import normalize
 from s3tm.bench.machine import machine_summary
 from s3tm.experiments.report import write_csv
+
+if TYPE_CHECKING:
+    from spark_jobs.stream.config import StreamConfig
 
 WARMUP_BATCHES = 2
 
@@ -172,11 +175,11 @@ def _count_rows(batches: Any) -> Any:
     yield pa.RecordBatch.from_pydict({"rows": [rows]})
 
 
-def steady_rate(spark: Any, args: Any, posts_of_batch: Callable[[Any], int]) -> float:
+def steady_rate(spark: Any, config: StreamConfig, posts_of_batch: Callable[[Any], int]) -> float:
     """posts/s of an ``availableNow`` query over the stream's own source whose every batch
     is ``posts_of_batch(posts)`` (it returns the posts it counted); steady batches only
     (the first is warm-up)."""
-    from spark_jobs.stream import job as stream
+    from spark_jobs.stream.pipeline import source
 
     seconds: list[float] = []
     rows: list[int] = []
@@ -187,9 +190,9 @@ def steady_rate(spark: Any, args: Any, posts_of_batch: Callable[[Any], int]) -> 
         seconds.append(time.perf_counter() - started)
 
     query = (
-        stream.source(spark, args)
+        source(spark, config)
         .writeStream.foreachBatch(each)
-        .option("checkpointLocation", args.checkpoint)
+        .option("checkpointLocation", config.checkpoint)
         .trigger(availableNow=True)
         .start()
     )
@@ -198,7 +201,7 @@ def steady_rate(spark: Any, args: Any, posts_of_batch: Callable[[Any], int]) -> 
     return sum(rows[steady]) / max(sum(seconds[steady]), 1e-9)
 
 
-def noop_rate(spark: Any, args: Any) -> float:
+def noop_rate(spark: Any, config: StreamConfig) -> float:
     """The machine's limit for this pipeline: posts/s of a query that reads the same landed
     posts through the stream's own source into Python workers (``mapInArrow``) and writes
     nothing."""
@@ -206,7 +209,7 @@ def noop_rate(spark: Any, args: Any) -> float:
     def count(posts: Any) -> int:
         return sum(r["rows"] for r in posts.mapInArrow(_count_rows, "rows long").collect())
 
-    return steady_rate(spark, args, count)
+    return steady_rate(spark, config, count)
 
 
 # -- the pipeline's data movement alone ------------------------------------------------------
@@ -268,7 +271,7 @@ def _skeleton_dispatch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
 
 def skeleton_rate(
     spark: Any,
-    args: Any,
+    config: StreamConfig,
     n_matchers: int,
     routed_bytes_per_post: float,
     matched_bytes_per_post: float,
@@ -277,12 +280,12 @@ def skeleton_rate(
     three Python stages and two shuffles (route -> N matcher partitions -> P dispatch
     partitions) carrying as many bytes per post as the real query's did, nothing parsed,
     matched or written. What the data movement alone leaves of the no-op rate."""
-    from spark_jobs.stream import job as stream
+    from spark_jobs.stream.pipeline import partition_keys, task_slots
 
-    slots = stream.task_slots(spark)
+    slots = task_slots(spark)
     n_match = min(n_matchers, slots)
-    match_keys = stream.partition_keys(spark, n_match).tolist()
-    dispatch_keys = stream.partition_keys(spark, slots).tolist()
+    match_keys = partition_keys(spark, n_match).tolist()
+    dispatch_keys = partition_keys(spark, slots).tolist()
     # as many payload rows per input batch as the real route emits (one per matcher)
     route_keys = [match_keys[m % n_match] for m in range(n_matchers)]
     ratio = matched_bytes_per_post / max(routed_bytes_per_post, 1e-9)
@@ -298,7 +301,7 @@ def skeleton_rate(
         counted = matched.repartition(slots, "key").mapInArrow(_skeleton_dispatch, "posts long")
         return sum(r["posts"] for r in counted.collect())
 
-    return steady_rate(spark, args, count)
+    return steady_rate(spark, config, count)
 
 
 def prepare_workload(
@@ -361,9 +364,8 @@ def run_workload(
     seed: int,
     matches_table: bool = True,
 ) -> dict[str, Any]:
-    import argparse
-
-    from spark_jobs.stream import job as stream
+    from spark_jobs.stream.config import StreamConfig
+    from spark_jobs.stream.matcher import start
 
     started = time.perf_counter()
     lakehouse, held_ids, held_texts, word_sets, version = prepare_workload(
@@ -377,7 +379,7 @@ def run_workload(
         f"{files} files of {file_posts:,} (held-out {len(held_texts):,} tweets replayed)",
         flush=True,
     )
-    args = argparse.Namespace(
+    config = StreamConfig(
         source="files",
         landing=str(landing),
         checkpoint=str(root / workload / "checkpoint"),
@@ -390,17 +392,15 @@ def run_workload(
         matches_table=matches_table,
     )
     query_started = time.perf_counter()
-    query, handler = stream.start(spark, lakehouse, args)
+    query, handler = start(spark, lakehouse, config)
     query.awaitTermination()
     wall = time.perf_counter() - query_started
     if query.exception() is not None:
         raise InputDataError(f"stream query failed: {query.exception()}")
-    figures = list(handler.figures)
+    figures = [batch.figures for batch in handler.figures]
     noop = noop_rate(
         spark,
-        argparse.Namespace(
-            **{**vars(args), "checkpoint": str(root / workload / "noop-checkpoint")}
-        ),
+        config.with_checkpoint(str(root / workload / "noop-checkpoint")),
     )
     # Warm-up: each Python worker builds the tries of the matchers it meets (2 batches
     # here) and fills its token cache; reported apart from the steady state.
@@ -408,19 +408,17 @@ def run_workload(
     if len(figures) <= warmup:
         raise InputDataError(f"need more than {warmup} batches (warm-up); raise --posts")
     steady = figures[warmup:]
-    total = [f["seconds_total"] for f in steady]
-    steady_posts = sum(f["posts"] for f in steady)
+    total = [f.seconds_total for f in steady]
+    steady_posts = sum(f.posts for f in steady)
 
     def share(key: str) -> float:
-        return sum(f[key] for f in steady)
+        return float(sum(getattr(f, key) for f in steady))
 
     routed_per_post = share("routed_bytes") / max(steady_posts, 1)
     matched_per_post = share("matched_bytes") / max(steady_posts, 1)
     skeleton = skeleton_rate(
         spark,
-        argparse.Namespace(
-            **{**vars(args), "checkpoint": str(root / workload / "skeleton-checkpoint")}
-        ),
+        config.with_checkpoint(str(root / workload / "skeleton-checkpoint")),
         nodes,
         routed_per_post,
         matched_per_post,
@@ -428,14 +426,12 @@ def run_workload(
     # the shape alone: the same stages and shuffles carrying no bytes
     shape_only = skeleton_rate(
         spark,
-        argparse.Namespace(
-            **{**vars(args), "checkpoint": str(root / workload / "shape-checkpoint")}
-        ),
+        config.with_checkpoint(str(root / workload / "shape-checkpoint")),
         nodes,
         0.0,
         0.0,
     )
-    steady_ids = {f["batch_id"] for f in steady}
+    steady_ids = {batch.batch_id for batch in list(handler.figures)[warmup:]}
     health = [
         r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["batch_id"] in steady_ids
     ]
@@ -448,19 +444,17 @@ def run_workload(
         "subscriptions": len(word_sets),
         "batches": len(figures),
         "posts/batch": file_posts,
-        "posts": sum(f["posts"] for f in figures),
+        "posts": sum(f.posts for f in figures),
         "wall s": round(wall, 1),
-        "posts/s (all)": round(sum(f["posts"] for f in figures) / wall),
+        "posts/s (all)": round(sum(f.posts for f in figures) / wall),
         "posts/s (steady)": round(steady_posts / sum(total)),
         "batch p50 s": round(float(np.percentile(total, 50)), 2),
         "batch p95 s": round(float(np.percentile(total, 95)), 2),
-        "warm-up batches s": "+".join(f"{f['seconds_total']:.1f}" for f in figures[:warmup]),
+        "warm-up batches s": "+".join(f"{f.seconds_total:.1f}" for f in figures[:warmup]),
         # the first batch against a steady one (the issue's bar: within 2x), and the
         # warm-up job that ran before it (Python workers started, indexes, token table)
-        "first batch / p50": round(
-            figures[0]["seconds_total"] / float(np.percentile(total, 50)), 2
-        ),
-        "warm-up job s": "+".join(f"{w['seconds']:.1f}" for w in handler.warmups) or None,
+        "first batch / p50": round(figures[0].seconds_total / float(np.percentile(total, 50)), 2),
+        "warm-up job s": "+".join(f"{w.seconds:.1f}" for w in handler.warmups) or None,
         "route task s/batch": round(share("seconds_route") / len(steady), 2),
         "match task s/batch": round(share("seconds_match") / len(steady), 2),
         "spark job s/batch": round(share("seconds_spark") / len(steady), 2),

@@ -5,25 +5,56 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
+from typing import Any
 
-from spark_jobs.common import add_common_arguments, run_job
+from spark_jobs.common import add_common_arguments, run_parsed
 
+# command -> (module under spark_jobs, its config (a dataclass, or Class.factory), help)
 JOBS = {
-    "ingest": ("jobs.ingest", "landing JSON-lines files -> bronze.posts (+ quarantine)"),
-    "normalise": ("jobs.normalise", "bronze.posts -> silver.posts (normalised, sampled)"),
-    "graph": ("jobs.graph", "silver.posts -> gold.post_words, word_stats, cooccurrence"),
-    "learn-version": ("jobs.learn", "gold.post_words -> candidate routing version"),
-    "subscribe": ("jobs.subscriptions", "subscriptions.registry: add, cancel, load, topics"),
-    "place": ("jobs.place", "LASP placement of active subscriptions for a version"),
-    "evaluate-version": ("jobs.evaluate", "candidate vs published vs hash on held-out posts"),
-    "routing": ("jobs.publish", "routing versions: list, validate, publish, rollback"),
-    "pipeline": ("jobs.pipeline", "the whole chain in one Spark session"),
-    "stream": ("stream.job", "the streaming matcher: route, match, dispatch (run | status)"),
+    "ingest": (
+        "jobs.ingest",
+        "IngestConfig",
+        "landing JSON-lines files -> bronze.posts (+ quarantine)",
+    ),
+    "normalise": (
+        "jobs.normalise",
+        "NormaliseConfig",
+        "bronze.posts -> silver.posts (normalised, sampled)",
+    ),
+    "graph": (
+        "jobs.graph",
+        "GraphConfig",
+        "silver.posts -> gold.post_words, word_stats, cooccurrence",
+    ),
+    "learn-version": ("jobs.learn", "LearnConfig", "gold.post_words -> candidate routing version"),
+    "subscribe": (
+        "jobs.subscriptions",
+        "SubscriptionsCommand",
+        "subscriptions.registry: add, cancel, load, topics",
+    ),
+    "place": ("jobs.place", "PlaceConfig", "LASP placement of active subscriptions for a version"),
+    "evaluate-version": (
+        "jobs.evaluate",
+        "EvaluateConfig",
+        "candidate vs published vs hash on held-out posts",
+    ),
+    "routing": (
+        "jobs.publish",
+        "RoutingCommand",
+        "routing versions: list, validate, publish, rollback",
+    ),
+    "pipeline": ("jobs.pipeline", "PipelineConfig", "the whole chain in one Spark session"),
+    "stream": (
+        "stream.job",
+        "StreamCommand.of",
+        "the streaming matcher: route, match, dispatch (run | status)",
+    ),
 }
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    for command, (module_name, text) in JOBS.items():
+    for command, (module_name, _, text) in JOBS.items():
         module = importlib.import_module(f"spark_jobs.{module_name}")
         parser = sub.add_parser(
             command,
@@ -33,14 +64,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         )
         add_common_arguments(parser)
         module.add_arguments(parser)
-        parser.set_defaults(handler=_handler(module_name))
+        parser.set_defaults(handler=_handler(command))
 
 
-def _handler(module_name: str):  # type: ignore[no-untyped-def]
+def _handler(command: str) -> Callable[[argparse.Namespace], int]:
+    module_name, config_name, _ = JOBS[command]
+
     def handle(args: argparse.Namespace) -> int:
         module = importlib.import_module(f"spark_jobs.{module_name}")
+        spec: Any = module
+        for part in config_name.split("."):
+            spec = getattr(spec, part)
         # The session's app name: the job (``ingest``), or ``stream`` for ``stream.job``.
         package, leaf = module_name.split(".")
-        return run_job(package if leaf == "job" else leaf, args, module.run)
+        return run_parsed(package if leaf == "job" else leaf, spec, module.run, vars(args))
 
     return handle

@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--example", metavar="NAME", help="run one documented example query")
     p.set_defaults(handler=_run)
 
-    from spark_jobs.common import add_common_arguments
+    from spark_jobs.common import add_common_arguments, config_from
     from spark_jobs.sql import server
 
     p = sub.add_parser(
@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_common_arguments(p)
     server.add_arguments(p)
-    p.set_defaults(handler=server.run_server)
+    p.set_defaults(
+        handler=lambda args: server.run_server(config_from(server.ServerConfig, vars(args)))
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -4,11 +4,14 @@ and written with delta-rs on the worker)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import S3TMError
 from s3tm.orchestration import reports
 from spark_jobs.lake.delta_io import Lakehouse
+
+if TYPE_CHECKING:
+    from schemas.rows import VersionRow
 
 
 class ValidationFailed(S3TMError):
@@ -83,7 +86,7 @@ def remap_triggers(events: Any) -> list[str]:
     return found
 
 
-def remap_lines(latest: dict[str, Any] | None, metrics: dict[str, Any]) -> list[str]:
+def remap_lines(latest: VersionRow | None, metrics: dict[str, Any]) -> list[str]:
     """What the latest candidate's learn step chose (incremental or full, why) and how
     many subscriptions its placement moved."""
     if latest is None:

@@ -82,7 +82,8 @@ def dag_schedules(dags_folder: Path | None = None) -> dict[str, str]:
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         text = " ".join(doc.split())
         start = text.find("Schedule: ")
-        schedules[path.stem] = text[start + len("Schedule: ") :].split(". ", 1)[0] if start >= 0 else "?"
+        said = text[start + len("Schedule: ") :] if start >= 0 else "?"
+        schedules[path.stem] = said.split(". ", 1)[0]
     return schedules
 
 

@@ -13,7 +13,8 @@ import argparse
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from core.corpus.arrays import Corpus, corpus_from_word_lists
 from core.errors import InputDataError
@@ -36,15 +37,20 @@ from spark_jobs.lake.routing_store import (
 )
 from spark_jobs.lake.subscription_store import active_subscriptions
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
 
 def held_out_posts(
-    silver: Any,
+    silver: DataFrame,
     *,
     day: dt.date | None,
     start: dt.date | None,
     end: dt.date | None,
     holdout_fraction: float,
-) -> Any:
+) -> DataFrame:
     """Pure transform: the evaluation posts' word lists."""
     from pyspark.sql import functions as F
 
@@ -58,7 +64,9 @@ def held_out_posts(
     return posts.where(holdout_filter(holdout_fraction)).select("words")
 
 
-def _placement_of(lakehouse: Any, version: int, routing: RoutingTable, subs: Corpus) -> Placement:
+def _placement_of(
+    lakehouse: Lakehouse, version: int, routing: RoutingTable, subs: Corpus
+) -> Placement:
     import numpy as np
 
     rows = load_placements(lakehouse, version)
@@ -90,9 +98,9 @@ def _measure(
     subs: Corpus | None,
     placement: Placement | None,
     seed: int,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     model: RoutingMetrics = routing_metrics(route_corpus(routing, posts, seed=seed))
-    result: dict[str, Any] = {"model": model.as_dict(with_loads=False)}
+    result: dict[str, object] = {"model": model.as_dict(with_loads=False)}
     if subs is not None and placement is not None:
         measured = replay(routing, placement, subs, posts, seed=seed)
         result["replay_posts_per_s"] = measured.throughput
@@ -103,8 +111,8 @@ def _measure(
 
 
 def evaluate_version(
-    lakehouse: Any, version: int | None, *, day: dt.date | None = None, seed: int = 0
-) -> dict[str, Any]:
+    lakehouse: Lakehouse, version: int | None, *, day: dt.date | None = None, seed: int = 0
+) -> dict[str, object]:
     chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
         raise InputDataError("no candidate routing version to evaluate")
@@ -179,19 +187,30 @@ def evaluate_version(
     return {"routing_version": chosen, **report}
 
 
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """version: the routing version (None: the latest candidate); day: evaluate on this
+    held-out day only (None: every held-out post)."""
+
+    version: int | None = None
+    day: dt.date | None = None
+    seed: int = 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
     parser.add_argument("--day", type=dt.date.fromisoformat, help="held-out day")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=EvaluateConfig.seed)
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    print(json.dumps(evaluate_version(lakehouse, args.version, day=args.day, seed=args.seed)))
+def run(config: EvaluateConfig, lakehouse: Lakehouse) -> int:
+    report = evaluate_version(lakehouse, config.version, day=config.day, seed=config.seed)
+    print(json.dumps(report))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("evaluate", __doc__ or "", add_arguments, run, argv)
+    return job_main("evaluate", __doc__ or "", add_arguments, EvaluateConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,30 @@ import argparse
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
 from spark_jobs.common import job_main, log, window_start
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
-def post_words(silver: Any) -> Any:
+    from spark_jobs.lake.delta_io import Lakehouse
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """start, end: the day range (None: open); window_days: the last N days present in
+    silver when ``start`` is None (0: all); cooccurrence: also write gold.cooccurrence."""
+
+    start: dt.date | None = None
+    end: dt.date | None = None
+    window_days: int = 0
+    cooccurrence: bool = True
+
+
+def post_words(silver: DataFrame) -> DataFrame:
     """Bipartite edges (day, post_id, word)."""
     from pyspark.sql import functions as F
 
@@ -26,7 +43,7 @@ def post_words(silver: Any) -> Any:
     )
 
 
-def word_stats(silver: Any) -> Any:
+def word_stats(silver: DataFrame) -> DataFrame:
     """Per (day, word): posts containing it, and f_n = sum over those posts of |P| - 1
     (the word's co-occurrence frequencies summed, paper Sect. 3.2)."""
     from pyspark.sql import functions as F
@@ -40,7 +57,7 @@ def word_stats(silver: Any) -> Any:
     )
 
 
-def cooccurrence(silver: Any) -> Any:
+def cooccurrence(silver: DataFrame) -> DataFrame:
     """Per (day, word_a < word_b): posts containing both."""
     from pyspark.sql import functions as F
 
@@ -59,33 +76,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--window-days",
         type=int,
-        default=0,
+        default=GraphConfig.window_days,
         help="only the last N days present in silver (0: all; --start wins)",
     )
     parser.add_argument(
         "--no-cooccurrence",
-        action="store_true",
+        dest="cooccurrence",
+        action="store_false",
         help="skip gold.cooccurrence (only the METIS baselines use it)",
     )
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
+def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
     from pyspark.sql import functions as F
 
     silver = lakehouse.read("silver.posts")
-    start = args.start or window_start(silver, "event_day", getattr(args, "window_days", 0))
+    start = config.start or window_start(silver, "event_day", config.window_days)
     if start:
         silver = silver.where(F.col("event_day") >= F.lit(start))
-    if args.end:
-        silver = silver.where(F.col("event_day") <= F.lit(args.end))
+    if config.end:
+        silver = silver.where(F.col("event_day") <= F.lit(config.end))
     silver = silver.cache()
     days = sorted(r.event_day for r in silver.select("event_day").distinct().collect())
     if not days:
         raise InvalidArgumentError("no silver posts in the requested day range")
     outputs = [("gold.post_words", post_words), ("gold.word_stats", word_stats)]
-    if not args.no_cooccurrence:
+    if config.cooccurrence:
         outputs.append(("gold.cooccurrence", cooccurrence))
-    summary: dict[str, Any] = {"days": [d.isoformat() for d in days]}
+    summary: dict[str, object] = {"days": [d.isoformat() for d in days]}
     for name, transform in outputs:
         result = lakehouse.write(
             transform(silver), name, mode="overwrite", replace_where={"day": days}
@@ -97,7 +115,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("graph", __doc__ or "", add_arguments, run, argv)
+    return job_main("graph", __doc__ or "", add_arguments, GraphConfig, run, argv)
 
 
 if __name__ == "__main__":

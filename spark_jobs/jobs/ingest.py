@@ -17,14 +17,33 @@ import json
 import re
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 from core.errors import InputDataError
 from spark_jobs.common import job_main, log
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """landing: directory or s3:// prefix of JSON-lines files; pattern: their glob;
+    batch_id: monotonic batch number (None: the epoch second now); default_day: the event
+    day of posts without ``created_at`` (None: today, UTC)."""
+
+    landing: str
+    pattern: str = "*.jsonl*"
+    batch_id: int | None = None
+    default_day: dt.date | None = None
+
 
 APP_ID = "s3tm.ingest"
 _PARSED_SCHEMA = (
@@ -109,8 +128,8 @@ def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def split_records(
-    files: Any, known_ids: Any, *, batch: str, default_day: dt.date, now: dt.datetime
-) -> tuple[Any, Any]:
+    files: DataFrame, known_ids: DataFrame, *, batch: str, default_day: dt.date, now: dt.datetime
+) -> tuple[DataFrame, DataFrame]:
     """Pure transform: landing files (path, content) -> (bronze rows, quarantine rows).
 
     Args:
@@ -213,7 +232,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--landing", required=True, help="directory (or s3:// prefix) of JSON-lines files"
     )
-    parser.add_argument("--pattern", default="*.jsonl*", help="file glob in the landing dir")
+    parser.add_argument(
+        "--pattern", default=IngestConfig.pattern, help="file glob in the landing dir"
+    )
     parser.add_argument(
         "--batch-id",
         type=int,
@@ -228,14 +249,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
+def run(config: IngestConfig, lakehouse: Lakehouse) -> int:
     from pyspark.sql import functions as F
 
-    batch_id = args.batch_id if args.batch_id is not None else int(time.time())
+    batch_id = config.batch_id if config.batch_id is not None else int(time.time())
     batch = str(batch_id)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     spark = lakehouse.spark
-    files = landing_files(args.landing, args.pattern)
+    files = landing_files(config.landing, config.pattern)
     seen: set[str] = set()
     for name in ("bronze.posts", "silver.posts_quarantine"):
         if lakehouse.exists(name):
@@ -259,13 +280,13 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     )
     raw = spark.read.format("binaryFile").load(new_files)
     bronze, quarantine = split_records(
-        raw, known, batch=batch, default_day=args.default_day or now.date(), now=now
+        raw, known, batch=batch, default_day=config.default_day or now.date(), now=now
     )
     bronze = bronze.cache()
     quarantine = quarantine.cache()
     q = lakehouse.write(quarantine, "silver.posts_quarantine", app_id=APP_ID, batch_id=batch_id)
     b = lakehouse.write(bronze, "bronze.posts", app_id=APP_ID, batch_id=batch_id)
-    summary = {
+    summary: dict[str, object] = {
         "batch": batch,
         "files": len(new_files),
         "bronze_rows": b.rows,
@@ -281,7 +302,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("ingest", __doc__ or "", add_arguments, run, argv)
+    return job_main("ingest", __doc__ or "", add_arguments, IngestConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -44,15 +45,14 @@ from core.corpus.arrays import Corpus, corpus_from_codes, corpus_from_word_lists
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import (
     ALGORITHMS,
-    LearnedMapping,
     algorithm_label,
     align_to_published,
     learn_mapping,
-    remap_incremental,
 )
-from core.learn.api import DEFAULT_FULL_REMAP_GAIN, gain_of_full_remap
+from core.learn.api import DEFAULT_FULL_REMAP_GAIN
+from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
-from core.routing.metrics import RoutingMetrics, routing_metrics
+from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
@@ -66,6 +66,9 @@ from spark_jobs.lake.routing_store import (
     published_version,
 )
 from spark_jobs.lake.subscription_store import active_subscriptions
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_io import Lakehouse
 
 
 def window_edges_arrow(
@@ -163,37 +166,58 @@ def training_corpus(edges: pa.Table) -> Corpus:
     )
 
 
+@dataclass(frozen=True)
+class LearnConfig:
+    """The learn job's options (``learn_version`` says what each does); the remap DAG's
+    params and ``s3tm learn-version`` fill the same fields."""
+
+    nodes: int = 16
+    algorithm: str = "salb2"
+    split: bool = True
+    incremental: bool = False
+    max_moved: float = 0.1
+    full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN
+    start: dt.date | None = None
+    end: dt.date | None = None
+    window_days: int = 0
+    holdout_fraction: float = 0.2
+    subscribed: Literal["auto", "registry", "all"] = "auto"
+    seed: int = 0
+    live_hot_words: float = 6.0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    defaults = LearnConfig
+    parser.add_argument("--nodes", type=int, default=defaults.nodes, help="number of matchers N")
     parser.add_argument(
         "--algorithm",
         choices=ALGORITHMS,
-        default="salb2",
+        default=defaults.algorithm,
         help="learner (default salb2: SALB or METIS, then restreaming; salb is Alg. 1 as printed)",
     )
     parser.add_argument(
         "--split",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=defaults.split,
         help="split hot words (default on)",
     )
     parser.add_argument(
         "--incremental",
         action=argparse.BooleanOptionalAction,
-        default=False,
+        default=defaults.incremental,
         help="refine the published version (salb2 only; full remap when none is published, "
         "N changed, or a full remap gains more than --full-remap-gain)",
     )
     parser.add_argument(
         "--max-moved",
         type=float,
-        default=0.1,
+        default=defaults.max_moved,
         help="incremental: re-place at most this fraction of the active subscriptions",
     )
     parser.add_argument(
         "--full-remap-gain",
         type=float,
-        default=DEFAULT_FULL_REMAP_GAIN,
+        default=defaults.full_remap_gain,
         help="incremental: learn from scratch instead when that gains more than this "
         "(relative throughput on the window's held-out posts)",
     )
@@ -202,28 +226,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--window-days",
         type=int,
-        default=0,
+        default=defaults.window_days,
         help="only the last N days present in gold.post_words (0: all)",
     )
-    parser.add_argument("--holdout-fraction", type=float, default=0.2)
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=defaults.holdout_fraction,
+        help="posts kept out of learning to evaluate on (deterministic per post id)",
+    )
     parser.add_argument(
         "--subscribed",
         choices=["auto", "registry", "all"],
-        default="auto",
+        default=defaults.subscribed,
         help="learn on the registry's words (auto: when it has any)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="learning seed")
     parser.add_argument(
         "--live-hot-words",
         type=float,
-        default=6.0,
+        default=defaults.live_hot_words,
         metavar="HOURS",
         help="with --split, give the hot words the stream's sketch reported in the last "
         "HOURS (stream.health) the versions their live share needs (0: off)",
     )
 
 
-def live_hot_words(lakehouse: Any, hours: float) -> dict[str, float]:
+def live_hot_words(lakehouse: Lakehouse, hours: float) -> dict[str, float]:
     """The hot words of the latest ``stream.health`` row recorded in the last ``hours``,
     with their live share of word occurrences: a burst the learning window dilutes."""
     if hours <= 0 or not lakehouse.exists("stream.health"):
@@ -239,7 +268,7 @@ def live_hot_words(lakehouse: Any, hours: float) -> dict[str, float]:
 
 
 def learn_version(
-    lakehouse: Any,
+    lakehouse: Lakehouse,
     *,
     nodes: int,
     algorithm: str,
@@ -253,7 +282,7 @@ def learn_version(
     incremental: bool = False,
     max_moved: float = 0.1,
     full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Learn and write one candidate version; returns its summary."""
     if nodes < 1:
         raise InvalidArgumentError(f"--nodes must be >= 1, got {nodes}")
@@ -310,16 +339,16 @@ def learn_version(
         learned = align_to_published(learned, published[1], word_subscriptions)
     aligned = learned.table.manifest.get("aligned_to_published")
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
-    remap: dict[str, Any] = {"remap": "full", "remap_reason": "--no-incremental"}
+    remap: dict[str, object] = {"remap": "full", "remap_reason": "--no-incremental"}
     if incremental:
-        learned, training, remap = _incremental_or_full(
+        learned, training, remap = incremental_or_full(
             published,
             word_subscriptions,
             corpus,
             judge,
             learned,
             training,
-            subs,
+            len(subs),
             sub_corpus,
             words,
             max_moved=max_moved,
@@ -394,121 +423,37 @@ def learn_version(
     return summary
 
 
-def _published_table(lakehouse: Any) -> tuple[int, RoutingTable] | None:
+def _published_table(lakehouse: Lakehouse) -> tuple[int, RoutingTable] | None:
     """The published version and its table (None: nothing published yet)."""
     version = published_version(lakehouse)
     return None if version is None else (version, load_routing_table(lakehouse, version))
 
 
-def _incremental_or_full(
-    published_table: tuple[int, RoutingTable] | None,
-    word_subscriptions: Counter[str],
-    corpus: Corpus,
-    judge: Corpus | None,
-    full: LearnedMapping,
-    full_metrics: RoutingMetrics,
-    subs: list[dict[str, Any]],
-    sub_corpus: Corpus | None,
-    words: list[str] | None,
-    *,
-    max_moved: float,
-    full_remap_gain: float,
-    seed: int,
-    min_parts: dict[str, int],
-) -> tuple[LearnedMapping, RoutingMetrics, dict[str, Any]]:
-    """The incremental remap of the published version, unless the full one (already
-    learned, with its training metrics) must win: nothing published, N changed, or it
-    gains more than allowed on ``judge``, the window's held-out posts (the training posts
-    when the window has none)."""
-    if published_table is None:
-        return full, full_metrics, {"remap": "full", "remap_reason": "no published version"}
-    published, table = published_table
-    n_matchers = full.table.n_matchers
-    if table.n_matchers != n_matchers:
-        reason = f"N changed ({table.n_matchers} -> {n_matchers})"
-        return full, full_metrics, {"remap": "full", "remap_reason": reason}
-    refined = remap_incremental(
-        corpus,
-        table,
-        word_subscriptions,
-        n_subscriptions=len(subs),
-        max_moved_fraction=max_moved,
-        subscribed_words=words,
-        seed=seed,
-        min_parts=min_parts,
-        subscriptions=sub_corpus,
-        # the same window's subscription counts, already taken by the full remap
-        frequencies=full.subscription_frequencies,
-    )
-    metrics = routing_metrics(route_corpus(refined.table, corpus, seed=seed))
-    judged_on = "held-out posts" if judge is not None else "training posts (no held-out post)"
-    if judge is None:
-        full_judged, judged = full_metrics.throughput, metrics.throughput
-    else:
-        full_judged = routing_metrics(route_corpus(full.table, judge, seed=seed)).throughput
-        judged = routing_metrics(route_corpus(refined.table, judge, seed=seed)).throughput
-    gain = gain_of_full_remap(full_judged, judged)
-    manifest = refined.table.manifest
-    about = {
-        "from_version": published,
-        "moved_tokens": manifest["moved_tokens"],
-        "moved_subscription_words": manifest["moved_subscription_words"],
-        "move_budget": manifest["move_budget"],
-        "incremental_training_throughput": round(metrics.throughput, 3),
-        "full_training_throughput": round(full_metrics.throughput, 3),
-        "remap_judged_on": judged_on,
-        "judged_posts": judge.n_posts if judge is not None else corpus.n_posts,
-        "incremental_judged_throughput": round(judged, 3),
-        "full_judged_throughput": round(full_judged, 3),
-        "full_remap_gain": round(gain, 4),
-    }
-    if gain > full_remap_gain:
-        reason = f"a full remap gains {gain:.1%} > {full_remap_gain:.1%} on the {judged_on}"
-        log.info("incremental remap of version %d: %s, learning from scratch", published, reason)
-        return full, full_metrics, {"remap": "full", "remap_reason": reason, **about}
-    log.info(
-        "incremental remap of version %d: %d tokens moved (%d of %d subscription words "
-        "allowed), a full remap would gain %.1f%% on the %s",
-        published,
-        about["moved_tokens"],
-        about["moved_subscription_words"],
-        about["move_budget"],
-        100 * gain,
-        judged_on,
-    )
-    reason = f"a full remap gains {gain:.1%} <= {full_remap_gain:.1%} on the {judged_on}"
-    return refined, metrics, {"remap": "incremental", "remap_reason": reason, **about}
-
-
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    start = args.start
-    if (
-        start is None
-        and getattr(args, "window_days", 0) > 0
-        and lakehouse.exists("gold.post_words")
-    ):
-        start = window_start(lakehouse.read("gold.post_words"), "day", args.window_days)
+def run(config: LearnConfig, lakehouse: Lakehouse) -> int:
+    start = config.start
+    if start is None and config.window_days > 0 and lakehouse.exists("gold.post_words"):
+        start = window_start(lakehouse.read("gold.post_words"), "day", config.window_days)
     summary = learn_version(
         lakehouse,
-        nodes=args.nodes,
-        algorithm=args.algorithm,
-        split=args.split,
+        nodes=config.nodes,
+        algorithm=config.algorithm,
+        split=config.split,
         start=start,
-        end=args.end,
-        holdout_fraction=args.holdout_fraction,
-        subscribed=args.subscribed,
-        seed=args.seed,
-        live_hot_hours=getattr(args, "live_hot_words", 0.0),
-        incremental=getattr(args, "incremental", False),
-        max_moved=getattr(args, "max_moved", 0.1),
-        full_remap_gain=getattr(args, "full_remap_gain", DEFAULT_FULL_REMAP_GAIN),
+        end=config.end,
+        holdout_fraction=config.holdout_fraction,
+        subscribed=config.subscribed,
+        seed=config.seed,
+        live_hot_hours=config.live_hot_words,
+        incremental=config.incremental,
+        max_moved=config.max_moved,
+        full_remap_gain=config.full_remap_gain,
     )
     print(json.dumps(summary))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("learn", __doc__ or "", add_arguments, run, argv)
+    return job_main("learn", __doc__ or "", add_arguments, LearnConfig, run, argv)
 
 
 if __name__ == "__main__":

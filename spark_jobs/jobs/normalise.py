@@ -14,13 +14,19 @@ import argparse
 import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
 from spark_jobs.common import job_main, log
 from spark_jobs.jobs.sampling import hash_fraction_filter
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from spark_jobs.lake.delta_io import Lakehouse
 
 APP_ID = "s3tm.normalise"
 _WORDS_SCHEMA = "post_id string, words array<string>"
@@ -38,7 +44,7 @@ def normalise_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
         )
 
 
-def sample_filter(rate: float, seed: int) -> Any:
+def sample_filter(rate: float, seed: int) -> Column:
     """Column predicate keeping a deterministic ``rate`` fraction of posts."""
     if not 0.0 < rate <= 1.0:
         raise InvalidArgumentError(f"sample rate must be in (0, 1], got {rate}")
@@ -46,8 +52,8 @@ def sample_filter(rate: float, seed: int) -> Any:
 
 
 def normalise(
-    bronze: Any, done_ids: Any, *, rate: float, seed: int, batch: str, now: dt.datetime
-) -> tuple[Any, Any]:
+    bronze: DataFrame, done_ids: DataFrame, *, rate: float, seed: int, batch: str, now: dt.datetime
+) -> tuple[DataFrame, DataFrame]:
     """Pure transform: bronze rows -> (silver rows, quarantine rows).
 
     Args:
@@ -84,17 +90,25 @@ def normalise(
     return silver, empty
 
 
+@dataclass(frozen=True)
+class NormaliseConfig:
+    """sample_rate: the fraction of posts kept (deterministic per post id and seed)."""
+
+    sample_rate: float = 1.0
+    seed: int = 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sample-rate",
         type=float,
-        default=1.0,
+        default=NormaliseConfig.sample_rate,
         help="fraction of posts kept (deterministic per post id)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--seed", type=int, default=NormaliseConfig.seed, help="sampling seed")
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
+def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:
     from pyspark.sql import functions as F
 
     bronze_version = lakehouse.version("bronze.posts")
@@ -118,8 +132,8 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     silver, empty = normalise(
         lakehouse.read("bronze.posts", bronze_version),
         done,
-        rate=args.sample_rate,
-        seed=args.seed,
+        rate=config.sample_rate,
+        seed=config.seed,
         batch=f"normalise-{bronze_version}",
         now=now,
     )
@@ -144,7 +158,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("normalise", __doc__ or "", add_arguments, run, argv)
+    return job_main("normalise", __doc__ or "", add_arguments, NormaliseConfig, run, argv)
 
 
 if __name__ == "__main__":

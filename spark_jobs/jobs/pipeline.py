@@ -8,51 +8,105 @@ one spark-submit each; this command is for demos, benchmarks and a single machin
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.formatting import format_table
 from core.learn import ALGORITHMS
 from spark_jobs.common import job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
+from spark_jobs.jobs.evaluate import EvaluateConfig
+from spark_jobs.jobs.graph import GraphConfig
+from spark_jobs.jobs.ingest import IngestConfig
+from spark_jobs.jobs.learn import LearnConfig
+from spark_jobs.jobs.normalise import NormaliseConfig
+from spark_jobs.jobs.place import PlaceConfig
+from spark_jobs.jobs.publish import RoutingCommand
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_io import Lakehouse
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """The chain's options: those of ingest, normalise, graph, learn and publish."""
+
+    landing: str
+    pattern: str = IngestConfig.pattern
+    default_day: dt.date | None = None
+    batch_id: int | None = None
+    sample_rate: float = NormaliseConfig.sample_rate
+    nodes: int = LearnConfig.nodes
+    algorithm: str = LearnConfig.algorithm
+    split: bool = LearnConfig.split
+    holdout_fraction: float = LearnConfig.holdout_fraction
+    margin: float | None = None
+    cooccurrence: bool = True
+    seed: int = 0
+    report: str | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = PipelineConfig
     parser.add_argument("--landing", required=True, help="directory of JSON-lines files")
-    parser.add_argument("--pattern", default="*.jsonl*")
+    parser.add_argument("--pattern", default=defaults.pattern, help="file glob in --landing")
     parser.add_argument(
-        "--default-day", type=lambda s: __import__("datetime").date.fromisoformat(s), default=None
+        "--default-day",
+        type=dt.date.fromisoformat,
+        default=None,
+        help="event day of posts without created_at (default: today UTC)",
     )
-    parser.add_argument("--batch-id", type=int, default=None)
-    parser.add_argument("--sample-rate", type=float, default=1.0)
-    parser.add_argument("--nodes", type=int, default=16)
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default="salb2")
-    parser.add_argument("--split", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--holdout-fraction", type=float, default=0.2)
+    parser.add_argument("--batch-id", type=int, default=None, help="the ingest batch number")
+    parser.add_argument(
+        "--sample-rate", type=float, default=defaults.sample_rate, help="fraction of posts kept"
+    )
+    parser.add_argument("--nodes", type=int, default=defaults.nodes, help="number of matchers N")
+    parser.add_argument(
+        "--algorithm", choices=ALGORITHMS, default=defaults.algorithm, help="the learner"
+    )
+    parser.add_argument(
+        "--split",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.split,
+        help="split hot words",
+    )
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=defaults.holdout_fraction,
+        help="posts kept out of learning to evaluate on",
+    )
     parser.add_argument(
         "--margin",
         type=float,
         default=None,
         help="publish only when the candidate beats the published by this",
     )
-    parser.add_argument("--no-cooccurrence", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-cooccurrence",
+        dest="cooccurrence",
+        action="store_false",
+        help="skip gold.cooccurrence (only the METIS baselines use it)",
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="every step's seed")
     parser.add_argument("--report", help="write the step table as JSON here")
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    steps: list[tuple[str, Callable[[], Any]]] = [
+def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
+    steps: list[tuple[str, Callable[[], int]]] = [
         (
             "ingest",
             lambda: ingest.run(
-                argparse.Namespace(
-                    landing=args.landing,
-                    pattern=args.pattern,
-                    batch_id=args.batch_id,
-                    default_day=args.default_day,
+                IngestConfig(
+                    landing=config.landing,
+                    pattern=config.pattern,
+                    batch_id=config.batch_id,
+                    default_day=config.default_day,
                 ),
                 lakehouse,
             ),
@@ -60,57 +114,29 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         (
             "normalise",
             lambda: normalise.run(
-                argparse.Namespace(sample_rate=args.sample_rate, seed=args.seed), lakehouse
+                NormaliseConfig(sample_rate=config.sample_rate, seed=config.seed), lakehouse
             ),
         ),
-        (
-            "graph",
-            lambda: graph.run(
-                argparse.Namespace(start=None, end=None, no_cooccurrence=args.no_cooccurrence),
-                lakehouse,
-            ),
-        ),
+        ("graph", lambda: graph.run(GraphConfig(cooccurrence=config.cooccurrence), lakehouse)),
         (
             "learn",
             lambda: learn.run(
-                argparse.Namespace(
-                    nodes=args.nodes,
-                    algorithm=args.algorithm,
-                    split=args.split,
-                    start=None,
-                    end=None,
-                    holdout_fraction=args.holdout_fraction,
-                    subscribed="auto",
-                    seed=args.seed,
-                    live_hot_words=6.0,
+                LearnConfig(
+                    nodes=config.nodes,
+                    algorithm=config.algorithm,
+                    split=config.split,
+                    holdout_fraction=config.holdout_fraction,
+                    seed=config.seed,
                 ),
                 lakehouse,
             ),
         ),
-        (
-            "place",
-            lambda: place.run(
-                argparse.Namespace(version=None, unit_cost=False, seed=args.seed), lakehouse
-            ),
-        ),
-        (
-            "evaluate",
-            lambda: evaluate.run(
-                argparse.Namespace(version=None, day=None, seed=args.seed), lakehouse
-            ),
-        ),
-        (
-            "validate",
-            lambda: publish.run(argparse.Namespace(action="validate", version=None), lakehouse),
-        ),
+        ("place", lambda: place.run(PlaceConfig(seed=config.seed), lakehouse)),
+        ("evaluate", lambda: evaluate.run(EvaluateConfig(seed=config.seed), lakehouse)),
+        ("validate", lambda: publish.run(RoutingCommand("validate"), lakehouse)),
         (
             "publish",
-            lambda: publish.run(
-                argparse.Namespace(
-                    action="publish", version=None, margin=args.margin, skip_validation=False
-                ),
-                lakehouse,
-            ),
+            lambda: publish.run(RoutingCommand("publish", margin=config.margin), lakehouse),
         ),
     ]
     timings: list[list[object]] = []
@@ -141,15 +167,15 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
     print(format_table(["step", "wall s"], [*timings, ["total", total]]))
     print(format_table(["table", "rows"], counts))
     print(publish.render_versions(lakehouse))
-    if args.report:
-        Path(args.report).write_text(
+    if config.report:
+        Path(config.report).write_text(
             json.dumps({"steps": timings, "total_s": total, "rows": counts}, indent=2)
         )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("pipeline", __doc__ or "", add_arguments, run, argv)
+    return job_main("pipeline", __doc__ or "", add_arguments, PipelineConfig, run, argv)
 
 
 if __name__ == "__main__":

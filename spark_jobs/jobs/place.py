@@ -13,7 +13,8 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,15 +41,19 @@ from spark_jobs.lake.routing_store import (
 )
 from spark_jobs.lake.subscription_store import active_subscriptions
 
+if TYPE_CHECKING:
+    from schemas.rows import SubscriptionRow
+    from spark_jobs.lake.delta_io import Lakehouse
 
-def subscriptions_corpus(rows: Sequence[dict[str, Any]]) -> Corpus:
+
+def subscriptions_corpus(rows: Sequence[SubscriptionRow]) -> Corpus:
     """Active subscriptions as a corpus whose post ids are the sub ids."""
     return corpus_from_word_lists(
         [r["words"] for r in rows], post_ids=[str(r["sub_id"]) for r in rows]
     )
 
 
-def sample_posts(lakehouse: Any, n: int, seed: int) -> Corpus | None:
+def sample_posts(lakehouse: Lakehouse, n: int, seed: int) -> Corpus | None:
     """Up to ``n`` silver posts (for fitting the cost model), or None when silver is empty."""
     if not lakehouse.exists("silver.posts"):
         return None
@@ -61,7 +66,7 @@ def sample_posts(lakehouse: Any, n: int, seed: int) -> Corpus | None:
 
 
 def published_placement(
-    lakehouse: Any, version: int, n_matchers: int
+    lakehouse: Lakehouse, version: int, n_matchers: int
 ) -> tuple[int | None, dict[int, frozenset[int]]]:
     """The published version and its placement (sub_id -> matchers), when it is another
     version than ``version`` with the same N (else nothing stays in place: ``(None, {})``)."""
@@ -80,8 +85,8 @@ def published_placement(
 
 
 def place_version(
-    lakehouse: Any, version: int | None, *, unit_cost: bool = False, seed: int = 0
-) -> tuple[int, Placement | None, dict[str, Any]]:
+    lakehouse: Lakehouse, version: int | None, *, unit_cost: bool = False, seed: int = 0
+) -> tuple[int, Placement | None, dict[str, object]]:
     """Place the active subscriptions for ``version`` (default: the latest candidate)."""
     chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
@@ -142,20 +147,32 @@ def place_version(
     return chosen, placement, summary
 
 
+@dataclass(frozen=True)
+class PlaceConfig:
+    """version: the routing version (None: the latest candidate); unit_cost: f(x) = x
+    instead of fitting the cost model."""
+
+    version: int | None = None
+    unit_cost: bool = False
+    seed: int = 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
     parser.add_argument("--unit-cost", action="store_true", help="f(x) = x, no fitting")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=PlaceConfig.seed)
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    _, _, summary = place_version(lakehouse, args.version, unit_cost=args.unit_cost, seed=args.seed)
+def run(config: PlaceConfig, lakehouse: Lakehouse) -> int:
+    _, _, summary = place_version(
+        lakehouse, config.version, unit_cost=config.unit_cost, seed=config.seed
+    )
     print(json.dumps(summary))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("place", __doc__ or "", add_arguments, run, argv)
+    return job_main("place", __doc__ or "", add_arguments, PlaceConfig, run, argv)
 
 
 if __name__ == "__main__":

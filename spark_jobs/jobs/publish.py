@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
@@ -31,8 +32,13 @@ from spark_jobs.lake.routing_store import (
     versions,
 )
 
+if TYPE_CHECKING:
+    from schemas.rows import VersionChanges
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.validation import ValidationResult
 
-def validate_version(lakehouse: Any, version: int) -> dict[str, Any]:
+
+def validate_version(lakehouse: Lakehouse, version: int) -> ValidationResult:
     """Validate a version with the expectation suites (``spark_jobs.lake.validation``)."""
     from spark_jobs.lake.validation import validate_with_expectations
 
@@ -40,12 +46,12 @@ def validate_version(lakehouse: Any, version: int) -> dict[str, Any]:
 
 
 def publish(
-    lakehouse: Any,
+    lakehouse: Lakehouse,
     version: int | None,
     *,
     margin: float | None = None,
     skip_validation: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Publish a version atomically; returns what happened (published or kept, and why).
 
     The decision and the commit hold the ``routing.versions`` lock: two publishes at once
@@ -55,12 +61,12 @@ def publish(
 
 
 def _publish(
-    lakehouse: Any,
+    lakehouse: Lakehouse,
     version: int | None,
     *,
     margin: float | None,
     skip_validation: bool,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     chosen = version
     if chosen is None:
         chosen = latest_with_status(lakehouse, "validated")
@@ -98,7 +104,7 @@ def _publish(
                 f"version is below the required x{1 + margin:.3f}",
             }
     now = now_utc()
-    changes: dict[int, dict[str, Any]] = {
+    changes: dict[int, VersionChanges] = {
         chosen: {"status": "published", "published_at": now, "retired_at": None}
     }
     if current is not None:
@@ -106,6 +112,18 @@ def _publish(
     failpoints.crash("publish:before-commit")
     update_versions(lakehouse, changes)
     return {"published": chosen, "changed": True, "retired": current}
+
+
+@dataclass(frozen=True)
+class RoutingCommand:
+    """action: list | validate | publish | rollback; version: the version it acts on (None:
+    the latest candidate); margin: publish only when the candidate beats the published
+    version by this (None: the default gate)."""
+
+    action: Literal["list", "validate", "publish", "rollback"]
+    version: int | None = None
+    margin: float | None = None
+    skip_validation: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +141,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("version", type=int)
 
 
-def render_versions(lakehouse: Any) -> str:
+def render_versions(lakehouse: Lakehouse) -> str:
     from core.formatting import format_table
 
     rows = []
@@ -161,34 +179,34 @@ def render_versions(lakehouse: Any) -> str:
     )
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    if args.action == "list":
+def run(command: RoutingCommand, lakehouse: Lakehouse) -> int:
+    if command.action == "list":
         print(render_versions(lakehouse))
-    elif args.action == "validate":
-        chosen = args.version or latest_with_status(lakehouse, "candidate")
+    elif command.action == "validate":
+        chosen = command.version or latest_with_status(lakehouse, "candidate")
         if chosen is None:
             raise InputDataError("no candidate version to validate")
         result = validate_version(lakehouse, chosen)
         print(json.dumps({"routing_version": chosen, **result}))
         return 0 if result["success"] else 1
-    elif args.action == "publish":
+    elif command.action == "publish":
         print(
             json.dumps(
                 publish(
                     lakehouse,
-                    args.version,
-                    margin=args.margin,
-                    skip_validation=args.skip_validation,
+                    command.version,
+                    margin=command.margin,
+                    skip_validation=command.skip_validation,
                 )
             )
         )
     else:
-        print(json.dumps(publish(lakehouse, args.version)))
+        print(json.dumps(publish(lakehouse, command.version)))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("routing", __doc__ or "", add_arguments, run, argv)
+    return job_main("routing", __doc__ or "", add_arguments, RoutingCommand, run, argv)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 _BUCKETS = 1 << 30
 
 
-def hash_fraction_filter(fraction: float, seed: int, column: str = "post_id") -> Any:
+def hash_fraction_filter(fraction: float, seed: int, column: str = "post_id") -> Column:
     """Column predicate true for a deterministic ``fraction`` of ids (xxhash64 with seed)."""
     from pyspark.sql import functions as F
 
@@ -22,6 +25,6 @@ def hash_fraction_filter(fraction: float, seed: int, column: str = "post_id") ->
 HOLDOUT_SEED = 7  # the hold-out split of learn and evaluate: the same posts on both sides
 
 
-def holdout_filter(fraction: float) -> Any:
+def holdout_filter(fraction: float) -> Column:
     """True for held-out posts (kept out of learning, used by evaluate)."""
     return hash_fraction_filter(fraction, HOLDOUT_SEED)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -29,9 +30,14 @@ from spark_jobs.lake.subscription_store import (
     track_phrases,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
 
 def lda_topics(
-    silver: Any,
+    silver: DataFrame,
     *,
     n_topics: int,
     words_per_topic: int,
@@ -62,6 +68,25 @@ def lda_topics(
     ]
 
 
+@dataclass(frozen=True)
+class SubscriptionsCommand:
+    """action: add | cancel | load | generate-topics | list, with that action's options
+    (``generate-topics``: LDA over silver.posts, then ``count`` word sets sampled from the
+    topics and spread over ``subscribers``)."""
+
+    action: Literal["add", "cancel", "load", "generate-topics", "list"]
+    phrase: str = ""
+    subscriber: str = ""
+    sub_ids: Sequence[int] = ()
+    file: str = ""
+    count: int = 1000
+    topics: int = 100
+    words_per_topic: int = 5
+    max_iter: int = 10
+    subscribers: int = 100
+    seed: int = 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
@@ -83,28 +108,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "generate-topics", parents=[common], help="topic-based subscriptions from silver (LDA)"
     )
-    p.add_argument("--count", type=int, default=1000)
-    p.add_argument("--topics", type=int, default=100)
-    p.add_argument("--words-per-topic", type=int, default=5)
-    p.add_argument("--max-iter", type=int, default=10)
+    defaults = SubscriptionsCommand
+    p.add_argument("--count", type=int, default=defaults.count, help="subscriptions to register")
+    p.add_argument("--topics", type=int, default=defaults.topics, help="LDA topics")
+    p.add_argument(
+        "--words-per-topic", type=int, default=defaults.words_per_topic, help="words kept a topic"
+    )
+    p.add_argument("--max-iter", type=int, default=defaults.max_iter, help="LDA iterations")
     p.add_argument(
         "--subscribers",
         type=int,
-        default=100,
+        default=defaults.subscribers,
         help="spread the subscriptions over this many subscribers",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=defaults.seed, help="LDA and sampling seed")
     sub.add_parser("list", parents=[common], help="print the active subscriptions")
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    if args.action == "add":
-        phrases = track_phrases(args.phrase)
-        print(json.dumps({"added": add_subscriptions(lakehouse, phrases, args.subscriber)}))
-    elif args.action == "cancel":
-        print(json.dumps({"cancelled": cancel_subscriptions(lakehouse, args.sub_ids)}))
-    elif args.action == "load":
-        path = Path(args.file)
+def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
+    if command.action == "add":
+        phrases = track_phrases(command.phrase)
+        print(json.dumps({"added": add_subscriptions(lakehouse, phrases, command.subscriber)}))
+    elif command.action == "cancel":
+        print(json.dumps({"cancelled": cancel_subscriptions(lakehouse, command.sub_ids)}))
+    elif command.action == "load":
+        path = Path(command.file)
         if not path.is_file():
             raise InputDataError(f"subscription file not found: {path}")
         phrases = [
@@ -112,23 +140,23 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
             for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and not line.startswith("# ")
         ]
-        loaded = add_subscriptions(lakehouse, phrases, args.subscriber)
+        loaded = add_subscriptions(lakehouse, phrases, command.subscriber)
         print(json.dumps({"added": len(loaded), "first": loaded[0] if loaded else None}))
-    elif args.action == "generate-topics":
+    elif command.action == "generate-topics":
         topics = lda_topics(
             lakehouse.read("silver.posts"),
-            n_topics=args.topics,
-            words_per_topic=args.words_per_topic,
-            max_iter=args.max_iter,
-            seed=args.seed,
+            n_topics=command.topics,
+            words_per_topic=command.words_per_topic,
+            max_iter=command.max_iter,
+            seed=command.seed,
         )
         width = min(len(t) for t in topics)
         sets = sample_topic_word_sets(
-            np.array([t[:width] for t in topics], dtype=object), args.count, args.seed
+            np.array([t[:width] for t in topics], dtype=object), command.count, command.seed
         )
         word_sets = [sorted(s.tolist()) for s in sets]
-        rng = np.random.default_rng(args.seed)
-        owners = rng.integers(args.subscribers, size=len(word_sets))
+        rng = np.random.default_rng(command.seed)
+        owners = rng.integers(command.subscribers, size=len(word_sets))
         ids = register_word_sets(
             lakehouse,
             [" ".join(w) for w in word_sets],
@@ -144,7 +172,7 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("subscriptions", __doc__ or "", add_arguments, run, argv)
+    return job_main("subscriptions", __doc__ or "", add_arguments, SubscriptionsCommand, run, argv)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,12 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,7 @@ class TableReport:
     seconds: float = 0.0
     note: str = ""
 
-    def as_row(self) -> list[Any]:
+    def as_row(self) -> list[object]:
         return [
             self.table,
             self.files_before,
@@ -146,7 +149,7 @@ REPORT_HEADER = [
 ]
 
 
-def file_count(lakehouse: Any, name: str) -> int:
+def file_count(lakehouse: DeltaStore, name: str) -> int:
     """Data files of the table's latest version (0 when absent)."""
     if not lakehouse.exists(name):
         return 0
@@ -162,7 +165,7 @@ def _retention_predicate(name: str, days: int, today: dt.date) -> str:
 
 
 def maintain_table(
-    lakehouse: Any, name: str, policy: MaintenancePolicy, *, today: dt.date | None = None
+    lakehouse: DeltaStore, name: str, policy: MaintenancePolicy, *, today: dt.date | None = None
 ) -> TableReport:
     """Retention, compaction, checkpoint and vacuum of one table."""
     started = time.perf_counter()
@@ -219,7 +222,7 @@ def maintain_table(
 
 
 def maintain(
-    lakehouse: Any, policy: MaintenancePolicy, *, today: dt.date | None = None
+    lakehouse: DeltaStore, policy: MaintenancePolicy, *, today: dt.date | None = None
 ) -> list[TableReport]:
     """Every table of the policy, in order; one table's failure does not stop the others
     (its report row says why) and is raised at the end."""

@@ -6,15 +6,18 @@ A stream run with ``--no-matches-table`` writes ``deliveries`` only; each delive
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from core.stream.dispatch import matches_of_deliveries
 from schemas import table
 
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
 
-def derived_matches(lakehouse: Any, version: int | None = None) -> pa.Table:
+
+def derived_matches(lakehouse: DeltaStore, version: int | None = None) -> pa.Table:
     """``matches`` rows derived from ``deliveries`` (at ``version``; latest when None), in
     the ``matches`` table's column order; empty when nothing was delivered yet."""
     spec = table("matches")

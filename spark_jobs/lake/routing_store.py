@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,11 @@ import pyarrow as pa
 from core.errors import InputDataError, InvalidArgumentError
 from core.routing.table import RoutingTable
 from schemas import table
+from schemas.rows import CandidateRow, VersionChanges, VersionRow
 from spark_jobs import failpoints
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
 
 STATUSES = ("candidate", "validated", "published", "retired", "rejected")
 
@@ -26,35 +31,35 @@ def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def versions(lakehouse: Any) -> list[dict[str, Any]]:
-    """All versions as dicts, oldest first."""
-    rows = lakehouse.read_arrow("routing.versions").to_pylist()
+def versions(lakehouse: DeltaStore) -> list[VersionRow]:
+    """All versions, oldest first."""
+    rows = cast(list[VersionRow], lakehouse.read_arrow("routing.versions").to_pylist())
     return sorted(rows, key=lambda r: r["routing_version"])
 
 
-def get_version(lakehouse: Any, version: int) -> dict[str, Any]:
+def get_version(lakehouse: DeltaStore, version: int) -> VersionRow:
     for row in versions(lakehouse):
         if row["routing_version"] == version:
             return row
     raise InputDataError(f"routing version {version} does not exist")
 
 
-def next_version(lakehouse: Any) -> int:
+def next_version(lakehouse: DeltaStore) -> int:
     rows = versions(lakehouse)
     return max((r["routing_version"] for r in rows), default=0) + 1
 
 
-def published_version(lakehouse: Any) -> int | None:
+def published_version(lakehouse: DeltaStore) -> int | None:
     live = [r["routing_version"] for r in versions(lakehouse) if r["status"] == "published"]
     return live[-1] if live else None
 
 
-def latest_with_status(lakehouse: Any, status: str) -> int | None:
+def latest_with_status(lakehouse: DeltaStore, status: str) -> int | None:
     rows = [r["routing_version"] for r in versions(lakehouse) if r["status"] == status]
     return rows[-1] if rows else None
 
 
-def latest_pending(lakehouse: Any) -> int | None:
+def latest_pending(lakehouse: DeltaStore) -> int | None:
     """The newest version still on its way to publish (candidate or validated)."""
     rows = [
         r["routing_version"]
@@ -64,27 +69,27 @@ def latest_pending(lakehouse: Any) -> int | None:
     return rows[-1] if rows else None
 
 
-def add_version(lakehouse: Any, row: dict[str, Any]) -> None:
+def add_version(lakehouse: DeltaStore, row: VersionRow) -> None:
     lakehouse.write_arrow(
         pa.Table.from_pylist([row], schema=table("routing.versions").schema), "routing.versions"
     )
 
 
-def update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None:
+def update_versions(lakehouse: DeltaStore, changes: Mapping[int, VersionChanges]) -> None:
     """Apply field changes to several versions in one commit (rewrites the small table,
     under the table's lock: a concurrent change is never overwritten by a stale copy)."""
     with lakehouse.locked("routing.versions"):
         _update_versions(lakehouse, changes)
 
 
-def _update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None:
+def _update_versions(lakehouse: DeltaStore, changes: Mapping[int, VersionChanges]) -> None:
     rows = versions(lakehouse)
     known = {r["routing_version"] for r in rows}
     missing = set(changes) - known
     if missing:
         raise InputDataError(f"routing versions {sorted(missing)} do not exist")
     for row in rows:
-        row.update(changes.get(row["routing_version"], {}))
+        row.update(changes.get(row["routing_version"], VersionChanges()))
         if row["status"] not in STATUSES:
             raise InvalidArgumentError(f"unknown status {row['status']!r}")
     lakehouse.write_arrow(
@@ -94,7 +99,7 @@ def _update_versions(lakehouse: Any, changes: dict[int, dict[str, Any]]) -> None
     )
 
 
-def write_mapping(lakehouse: Any, version: int, routing: RoutingTable) -> int:
+def write_mapping(lakehouse: DeltaStore, version: int, routing: RoutingTable) -> int:
     frame = routing.to_frame()
     data = pa.table(
         {
@@ -110,7 +115,7 @@ def write_mapping(lakehouse: Any, version: int, routing: RoutingTable) -> int:
     return data.num_rows
 
 
-def load_routing_table(lakehouse: Any, version: int) -> RoutingTable:
+def load_routing_table(lakehouse: DeltaStore, version: int) -> RoutingTable:
     """The routing table of a version (mapping rows + its subscribed words)."""
     import pyarrow.compute as pc
 
@@ -132,7 +137,11 @@ def load_routing_table(lakehouse: Any, version: int) -> RoutingTable:
 
 
 def write_placements(
-    lakehouse: Any, version: int, sub_ids: np.ndarray, indptr: np.ndarray, matchers: np.ndarray
+    lakehouse: DeltaStore,
+    version: int,
+    sub_ids: np.ndarray,
+    indptr: np.ndarray,
+    matchers: np.ndarray,
 ) -> int:
     counts = np.diff(indptr)
     data = pa.table(
@@ -149,7 +158,7 @@ def write_placements(
     return data.num_rows
 
 
-def load_placements(lakehouse: Any, version: int) -> pa.Table:
+def load_placements(lakehouse: DeltaStore, version: int) -> pa.Table:
     import pyarrow.compute as pc
 
     rows = lakehouse.read_arrow("routing.placements")
@@ -157,12 +166,12 @@ def load_placements(lakehouse: Any, version: int) -> pa.Table:
 
 
 def register_table(
-    lakehouse: Any,
+    lakehouse: DeltaStore,
     routing: RoutingTable,
     *,
     algorithm: str,
-    params: dict[str, Any] | None = None,
-    inputs: dict[str, Any] | None = None,
+    params: Mapping[str, object] | None = None,
+    inputs: Mapping[str, object] | None = None,
 ) -> int:
     """Store a routing table learned elsewhere as a new candidate version; returns it."""
     return add_candidate(
@@ -186,7 +195,7 @@ def register_table(
     )
 
 
-def add_candidate(lakehouse: Any, routing: RoutingTable, row: dict[str, Any]) -> int:
+def add_candidate(lakehouse: DeltaStore, routing: RoutingTable, row: CandidateRow) -> int:
     """Allocate the next version number, write its mapping, then its ``routing.versions``
     row, under the table's lock: two remaps at once get two versions, and a version's row
     (what makes it visible) exists only once its mapping is complete."""
@@ -194,5 +203,5 @@ def add_candidate(lakehouse: Any, routing: RoutingTable, row: dict[str, Any]) ->
         version = next_version(lakehouse)
         write_mapping(lakehouse, version, routing)
         failpoints.crash("learn:after-mapping")
-        add_version(lakehouse, {**row, "routing_version": version})
+        add_version(lakehouse, VersionRow(**row, routing_version=version))
     return version

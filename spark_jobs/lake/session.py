@@ -12,7 +12,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
@@ -47,7 +50,7 @@ def delta_jars_present() -> bool:
 
 def build_session(
     app_name: str, *, master: str | None = None, conf: Mapping[str, str] | None = None
-) -> Any:
+) -> SparkSession:
     """Create (or return the active) SparkSession for a job.
 
     Args:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import pyarrow.fs
 
 # ``s3a`` is Spark's spelling of ``s3``; both name the same objects.
 OBJECT_STORE_SCHEMES = ("s3", "s3a")
@@ -92,7 +95,7 @@ def fs_path(location: str) -> str:
     return arrow_uri(location).split("://", 1)[1] if is_remote(location) else location
 
 
-def filesystem(location: str) -> tuple[Any, str]:
+def filesystem(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
     """A pyarrow file system for ``location`` and the path inside it (a new S3 client per
     call: keep the file system, and map further locations with :func:`fs_path`)."""
     import pyarrow.fs as pafs

@@ -8,28 +8,32 @@ Words are normalised by ``core.text.normalize`` and stored sorted and distinct. 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
+from schemas.rows import SubscriptionRow
 from spark_jobs.lake.routing_store import now_utc
 
-
-def registry(lakehouse: Any) -> list[dict[str, Any]]:
-    return sorted(
-        lakehouse.read_arrow("subscriptions.registry").to_pylist(), key=lambda r: r["sub_id"]
-    )
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
 
 
-def active_subscriptions(lakehouse: Any) -> list[dict[str, Any]]:
+def registry(lakehouse: DeltaStore) -> list[SubscriptionRow]:
+    """Every registered subscription, by sub id."""
+    rows = cast(list[SubscriptionRow], lakehouse.read_arrow("subscriptions.registry").to_pylist())
+    return sorted(rows, key=lambda r: r["sub_id"])
+
+
+def active_subscriptions(lakehouse: DeltaStore) -> list[SubscriptionRow]:
     """Subscriptions not cancelled, by sub id."""
     return [r for r in registry(lakehouse) if r["cancelled_at"] is None]
 
 
-def add_subscriptions(lakehouse: Any, phrases: Sequence[str], subscriber: str) -> list[int]:
+def add_subscriptions(lakehouse: DeltaStore, phrases: Sequence[str], subscriber: str) -> list[int]:
     """Register phrases (each normalised to a word set); returns their new sub ids.
 
     Raises:
@@ -56,7 +60,7 @@ def track_phrases(track: str) -> list[str]:
 
 
 def register_word_sets(
-    lakehouse: Any,
+    lakehouse: DeltaStore,
     phrases: Sequence[str],
     word_sets: Sequence[Sequence[str]],
     subscriber: str | Sequence[str],
@@ -77,7 +81,7 @@ def register_word_sets(
 
 
 def _append_registry(
-    lakehouse: Any,
+    lakehouse: DeltaStore,
     ids: Sequence[int],
     owners: Sequence[str],
     phrases: Sequence[str],
@@ -101,13 +105,13 @@ def _append_registry(
     lakehouse.write_arrow(data, "subscriptions.registry")
 
 
-def cancel_subscriptions(lakehouse: Any, sub_ids: Sequence[int]) -> int:
+def cancel_subscriptions(lakehouse: DeltaStore, sub_ids: Sequence[int]) -> int:
     """Mark subscriptions cancelled (one commit); returns how many were active."""
     with lakehouse.locked("subscriptions.registry"):  # a rewrite: no registration lost
         return _cancel(lakehouse, sub_ids)
 
 
-def _cancel(lakehouse: Any, sub_ids: Sequence[int]) -> int:
+def _cancel(lakehouse: DeltaStore, sub_ids: Sequence[int]) -> int:
     rows = registry(lakehouse)
     known = {r["sub_id"] for r in rows}
     unknown = sorted(set(sub_ids) - known)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 import pyarrow.compute as pc
@@ -21,12 +21,15 @@ from schemas import expectations
 from spark_jobs.lake.routing_store import get_version, load_routing_table, now_utc, update_versions
 from spark_jobs.lake.subscription_store import active_subscriptions
 
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
+
 log = logging.getLogger(__name__)
 
 QUALITY_DIR = "_quality"
 
 
-def data_docs_index(lakehouse: Any) -> Path:
+def data_docs_index(lakehouse: DeltaStore) -> Path:
     return (
         Path(lakehouse.root)
         / QUALITY_DIR
@@ -38,7 +41,32 @@ def data_docs_index(lakehouse: Any) -> Path:
     )
 
 
-def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -> dict[str, Any]:
+class FailedExpectation(TypedDict):
+    expectation: str
+    kwargs: dict[str, object]
+    unexpected_count: int | None
+
+
+class SuiteResult(TypedDict):
+    """One expectation suite's run (its failures only; passes are in the Data Docs)."""
+
+    suite: str
+    success: bool
+    rows: int
+    failed: list[FailedExpectation]
+
+
+class ValidationResult(TypedDict):
+    """What ``validate_with_expectations`` records in ``routing.versions.validation``."""
+
+    success: bool
+    suites: list[SuiteResult]
+    engine: str
+    data_docs: str
+    checked_at: str
+
+
+def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -> SuiteResult:
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
 
@@ -63,7 +91,7 @@ def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -
         )
     )
     result = checkpoint.run(batch_parameters={"dataframe": frame})
-    failed = [
+    failed: list[FailedExpectation] = [
         {
             "expectation": r.expectation_config.type,
             "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "value_set"},
@@ -76,7 +104,7 @@ def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -
     return {"suite": name, "success": bool(result.success), "rows": len(frame), "failed": failed}
 
 
-def validation_frames(lakehouse: Any, version: int) -> dict[str, pd.DataFrame]:
+def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataFrame]:
     """The frames the suites check for one version (with the derived columns)."""
     routing = load_routing_table(lakehouse, version)
     mappings = lakehouse.read_arrow("routing.mappings")
@@ -93,7 +121,7 @@ def validation_frames(lakehouse: Any, version: int) -> dict[str, pd.DataFrame]:
     return {"routing_mappings": mappings, "routing_placements": placements}
 
 
-def validate_with_expectations(lakehouse: Any, version: int) -> dict[str, Any]:
+def validate_with_expectations(lakehouse: DeltaStore, version: int) -> ValidationResult:
     """Run the suites for ``version``; record the result and the new status."""
     import great_expectations as gx
 
@@ -125,7 +153,7 @@ def validate_with_expectations(lakehouse: Any, version: int) -> dict[str, Any]:
             _run_suite(context, "silver_posts", expectations.silver_posts_suite(), silver)
         )
     success = all(r["success"] for r in results)
-    summary = {
+    summary: ValidationResult = {
         "success": success,
         "suites": results,
         "engine": "great_expectations",

@@ -23,13 +23,18 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.errors import InputDataError
 from schemas import TableSpec
 from schemas.tables import TABLES
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.storage import spark_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.lake.delta_io import Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +59,7 @@ class LakehouseCatalog:
     """Registers the lakehouse's tables in ``spark``'s catalog; :meth:`refresh` follows
     new Delta versions."""
 
-    def __init__(self, spark: Any, lakehouse: Any) -> None:
+    def __init__(self, spark: SparkSession, lakehouse: Lakehouse) -> None:
         self.spark = spark
         self.lakehouse = lakehouse
         self.tables: dict[str, CatalogTable] = {}

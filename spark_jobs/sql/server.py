@@ -21,26 +21,43 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import common
-from spark_jobs.sql.catalog import LakehouseCatalog
+from spark_jobs.sql.catalog import CatalogTable, LakehouseCatalog
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_io import Lakehouse
 
 log = logging.getLogger("s3tm.sql_server")
 
 DEFAULT_PORT = 15002
 
 
+@dataclass(frozen=True)
+class ServerConfig:
+    """host, port: where Spark Connect listens; refresh_seconds: how often new table
+    versions are picked up; lakehouse, master: as every job's (None: the defaults)."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    refresh_seconds: float = 10.0
+    lakehouse: str | None = None
+    master: str | None = None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Spark Connect port")
+    defaults = ServerConfig
+    parser.add_argument("--host", default=defaults.host, help="address to listen on")
+    parser.add_argument("--port", type=int, default=defaults.port, help="Spark Connect port")
     parser.add_argument(
         "--refresh-seconds",
         type=float,
-        default=10.0,
-        help="how often new table versions are picked up (default 10)",
+        default=defaults.refresh_seconds,
+        help="how often new table versions are picked up (default %(default)s)",
     )
 
 
@@ -68,7 +85,10 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(
-    catalog: LakehouseCatalog, refresh_seconds: float, stop: threading.Event, ready: Any = None
+    catalog: LakehouseCatalog,
+    refresh_seconds: float,
+    stop: threading.Event,
+    ready: Callable[[list[CatalogTable]], None] | None = None,
 ) -> None:
     """Register the tables, then follow new versions until ``stop`` is set."""
     changed = catalog.refresh()
@@ -87,8 +107,8 @@ def serve(
             log.exception("sql-server: refresh failed; serving the previous versions")
 
 
-def run(args: argparse.Namespace, lakehouse: Any) -> int:
-    if args.refresh_seconds <= 0:
+def run(config: ServerConfig, lakehouse: Lakehouse) -> int:
+    if config.refresh_seconds <= 0:
         raise InvalidArgumentError("--refresh-seconds must be positive")
     if not lakehouse.remote and not lakehouse.root.is_dir():
         raise InputDataError(f"no lakehouse at {lakehouse.root} (`s3tm demo` builds one)")
@@ -97,11 +117,11 @@ def run(args: argparse.Namespace, lakehouse: Any) -> int:
         signal.signal(signum, lambda *_: stop.set())
     catalog = LakehouseCatalog(lakehouse.spark, lakehouse)
 
-    def announce(_: Any) -> None:
+    def announce(_: list[CatalogTable]) -> None:
         # the line a script waits for before it connects
-        print(f"sql-server: listening on sc://{args.host}:{args.port}", flush=True)
+        print(f"sql-server: listening on sc://{config.host}:{config.port}", flush=True)
 
-    serve(catalog, args.refresh_seconds, stop, ready=announce)
+    serve(catalog, config.refresh_seconds, stop, ready=announce)
     log.info("sql-server: stopping")
     return 0
 
@@ -112,24 +132,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark_jobs/sql/server.py", description=__doc__)
     common.add_common_arguments(parser)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    return run_server(args)
+    return run_server(common.config_from(ServerConfig, vars(parser.parse_args(argv))))
 
 
-def run_server(args: argparse.Namespace) -> int:
+def run_server(config: ServerConfig) -> int:
     """Check the port, build the session with the Connect service, serve."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
 
     try:
-        check_port_free(args.host, args.port)
+        check_port_free(config.host, config.port)
         spark = build_session(
-            "s3tm-sql-server",
-            master=getattr(args, "master", None),
-            conf=connect_conf(args.host, args.port),
+            "s3tm-sql-server", master=config.master, conf=connect_conf(config.host, config.port)
         )
         started = time.perf_counter()
-        code = run(args, Lakehouse(spark, getattr(args, "lakehouse", None)))
+        code = run(config, Lakehouse(spark, config.lakehouse))
     except (InputDataError, InvalidArgumentError) as err:
         print(f"s3tm sql-server: error: {err}", file=sys.stderr, flush=True)
         return 2

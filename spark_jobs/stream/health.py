@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from core.monitor.health import RoutingHealth, hot_words, split_threshold
+from core.monitor.health import HotWord, RoutingHealth, hot_words, split_threshold
 from core.monitor.sketch import SketchSpec, WordSketch
 from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
+
+if TYPE_CHECKING:
+    from spark_jobs.stream.notes import RouteNote
 
 # 4 x 16384 int64 counters and 512 candidates: 520 KiB per route task
 SKETCH_SPEC = SketchSpec(width=1 << 14, depth=4, capacity=512, seed=0)
@@ -38,6 +41,16 @@ class HealthOptions:
             raise InvalidArgumentError(f"window_batches must be >= 1, got {self.window_batches}")
         if self.hot_word_tolerance < 0:
             raise InvalidArgumentError("hot_word_tolerance must be >= 0")
+
+
+@dataclass(frozen=True)
+class HealthFigures:
+    """A batch's routing health: its ``stream.health`` columns (without the identifying
+    ones), and the hot words among them with the threshold they passed."""
+
+    columns: dict[str, object]
+    hot_words: list[HotWord]
+    split_threshold: float
 
 
 class StreamHealth:
@@ -74,8 +87,8 @@ class StreamHealth:
         batch_id: int,
         n_matchers: int,
         words: Sequence[str],
-        route_notes: Sequence[dict[str, Any]],
-    ) -> dict[str, Any]:
+        route_notes: Sequence[RouteNote],
+    ) -> HealthFigures:
         """The batch's ``stream.health`` figures (without the identifying columns)."""
         if self._table is None:
             raise InvalidArgumentError("no routing version in use")
@@ -99,14 +112,16 @@ class StreamHealth:
             n_matchers,
             tolerance=self.options.hot_word_tolerance,
         )
-        return {
+        threshold = split_threshold(n_matchers)
+        columns: dict[str, object] = {
             "n_matchers": n_matchers,
             **health.as_row(),
             "window_batches": len(self._window),
             "window_occurrences": window.total,
-            "split_threshold": split_threshold(n_matchers),
+            "split_threshold": threshold,
             "hot_words": [h.as_dict() for h in hot],
             "sketch_bytes": max((n["sketch_bytes"] for n in route_notes), default=0),
             "sketch_seconds": round(sum(n["sketch_seconds"] for n in route_notes), 6),
             "route_seconds": round(sum(n["task_seconds"] for n in route_notes), 6),
         }
+        return HealthFigures(columns, hot, threshold)

@@ -21,9 +21,10 @@ capacity and bytes per post; the match tasks' yield counts update the yield esti
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from core.shedding.plan import SHEDDING_MODES, ShedPlan
 from core.shedding.shedder import LevelLadder, pair_load
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.snapshot import MatcherSnapshot
+from spark_jobs.stream.notes import MatchNote, RouteNote
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 from spark_jobs.common import log
 
 # Share of posts processed in full while shedding, so the yield estimate stays unbiased.
@@ -127,7 +132,7 @@ def file_backlog(checkpoint: str, landing: str, batch_id: int) -> Backlog:
     return Backlog(batch, waiting)
 
 
-def kafka_backlog(query: Any) -> Backlog | None:
+def kafka_backlog(query: StreamingQuery | None) -> Backlog | None:
     """Records behind the latest offsets, from the Kafka source's last progress report."""
     progress = getattr(query, "lastProgress", None) if query is not None else None
     if not progress or not progress.get("sources"):
@@ -344,8 +349,8 @@ class StreamShedding:
         self,
         snapshot: MatcherSnapshot,
         level: int,
-        route_notes: list[dict[str, Any]],
-        match_notes: list[dict[str, Any]],
+        route_notes: Sequence[RouteNote],
+        match_notes: Sequence[MatchNote],
         seconds: float,
         dispatch_seconds: float = 0.0,
     ) -> None:
@@ -357,8 +362,8 @@ class StreamShedding:
             self.level_rates = {}
         self._version_batches += 1
         posts = sum(n["posts"] for n in route_notes)
-        taken = posts + sum(n.get("dropped_posts", 0) for n in route_notes)  # input absorbed
-        read = sum(n.get("bytes", 0) for n in route_notes) or 0
+        taken = posts + sum(n["dropped_posts"] for n in route_notes)  # input absorbed
+        read = sum(n["bytes"] for n in route_notes)
         counts = [np.asarray(n["spread_counts"], dtype=np.int64) for n in route_notes]
         if counts:
             size = max(c.shape[0] for c in counts)
@@ -392,12 +397,12 @@ class StreamShedding:
             self._follow(snapshot)
             parts = [
                 YieldObservation(
-                    np.asarray(n["yield"]["slots"], dtype=np.int64),
-                    np.asarray(n["yield"]["matches"], dtype=np.float64),
-                    np.asarray(n["yield"]["posts"], dtype=np.float64),
+                    np.asarray(observed["slots"], dtype=np.int64),
+                    np.asarray(observed["matches"], dtype=np.float64),
+                    np.asarray(observed["posts"], dtype=np.float64),
                 )
                 for n in match_notes
-                if n.get("yield")
+                if (observed := n.get("yield_counts")) is not None
             ]
             if parts:
                 self.stats.update(

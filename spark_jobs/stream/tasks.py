@@ -21,9 +21,9 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,10 @@ from core.stream.worker import MatcherCache, batch_seed, gather_for_matchers, ro
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
+from spark_jobs.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
+
+if TYPE_CHECKING:
+    from pyspark import Broadcast
 
 ROUTED_SCHEMA = "pkey int, matcher int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"
@@ -85,7 +89,7 @@ CACHE = MatcherCache()
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
 
-def _snapshot(broadcast: Any, key: SnapshotKey) -> MatcherSnapshot:
+def _snapshot(broadcast: Broadcast[MatcherSnapshot], key: SnapshotKey) -> MatcherSnapshot:
     # A broadcast is deserialised once per worker and key, not once per task.
     if _SNAPSHOT["key"] != key:
         _SNAPSHOT["value"] = broadcast.value
@@ -94,7 +98,7 @@ def _snapshot(broadcast: Any, key: SnapshotKey) -> MatcherSnapshot:
     return snapshot
 
 
-def _notes(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
+def _notes(rows: Sequence[TaskNote], schema: pa.Schema) -> pa.RecordBatch:
     notes = pa.array([json.dumps(r) for r in rows], pa.string())
     columns = [
         notes if field.name == "note" else pa.nulls(len(rows), field.type) for field in schema
@@ -150,7 +154,7 @@ def _by_matcher(
 
 
 def route_posts(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     pkeys: np.ndarray,
     max_text_chars: int,
@@ -170,7 +174,7 @@ def route_posts(
 
 
 def _route_run(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     pkeys: np.ndarray,
     max_text_chars: int,
@@ -184,7 +188,7 @@ def _route_run(
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
     n = snapshot.n_matchers
-    figures: dict[str, Any] = {
+    figures: RouteNote = {
         "kind": "route",
         "posts": 0,
         "pairs": 0,
@@ -282,7 +286,7 @@ def _route_run(
 
 
 def match_posts(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     dkeys: np.ndarray,
     learn_yield: bool,
@@ -297,7 +301,7 @@ def match_posts(
 
 
 def _match_run(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     dkeys: np.ndarray,
     learn_yield: bool,
@@ -308,7 +312,7 @@ def _match_run(
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
-    figures: dict[str, Any] = {
+    figures: MatchNote = {
         "kind": "match",
         "rows": 0,
         "matches": 0,
@@ -385,7 +389,7 @@ def _match_run(
     figures["matchers"] = sorted(seen)
     if observed:
         merged = YieldObservation.merge(observed)
-        figures["yield"] = {
+        figures["yield_counts"] = {
             "slots": merged.slots.tolist(),
             "matches": merged.matches.astype(np.int64).tolist(),
             "posts": merged.posts.astype(np.int64).tolist(),
@@ -406,7 +410,7 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
 
 
 def dispatch_matches(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     batch_id: int,
     now: dt.datetime,
@@ -421,7 +425,7 @@ def dispatch_matches(
 
 
 def _dispatch_run(
-    broadcast: Any,
+    broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     batch_id: int,
     now: dt.datetime,
@@ -478,7 +482,7 @@ def _dispatch_run(
             os.replace(temporary, local)
             written_bytes[name] += local.stat().st_size
     failpoints.crash_from_task(crash, "dispatch")
-    figures = {
+    figures: DispatchNote = {
         "kind": "dispatch",
         "rows": matched.num_rows,
         # each (post, subscription) once, whether written as rows or in the deliveries
@@ -495,13 +499,17 @@ WARMED_SCHEMA = DISPATCHED_SCHEMA
 LINES_SCHEMA = "line binary, source_file string"
 
 
-def sample_lines(sample: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def sample_lines(
+    sample: Broadcast[list[str]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: ids (``spark.range``) -> the stream source's rows, a JSON line per
     id with text ``sample.value[id % len]`` (a broadcast list of recent posts)."""
     return functools.partial(_sample_run, sample)
 
 
-def _sample_run(sample: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _sample_run(
+    sample: Broadcast[list[str]], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     texts: list[str] = sample.value
     for batch in batches:
         ids = batch.column("id").to_pylist()
@@ -516,7 +524,7 @@ def _sample_run(sample: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
 
 
 def warm_workers(
-    broadcast: Any, key: SnapshotKey, texts: Any
+    broadcast: Broadcast[MatcherSnapshot], key: SnapshotKey, texts: Broadcast[list[str]]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body run ahead of a version's first batch, one task per task slot: the
     Python worker starts, reads the broadcast snapshot, builds EVERY matcher's index (a
@@ -526,7 +534,10 @@ def warm_workers(
 
 
 def _warm_run(
-    broadcast: Any, key: SnapshotKey, sample: Any, batches: Iterator[pa.RecordBatch]
+    broadcast: Broadcast[MatcherSnapshot],
+    key: SnapshotKey,
+    sample: Broadcast[list[str]],
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     started = time.perf_counter()
     for _ in batches:  # the task's input only says how many tasks run

@@ -5,20 +5,19 @@ and the streaming matcher over two landed files. For the SQL tests."""
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gzip
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from spark_jobs.jobs import ingest, normalise
 from spark_jobs.jobs.publish import publish
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import add_subscriptions
-from spark_jobs.stream import job as stream
-from tests.spark_jobs.jobs.test_jobs import _chain
+from spark_jobs.stream.config import StreamConfig
+from spark_jobs.stream.matcher import start
+from tests.spark_jobs.jobs.chain import run_chain
 
 BAD_LINES = b'{broken\n{"id":"q1","text":"  "}\n\xff\xfe\n'
 
@@ -32,7 +31,7 @@ def build(spark: object, root: Path) -> Lakehouse:
     (landing / "bad.jsonl").write_bytes(BAD_LINES)
     assert (
         ingest.run(
-            argparse.Namespace(
+            ingest.IngestConfig(
                 landing=str(landing),
                 pattern="*.jsonl*",
                 batch_id=1,
@@ -42,13 +41,13 @@ def build(spark: object, root: Path) -> Lakehouse:
         )
         == 0
     )
-    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    assert normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse) == 0
     rows = lakehouse.read("silver.posts").orderBy("post_id").limit(60).collect()
     add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in rows[:40]], "alice")
     add_subscriptions(lakehouse, [" ".join(r.words[:1]) for r in rows[40:]], "bob")
     # margin -1: publish whatever validates (the tests want two published versions)
-    assert _chain(lakehouse, landing, nodes=8, margin=-1.0, batch=2) == 0
-    assert _chain(lakehouse, landing, nodes=4, margin=-1.0, batch=3) == 0
+    assert run_chain(lakehouse, landing, nodes=8, margin=-1.0, batch=2) == 0
+    assert run_chain(lakehouse, landing, nodes=4, margin=-1.0, batch=3) == 0
     for version in (1, 2):  # in order, whatever the margin decided
         publish(lakehouse, version, skip_validation=True)
     # the stream: the demo posts again (fresh ids), one file per micro-batch, plus bad lines
@@ -59,10 +58,10 @@ def build(spark: object, root: Path) -> Lakehouse:
     for k in range(2):
         part = [line.replace(b'"id": "', f'"id": "s{k}-'.encode(), 1) for line in lines[k::2]]
         (stream_landing / f"posts-{k}.jsonl").write_bytes(b"\n".join(part) + b"\n" + BAD_LINES)
-    query, _ = stream.start(
+    query, _ = start(
         spark,
         lakehouse,
-        SimpleNamespace(
+        StreamConfig(
             source="files",
             landing=str(stream_landing),
             checkpoint=str(root / "checkpoint"),

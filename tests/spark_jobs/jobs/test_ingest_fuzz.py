@@ -5,7 +5,6 @@ batches)."""
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import itertools
 import json
@@ -23,7 +22,7 @@ COUNTER = itertools.count()
 
 def _ingest(lakehouse: Lakehouse, landing: Path, batch: int) -> int:
     return ingest.run(
-        argparse.Namespace(
+        ingest.IngestConfig(
             landing=str(landing),
             pattern="*.jsonl*",
             batch_id=batch,

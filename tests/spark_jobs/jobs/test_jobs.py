@@ -3,7 +3,6 @@ the quarantine, idempotent re-runs, and the chain up to publish, margin and roll
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import itertools
 import json
@@ -18,13 +17,14 @@ from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
-from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, pipeline, place, publish
+from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.lake.routing_store import published_version, versions
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
     cancel_subscriptions,
 )
+from tests.spark_jobs.jobs.chain import run_chain
 
 TEXTS = [
     "Running to the White House!! http://t.co/x @user #news",
@@ -90,7 +90,7 @@ def _landing(tmp_path: Path, posts: int = 1500) -> Path:
 
 def _ingest(lakehouse, landing, batch):
     return ingest.run(
-        argparse.Namespace(
+        ingest.IngestConfig(
             landing=str(landing),
             pattern="*.jsonl*",
             batch_id=batch,
@@ -162,36 +162,15 @@ def test_graph_tables_equal_a_direct_count(spark, lakehouse):
     assert pairs == dict(expected)
 
 
-def _chain(lakehouse, landing, *, nodes=8, algorithm="salb", margin=None, batch=1):
-    return pipeline.run(
-        argparse.Namespace(
-            landing=str(landing),
-            pattern="*.jsonl*",
-            default_day=dt.date(2026, 2, 1),
-            batch_id=batch,
-            sample_rate=1.0,
-            nodes=nodes,
-            algorithm=algorithm,
-            split=True,
-            holdout_fraction=0.2,
-            margin=margin,
-            no_cooccurrence=True,
-            seed=0,
-            report=None,
-        ),
-        lakehouse,
-    )
-
-
 def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     landing = _landing(tmp_path)
     # Subscriptions first, so learning uses their words and placement has work to do.
     assert _ingest(lakehouse, landing, 1) == 0
-    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    assert normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse) == 0
     words = lakehouse.read("silver.posts").limit(40).collect()
     ids = add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
     assert len(active_subscriptions(lakehouse)) == 40
-    assert _chain(lakehouse, landing, batch=2) == 0
+    assert run_chain(lakehouse, landing, batch=2) == 0
     first = published_version(lakehouse)
     assert first == 1
     meta = versions(lakehouse)[0]
@@ -204,7 +183,7 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     # A hash candidate must beat SALB by 5%: it does not, so version 1 stays published.
     assert (
         learn.run(
-            argparse.Namespace(
+            learn.LearnConfig(
                 nodes=8,
                 algorithm="hash",
                 split=False,
@@ -218,8 +197,8 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
         )
         == 0
     )
-    assert place.run(argparse.Namespace(version=None, unit_cost=True, seed=0), lakehouse) == 0
-    assert evaluate.run(argparse.Namespace(version=None, day=None, seed=0), lakehouse) == 0
+    assert place.run(place.PlaceConfig(version=None, unit_cost=True, seed=0), lakehouse) == 0
+    assert evaluate.run(evaluate.EvaluateConfig(version=None, day=None, seed=0), lakehouse) == 0
     assert publish.validate_version(lakehouse, 2)["success"]
     outcome = publish.publish(lakehouse, 2, margin=0.05)
     assert outcome["changed"] is False and "below the required" in outcome["reason"]
@@ -246,7 +225,7 @@ def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
     with pytest.raises(InputDataError, match="landing directory not found"):
         _ingest(lakehouse, tmp_path / "nope", 1)
     with pytest.raises(InvalidArgumentError, match="run ingest first"):
-        normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse)
+        normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse)
     with pytest.raises(InputDataError, match="run the graph job first"):
         learn.learn_version(
             lakehouse,
@@ -284,7 +263,7 @@ def test_generate_topic_subscriptions_with_spark_lda(spark, lakehouse):
         spark.createDataFrame(rows, table("silver.posts").spark_schema()), "silver.posts"
     )
     code = subscriptions.run(
-        argparse.Namespace(
+        subscriptions.SubscriptionsCommand(
             action="generate-topics",
             count=50,
             topics=2,
@@ -321,24 +300,14 @@ def test_window_days_keeps_the_last_days_present(spark, lakehouse, capsys):
     lakehouse.write(
         spark.createDataFrame(rows, table("silver.posts").spark_schema()), "silver.posts"
     )
-    assert (
-        graph.run(
-            argparse.Namespace(start=None, end=None, window_days=2, no_cooccurrence=True), lakehouse
-        )
-        == 0
-    )
+    assert graph.run(graph.GraphConfig(window_days=2, cooccurrence=False), lakehouse) == 0
     kept = {r.day for r in lakehouse.read("gold.post_words").select("day").distinct().collect()}
     assert kept == {dt.date(2026, 3, 5)}  # the last 2 calendar days present: 4th and 5th
-    assert (
-        graph.run(
-            argparse.Namespace(start=None, end=None, window_days=0, no_cooccurrence=True), lakehouse
-        )
-        == 0
-    )
+    assert graph.run(graph.GraphConfig(window_days=0, cooccurrence=False), lakehouse) == 0
     capsys.readouterr()
     assert (
         learn.run(
-            argparse.Namespace(
+            learn.LearnConfig(
                 nodes=2,
                 algorithm="salb",
                 split=False,
@@ -414,16 +383,16 @@ def _learn_incremental(lakehouse, nodes=8, **overrides):
 def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     landing = _landing(tmp_path)
     assert _ingest(lakehouse, landing, 1) == 0
-    assert normalise.run(argparse.Namespace(sample_rate=1.0, seed=0), lakehouse) == 0
+    assert normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse) == 0
     words = lakehouse.read("silver.posts").limit(60).collect()
     add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
     assert graph.run(
-        argparse.Namespace(start=None, end=None, no_cooccurrence=True), lakehouse
+        graph.GraphConfig(cooccurrence=False), lakehouse
     ) == 0  # fmt: skip
     # nothing published yet: the incremental remap falls back to a full one, and says why
     first = _learn_incremental(lakehouse)
     assert (first["remap"], first["remap_reason"]) == ("full", "no published version")
-    assert place.run(argparse.Namespace(version=None, unit_cost=True, seed=0), lakehouse) == 0
+    assert place.run(place.PlaceConfig(version=None, unit_cost=True, seed=0), lakehouse) == 0
     assert publish.publish(lakehouse, first["routing_version"], skip_validation=True)["changed"]
     # a second window (here: the same posts) refines version 1 within the budget
     second = _learn_incremental(lakehouse)

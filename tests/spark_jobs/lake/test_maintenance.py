@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections import Counter
-from importlib import import_module
 
 import pyarrow as pa
 import pytest
@@ -16,6 +15,9 @@ from core.errors import InvalidArgumentError
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.maintenance import MaintenancePolicy, file_count, maintain
+from spark_jobs.lake.subscription_store import register_word_sets
+from spark_jobs.stream.matcher import start
+from tests.spark_jobs.stream import harness
 
 TODAY = dt.date(2026, 3, 31)
 
@@ -110,16 +112,15 @@ def test_bad_policies_are_refused(kwargs, message):
 
 
 def test_compaction_during_a_running_stream_loses_nothing(lakehouse, tmp_path):
-    harness = import_module("tests.spark_jobs.stream.test_stream")
     landing = harness.Landing(tmp_path / "landing")
-    sets = harness._subscription_sets(landing, 200, seed=3)
-    harness.register_word_sets(lakehouse, [" ".join(s) for s in sets], sets, "user0")
-    harness._publish_learned(lakehouse, landing, 4, "salb", split=False)
+    sets = harness.subscription_sets(landing, 200, seed=3)
+    register_word_sets(lakehouse, [" ".join(s) for s in sets], sets, "user0")
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=False)
     policy = MaintenancePolicy(
         tables=("matches", "deliveries", "stream.batches"), keep_days={}, vacuum_hours=1
     )
     posts = landing.write(150)
-    query, _ = harness.stream.start(lakehouse.spark, lakehouse, harness._args(tmp_path, landing))
+    query, _ = start(lakehouse.spark, lakehouse, harness.stream_config(tmp_path, landing))
     stop = threading.Event()
     compactions: list[int] = []
     errors: list[BaseException] = []
@@ -152,8 +153,8 @@ def test_compaction_during_a_running_stream_loses_nothing(lakehouse, tmp_path):
     assert sum(compactions) > 0, "no compaction happened while the stream ran"
     maintain(lakehouse, policy)  # and once more after the last batch
     assert file_count(lakehouse, "matches") == 1
-    expected = harness._expected(landing, posts, harness._active(lakehouse))
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
     assert sum(expected.values()) > 100
-    assert harness._matches(lakehouse) == expected
-    harness._check_deliveries(lakehouse)
+    assert harness.matches_of(lakehouse) == expected
+    harness.check_deliveries(lakehouse)
     assert Counter((r.post_id, r.sub_id) for r in lakehouse.read("matches").collect()) == expected

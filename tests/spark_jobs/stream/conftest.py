@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark_jobs.stream.test_stream import Landing, _subscription_sets, register_word_sets
+from spark_jobs.lake.subscription_store import register_word_sets
+from tests.spark_jobs.stream.harness import Landing, subscription_sets
 
 
 @pytest.fixture
 def scene(lakehouse, tmp_path):
     landing = Landing(tmp_path / "landing")
-    sets = _subscription_sets(landing, 300, seed=2)
+    sets = subscription_sets(landing, 300, seed=2)
     # several subscribers, several subscriptions each (Twitter's track: phrases ORed)
     for owner in range(5):
         register_word_sets(

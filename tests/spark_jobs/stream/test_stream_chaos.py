@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import random
-from importlib import import_module
 
 from spark_jobs.failpoints import DRIVER_POINTS, TASK_POINTS
+from spark_jobs.lake.subscription_store import register_word_sets
+from tests.spark_jobs.stream import harness
 
 SEED = 20261122
 FILES = 6  # one micro-batch each (--max-files-per-trigger 1)
@@ -31,14 +32,13 @@ def test_the_schedule_covers_every_kill_point_in_batch_order():
 
 
 def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
-    harness = import_module("tests.spark_jobs.stream.test_stream")
     landing = harness.Landing(tmp_path / "landing", seed=5)
-    sets = harness._subscription_sets(landing, 200, seed=6)
+    sets = harness.subscription_sets(landing, 200, seed=6)
     for owner in range(3):
-        harness.register_word_sets(
+        register_word_sets(
             lakehouse, [" ".join(s) for s in sets[owner::3]], sets[owner::3], f"user{owner}"
         )
-    harness._publish_learned(lakehouse, landing, 4, "salb", split=True)
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
     posts: list[str] = []
     for k in range(FILES):  # each file: posts plus one bad record (for the quarantine commit)
         posts += landing.write(120, bad=[json.dumps({"id": f"bad{k}", "text": "  "})])
@@ -46,16 +46,16 @@ def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
 
     killed = []
     for batch, point in kill_schedule(SEED, FILES):
-        run = harness._run_stream_process(lakehouse, landing, checkpoint, f"{point}:{batch}")
+        run = harness.run_stream_process(lakehouse, landing, checkpoint, f"{point}:{batch}")
         killed.append((point, batch, run.returncode))
         assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
-    final = harness._run_stream_process(lakehouse, landing, checkpoint, None)
+    final = harness.run_stream_process(lakehouse, landing, checkpoint, None)
     assert final.returncode == 0, final.stderr[-2000:]
     assert {code for _, _, code in killed} <= {137, -9}, killed
 
-    expected = harness._expected(landing, posts, harness._active(lakehouse))
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
     assert sum(expected.values()) > 200
-    assert harness._matches(lakehouse) == expected
-    harness._check_deliveries(lakehouse)
+    assert harness.matches_of(lakehouse) == expected
+    harness.check_deliveries(lakehouse)
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
     assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(FILES))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from importlib import import_module
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from core.corpus.io import parse_json_record
 from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
-from spark_jobs.stream import job as stream
+from spark_jobs.lake.subscription_store import register_word_sets
+from spark_jobs.stream.matcher import start
 from tests.json_lines_strategies import count_lines, landing_files
+from tests.spark_jobs.stream import harness
 
 COUNTER = itertools.count()
 # subscriptions over the words the generated texts use (unseen by the mapping: hashed)
@@ -26,11 +27,10 @@ SUBSCRIBED = [["white"], ["white", "house"], ["vote"], ["obama", "vote"], ["news
 
 @pytest.fixture
 def published(lakehouse, tmp_path):
-    harness = import_module("tests.spark_jobs.stream.test_stream")
     landing = harness.Landing(tmp_path / "corpus-landing", seed=3)
     sets = [sorted({normalize(w)[0] for w in words}) for words in SUBSCRIBED]
-    harness.register_word_sets(lakehouse, [" ".join(s) for s in sets], sets, "fuzzer")
-    harness._publish_learned(lakehouse, landing, 4, "salb", split=True)
+    register_word_sets(lakehouse, [" ".join(s) for s in sets], sets, "fuzzer")
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
     return lakehouse
 
 
@@ -51,7 +51,6 @@ def _accepted(content: bytes) -> list[tuple[str, str]]:
 )
 @given(files=landing_files())
 def test_every_streamed_line_is_processed_or_quarantined(spark, published, tmp_path, files):
-    harness = import_module("tests.spark_jobs.stream.test_stream")
     case = tmp_path / f"case-{next(COUNTER)}"
     shutil.copytree(published.root, case / "lakehouse")
     lakehouse = Lakehouse(spark, case / "lakehouse")
@@ -64,18 +63,18 @@ def test_every_streamed_line_is_processed_or_quarantined(spark, published, tmp_p
         (landing / f"f{k}.jsonl").write_bytes(content)
         lines += count_lines(content)
         accepted += _accepted(content)
-    args = harness._args(
+    args = harness.stream_config(
         case,
         SimpleNamespace(root=landing),
         max_files_per_trigger=0,
         query_name=f"fuzz_{case.name.replace('-', '_')}",
     )
-    query, handler = stream.start(spark, lakehouse, args)
+    query, handler = start(spark, lakehouse, args)
     try:
         query.processAllAvailable()
     finally:
         query.stop()
-    posts = sum(f["posts"] for f in handler.figures)
+    posts = sum(f.figures.posts for f in handler.figures)
     quarantine = (
         lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
         if lakehouse.exists("silver.posts_quarantine")
@@ -84,7 +83,7 @@ def test_every_streamed_line_is_processed_or_quarantined(spark, published, tmp_p
     assert posts + len(quarantine) == lines
     assert posts == len(accepted)
     assert all(r["reason"] and r["stage"] == "stream" for r in quarantine)
-    subs = harness._active(lakehouse)
+    subs = harness.active_subscriptions(lakehouse)
     expected = {
         (post, sub)
         for post, text in accepted
@@ -92,5 +91,5 @@ def test_every_streamed_line_is_processed_or_quarantined(spark, published, tmp_p
         if words <= set(normalize(text))
     }
     assert len(expected) >= 3  # the known posts match
-    assert set(harness._matches(lakehouse)) == expected
+    assert set(harness.matches_of(lakehouse)) == expected
     shutil.rmtree(case, ignore_errors=True)

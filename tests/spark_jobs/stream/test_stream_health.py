@@ -13,8 +13,8 @@ from spark_jobs.jobs.place import place_version
 from spark_jobs.jobs.publish import publish
 from spark_jobs.lake.routing_store import register_table
 from spark_jobs.lake.subscription_store import register_word_sets
-from spark_jobs.stream import job as stream
-from tests.spark_jobs.stream.test_stream import _active, _args
+from spark_jobs.stream.matcher import start
+from tests.spark_jobs.stream.harness import active_subscriptions, stream_config
 
 N = 4
 
@@ -47,8 +47,8 @@ def test_health_rows_equal_an_offline_recomputation_and_a_burst_is_reported(
     texts = tuple(f"{burst} breaking {k}" for k in range(400))
     batches.append(landing.write(200, texts=texts))
 
-    args = _args(tmp_path, landing, health_window=1)
-    query, _ = stream.start(lakehouse.spark, lakehouse, args)
+    args = stream_config(tmp_path, landing, health_window=1)
+    query, _ = start(lakehouse.spark, lakehouse, args)
     try:
         query.processAllAvailable()
     finally:
@@ -56,7 +56,7 @@ def test_health_rows_equal_an_offline_recomputation_and_a_burst_is_reported(
 
     rows = sorted(lakehouse.read_arrow("stream.health").to_pylist(), key=lambda r: r["batch_id"])
     assert [r["batch_id"] for r in rows] == [0, 1, 2]
-    dictionary = set().union(*_active(lakehouse).values())
+    dictionary = set().union(*active_subscriptions(lakehouse).values())
 
     def matcher_of(word: str) -> int:
         if word in table.word_index:

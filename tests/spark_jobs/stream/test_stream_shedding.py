@@ -5,18 +5,17 @@ matches are always a subset of brute force."""
 
 from __future__ import annotations
 
-from argparse import Namespace
 from collections import Counter
-from importlib import import_module
 
 from spark_jobs.stream import job as stream
-
-harness = import_module("tests.spark_jobs.stream.test_stream")
+from spark_jobs.stream.config import StreamCommand, StreamConfig
+from spark_jobs.stream.matcher import start
+from tests.spark_jobs.stream import harness
 
 
 def _subset_of_brute_force(lakehouse, landing, posts) -> tuple[Counter, Counter]:
-    expected = harness._expected(landing, posts, harness._active(lakehouse))
-    got = harness._matches(lakehouse)
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
+    got = harness.matches_of(lakehouse)
     assert all(c == 1 for c in got.values()), "a match written twice"
     assert set(got) <= set(expected), "shedding produced a match brute force does not"
     return got, expected
@@ -29,21 +28,21 @@ def _committed(lakehouse) -> list[dict]:
 
 def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
     landing = scene
-    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)  # wide spreads
+    harness.publish_learned(lakehouse, landing, 6, "hash", split=False)  # wide spreads
     posts = landing.write(400) + landing.write(400)
-    args = harness._args(
+    args = harness.stream_config(
         tmp_path,
         landing,
         available_now=True,
         shedding="subscription",
         max_spread=1.0,
     )
-    query, _ = stream.start(lakehouse.spark, lakehouse, args)
+    query, _ = start(lakehouse.spark, lakehouse, args)
     query.awaitTermination()
     assert query.exception() is None
     got, expected = _subset_of_brute_force(lakehouse, landing, posts)
     assert 0 < sum(got.values()) < sum(expected.values())  # it shed, and it kept some
-    harness._check_deliveries(lakehouse)
+    harness.check_deliveries(lakehouse)
     batches = _committed(lakehouse)
     assert len(batches) == 2
     for row in batches:
@@ -60,26 +59,26 @@ def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
     full = {r["post_id"] for r in deliveries if r["shedding_level"] == 0}
     for post in full:
         assert {s for (p, s) in got if p == post} == {s for (p, s) in expected if p == post}
-    assert stream.run(Namespace(action="status", last=5), lakehouse) == 0
+    assert stream.run(StreamCommand("status", StreamConfig(), last=5), lakehouse) == 0
     out = capsys.readouterr().out
     assert "limit notice" in out and "pairs not forwarded" in out
 
 
 def test_a_replayed_batch_sheds_the_same_pairs(lakehouse, scene, tmp_path):
     landing = scene
-    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)
+    harness.publish_learned(lakehouse, landing, 6, "hash", split=False)
     posts = [landing.write(300) for _ in range(3)]
     checkpoint = tmp_path / "checkpoint"
     extra = ["--shedding", "yield", "--max-spread", "1.5"]
     # killed in batch 1 after `matches` is committed and before `deliveries` is: the
     # restart replays batch 1, and its deliveries must be those of the committed matches
-    killed = harness._run_stream_process(lakehouse, landing, checkpoint, "after-matches:1", extra)
+    killed = harness.run_stream_process(lakehouse, landing, checkpoint, "after-matches:1", extra)
     assert killed.returncode != 0
-    final = harness._run_stream_process(lakehouse, landing, checkpoint, None, extra)
+    final = harness.run_stream_process(lakehouse, landing, checkpoint, None, extra)
     assert final.returncode == 0, final.stderr[-2000:]
     got, expected = _subset_of_brute_force(lakehouse, landing, [p for f in posts for p in f])
     assert sum(got.values()) < sum(expected.values())
-    harness._check_deliveries(lakehouse)
+    harness.check_deliveries(lakehouse)
     saved = sorted((checkpoint / "s3tm_shedding").glob("yield-weights-*.npz"))
     assert [p.name for p in saved] == [f"yield-weights-{b}.npz" for b in range(3)]
     assert [r["shedding_level"] for r in _committed(lakehouse)] == [1, 1, 1]
@@ -87,12 +86,12 @@ def test_a_replayed_batch_sheds_the_same_pairs(lakehouse, scene, tmp_path):
 
 def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_path):
     landing = scene
-    harness._publish_learned(lakehouse, landing, 6, "hash", split=False)
+    harness.publish_learned(lakehouse, landing, 6, "hash", split=False)
     posts = [p for _ in range(6) for p in landing.write(200)]
     # a budget of a millisecond of work: once capacity is measured (after the warm-up
     # batches), the landed backlog is overload
-    args = harness._args(tmp_path, landing, shedding="subscription", latency_budget=0.001)
-    query, _ = stream.start(lakehouse.spark, lakehouse, args)
+    args = harness.stream_config(tmp_path, landing, shedding="subscription", latency_budget=0.001)
+    query, _ = start(lakehouse.spark, lakehouse, args)
     try:
         query.processAllAvailable()
     finally:
@@ -105,4 +104,4 @@ def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_p
     assert all(r["backlog_posts"] is not None for r in batches[1:])
     assert batches[3]["backlog_posts"] >= 200
     _subset_of_brute_force(lakehouse, landing, posts)
-    harness._check_deliveries(lakehouse)
+    harness.check_deliveries(lakehouse)

@@ -1,0 +1,144 @@
+"""Reads of a Delta table on the driver, without Spark: the whole table as Arrow (small
+tables), a sample of its newest rows, and one version as a lazy pyarrow dataset for SQL
+engines (DuckDB, Polars). delta-rs resolves a version's files; pyarrow reads them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from core.errors import InputDataError
+from schemas import table
+from spark_jobs.lake.table_files import TableSnapshot, partition_values, relative_path
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_store import DeltaStore
+
+
+def read_arrow(store: DeltaStore, name: str, version: int | None = None) -> pa.Table:
+    """The table as a pyarrow Table, on the driver (small tables).
+
+    delta-rs resolves the files of the version; pyarrow reads them with its own file
+    system. Not ``DeltaTable.to_pyarrow_table()``: that scans through delta-rs' Python
+    file-system handler, whose Rust runtime and Arrow's I/O threads are torn down in
+    the wrong order at interpreter exit, so about one process in ten aborted with
+    ``terminate called without an active exception`` after finishing its work
+    (delta-rs issue 2184; tests/spark_jobs/lake/test_clean_exit.py).
+    """
+    import pyarrow.dataset as pads
+
+    spec = table(name)
+    if not store.exists(name):
+        return spec.schema.empty_table()
+    files = store.delta_table(name, version).file_uris()
+    if not files:
+        return spec.schema.empty_table()
+    location = store.path(name)
+    pieces = []
+    for uri in files:
+        piece = pads.dataset(store.fs_path(uri), format="parquet", filesystem=store.fs).to_table()
+        # Partition columns live in the path (Hive style), not in the file.
+        values = partition_values(relative_path(uri, location), spec.columns)
+        columns = []
+        for field in spec.schema:
+            if field.name in spec.partition_by:
+                column = pa.array([values.get(field.name)] * piece.num_rows, pa.string())
+            elif field.name in piece.column_names:
+                column = piece[field.name]
+            else:  # a column added after this file was written
+                column = pa.nulls(piece.num_rows, field.type)
+            columns.append(column.cast(field.type))
+        pieces.append(pa.Table.from_arrays(columns, schema=spec.schema))
+    return pa.concat_tables(pieces)
+
+
+def recent_rows(store: DeltaStore, name: str, columns: Sequence[str], limit: int) -> pa.Table:
+    """Up to ``limit`` rows of ``columns`` (not partition columns) from the table's
+    newest files: partition paths sort by their values (``event_day=YYYY-MM-DD``), file
+    names by nothing, so "newest" is the last partition's files. A sample, not a query:
+    files are read whole, newest first, until ``limit`` rows are in."""
+    import pyarrow.parquet as pq
+
+    spec = table(name)
+    schema = pa.schema([spec.schema.field(c) for c in columns])
+    if not store.exists(name) or limit <= 0:
+        return schema.empty_table()
+    location = store.path(name)
+    uris = sorted(
+        store.delta_table(name).file_uris(),
+        key=lambda uri: relative_path(uri, location).rsplit("/", 1)[0],
+        reverse=True,
+    )
+    pieces: list[pa.Table] = []
+    rows = 0
+    for uri in uris:
+        piece = pq.read_table(store.fs_path(uri), columns=list(columns), filesystem=store.fs)
+        pieces.append(piece.cast(schema))
+        rows += piece.num_rows
+        if rows >= limit:
+            break
+    return pa.concat_tables(pieces).slice(0, limit) if pieces else schema.empty_table()
+
+
+def snapshot(store: DeltaStore, name: str, as_of: int | dt.datetime | None = None) -> TableSnapshot:
+    """One version of a table as a lazy pyarrow dataset (for SQL engines: DuckDB,
+    Polars, ...): exactly the files of that version, partition values from their paths.
+
+    ``as_of``: a table version, a timestamp (the version current then), or None (latest).
+
+    Raises:
+        InputDataError: the table does not exist, or has no such version / no version
+            as early as that timestamp.
+    """
+    import pyarrow.dataset as pads
+
+    spec = table(name)
+    delta = store.delta_table(name)
+    if as_of is not None:
+        history = delta.history()
+        first, latest = min(h["version"] for h in history), max(h["version"] for h in history)
+        created = dt.datetime.fromtimestamp(min(h["timestamp"] for h in history) / 1000, dt.UTC)
+        # delta-rs loads the first version for a time before it: say so instead
+        if isinstance(as_of, dt.datetime) and as_of < created:
+            raise InputDataError(f"table {name} did not exist yet at {as_of} (created {created})")
+        target: int | dt.datetime = as_of if isinstance(as_of, dt.datetime) else int(as_of)
+        if isinstance(as_of, dt.datetime):
+            # the version current then by the commits' own timestamps (what `history`
+            # shows): delta-rs goes by the log files' modification times, which can lag
+            # a commit's timestamp by a few milliseconds and so name the version before
+            aware = as_of if as_of.tzinfo else as_of.replace(tzinfo=dt.UTC)
+            since_epoch = aware - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+            stamp_ms = since_epoch // dt.timedelta(milliseconds=1)
+            current = [h["version"] for h in history if h["timestamp"] <= stamp_ms]
+            if current:
+                target = max(current)
+        try:
+            delta.load_as_version(target)
+        except Exception as err:  # delta-rs raises DeltaError / ValueError variants
+            raise InputDataError(
+                f"table {name} has no version {as_of} (versions {first}..{latest})"
+            ) from err
+    location = store.path(name)
+    paths, values_of, partitions = [], [], []
+    for uri in delta.file_uris():
+        paths.append(store.fs_path(uri))
+        values = partition_values(relative_path(uri, location), spec.partition_by)
+        values_of.append(values)
+        expression = pads.scalar(True)
+        for column in spec.partition_by:
+            kind = spec.schema.field(column).type
+            value = values.get(column)
+            field = pads.field(column)
+            expression &= field.is_null() if value is None else field == pa.scalar(value).cast(kind)
+        partitions.append(expression)
+    dataset = pads.FileSystemDataset.from_paths(
+        paths,
+        schema=spec.schema,
+        format=pads.ParquetFileFormat(),
+        filesystem=store.fs,
+        partitions=partitions,
+    )
+    return TableSnapshot(name, delta.version(), dataset, paths, values_of, store.fs)

@@ -1,0 +1,204 @@
+"""The streaming matcher's options: one frozen dataclass (the defaults live here) and the
+command line that fills it (``s3tm stream run|status``, ``spark-submit .../stream/job.py``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from core.errors import InvalidArgumentError
+from core.shedding.plan import SHEDDING_MODES
+from spark_jobs.stream.health import HealthOptions
+from spark_jobs.stream.shedding import SheddingOptions
+
+# recent posts that fill a new version's token table ahead of its first batch
+WARM_TEXTS = 20_000
+
+_SHEDDING = SheddingOptions()
+_HEALTH = HealthOptions()
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """One streaming matcher query.
+
+    Attributes:
+        source: ``files`` (JSON lines landing in ``landing``) or ``kafka``.
+        checkpoint: the query's checkpoint location (None: ``<lakehouse>/_checkpoints/
+            <query_name>``, filled by :meth:`with_checkpoint`).
+        max_files_per_trigger: files a micro-batch takes at most (0: all that landed).
+        trigger_seconds: the processing-time trigger (0: batches back to back).
+        available_now: process what has landed, then stop (no adaptive shedding then).
+        seed: seeds the choice of split-word versions.
+        matches_table: also write ``matches`` (else only ``deliveries``, which hold them).
+        warm_up: build a version's indexes and token table before its first batch.
+        shedding, max_spread, latency_budget, shedding_k, shedding_delta: load shedding
+            (:class:`SheddingOptions`).
+        health_window, hot_word_tolerance: routing health (:class:`HealthOptions`).
+    """
+
+    source: Literal["files", "kafka"] = "files"
+    landing: str = "landing"
+    kafka_bootstrap: str = "localhost:9092"
+    kafka_topic: str = "posts"
+    checkpoint: str | None = None
+    query_name: str = "s3tm_matcher"
+    max_files_per_trigger: int = 0
+    trigger_seconds: float = 0.0
+    available_now: bool = False
+    seed: int = 0
+    matches_table: bool = True
+    warm_up: bool = True
+    shedding: str = _SHEDDING.mode
+    max_spread: float | None = None
+    latency_budget: float = _SHEDDING.latency_budget
+    shedding_k: float = _SHEDDING.k
+    shedding_delta: float = _SHEDDING.delta
+    health_window: int = _HEALTH.window_batches
+    hot_word_tolerance: float = _HEALTH.hot_word_tolerance
+
+    def shedding_options(self) -> SheddingOptions:
+        """The query's shedding options: a catch-up run (``available_now``) never adapts."""
+        return SheddingOptions(
+            mode=self.shedding,
+            max_spread=self.max_spread,
+            k=self.shedding_k,
+            delta=self.shedding_delta,
+            latency_budget=self.latency_budget,
+            adaptive=not self.available_now,
+        )
+
+    def health_options(self) -> HealthOptions:
+        return HealthOptions(
+            window_batches=self.health_window, hot_word_tolerance=self.hot_word_tolerance
+        )
+
+    def with_checkpoint(self, checkpoint: str) -> StreamConfig:
+        return replace(self, checkpoint=checkpoint)
+
+
+@dataclass(frozen=True)
+class StreamCommand:
+    """``run`` (the query, ``config``) or ``status`` (the ``last`` committed batches)."""
+
+    action: Literal["run", "status"]
+    config: StreamConfig
+    last: int = 10
+
+    @classmethod
+    def of(cls, options: Mapping[str, object]) -> StreamCommand:
+        """The command of parsed command-line options."""
+        from spark_jobs.common import config_from
+
+        action = options["action"]
+        last = options.get("last", cls.last)
+        if action not in ("run", "status") or not isinstance(last, int):
+            raise InvalidArgumentError(f"stream: unknown action {action!r} or --last {last!r}")
+        return cls(
+            action="run" if action == "run" else "status",
+            config=config_from(StreamConfig, options),
+            last=last,
+        )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = StreamConfig
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run_p = sub.add_parser("run", help="run the streaming matcher")
+    run_p.add_argument(
+        "--source",
+        choices=("files", "kafka"),
+        default=defaults.source,
+        help="where posts come from: JSON-lines files landing in --landing, or Kafka",
+    )
+    run_p.add_argument("--landing", default=defaults.landing, help="directory of JSON-lines posts")
+    run_p.add_argument(
+        "--kafka-bootstrap", default=defaults.kafka_bootstrap, help="Kafka bootstrap servers"
+    )
+    run_p.add_argument("--kafka-topic", default=defaults.kafka_topic, help="the posts' topic")
+    run_p.add_argument(
+        "--checkpoint", help="checkpoint location (default: <lakehouse>/_checkpoints/<query>)"
+    )
+    run_p.add_argument(
+        "--query-name", default=defaults.query_name, help="the query's name (and checkpoint's)"
+    )
+    run_p.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=defaults.max_files_per_trigger,
+        help="landed files a micro-batch takes at most (0: all)",
+    )
+    run_p.add_argument(
+        "--trigger-seconds",
+        type=float,
+        default=defaults.trigger_seconds,
+        help="seconds between micro-batches (0: back to back)",
+    )
+    run_p.add_argument(
+        "--available-now", action="store_true", help="process what has landed, then stop"
+    )
+    run_p.add_argument(
+        "--seed", type=int, default=defaults.seed, help="seeds the split words' version choice"
+    )
+    run_p.add_argument(
+        "--matches-table",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.matches_table,
+        help="also write one `matches` row per (post, subscription); with --no-matches-table "
+        "only `deliveries` are written (their sub_ids and matcher_ids hold every match: "
+        "~2x less to write when posts match hundreds of subscriptions)",
+    )
+    run_p.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.warm_up,
+        help="build a routing version's matcher indexes and token table in every Python "
+        "worker before its first batch (at start, and between batches when a newer version "
+        f"is published; the token table from the {WARM_TEXTS:,} newest bronze.posts); "
+        "--no-warm-up: lazily, inside the first batch",
+    )
+    shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
+    shed.add_argument(
+        "--shedding",
+        choices=SHEDDING_MODES,
+        default=defaults.shedding,
+        help="utility that picks the matchers a capped post keeps (default: %(default)s, "
+        "the most accurate measured: docs/RESULTS.md, Fig. 8a); off: never shed",
+    )
+    shed.add_argument(
+        "--max-spread",
+        type=float,
+        help="a fixed cap m for every batch instead of the adaptive level",
+    )
+    shed.add_argument(
+        "--latency-budget",
+        type=float,
+        default=defaults.latency_budget,
+        help="seconds of backlog at which shedding starts (the buffer size b)",
+    )
+    shed.add_argument(
+        "--shedding-k", type=float, default=defaults.shedding_k, help="cap of level 1"
+    )
+    shed.add_argument(
+        "--shedding-delta", type=float, default=defaults.shedding_delta, help="cap step per level"
+    )
+    health = run_p.add_argument_group("routing health (stream.health)")
+    health.add_argument(
+        "--health-window",
+        type=int,
+        default=defaults.health_window,
+        help="batches the hot-word sketch window spans",
+    )
+    health.add_argument(
+        "--hot-word-tolerance",
+        type=float,
+        default=defaults.hot_word_tolerance,
+        help="report a word when its share per version exceeds the split threshold "
+        "1/(2N) by more than this fraction",
+    )
+    status_p = sub.add_parser("status", help="the last committed micro-batches")
+    status_p.add_argument(
+        "--last", type=int, default=StreamCommand.last, help="how many batches to show"
+    )

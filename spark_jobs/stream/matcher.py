@@ -1,0 +1,367 @@
+"""The streaming matcher's ``foreachBatch`` handler, and the query that drives it.
+
+For each micro-batch:
+
+1. plans it: the published routing version and the ``subscriptions.registry`` snapshot it
+   will use, written to ``stream.batches`` first (a replayed batch reuses its plan, so a
+   restart after a crash repeats exactly what the first attempt did; ``batch_log``);
+2. brings the driver's placement up to date and broadcasts it (``placement_sync``);
+3. runs ONE Spark job: route, match on each matcher's index, dispatch (``pipeline``),
+   ``matches`` and ``deliveries`` written as Parquet files by the dispatch tasks;
+4. commits each output table's files in one Delta transaction carrying the batch id, so a
+   replayed batch is never written twice; bad records go to ``silver.posts_quarantine``
+   with the reason;
+5. records the batch's figures in ``stream.batches`` and its routing health in
+   ``stream.health`` (``s3tm_monitor`` reads it).
+
+A batch routes and matches with exactly one routing version; a newly published version is
+picked up at the next batch boundary, warmed up between batches (``warm_up``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections import deque
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from core.errors import InputDataError
+from core.stream.snapshot import MatcherSnapshot
+from schemas import table
+from spark_jobs import failpoints
+from spark_jobs.common import log
+from spark_jobs.lake.routing_store import now_utc, published_version
+from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, CommittedBatch
+from spark_jobs.stream.config import StreamConfig
+from spark_jobs.stream.health import StreamHealth
+from spark_jobs.stream.notes import QuarantineNote, RouteNote, TaskNote
+from spark_jobs.stream.pipeline import STREAM_CONF, MatchPipeline, source, task_slots
+from spark_jobs.stream.placement_sync import DriverState, PlacementSync
+from spark_jobs.stream.shedding import Backlog, StreamShedding, file_backlog, kafka_backlog
+from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
+
+class StreamMatcher:
+    """The ``foreachBatch`` handler: keeps the placement state and writes each batch.
+
+    Args:
+        lakehouse: where the routing tables, the registry and the outputs live.
+        config: the query's options; its ``checkpoint`` must be set (its id names the
+            query's writes).
+    """
+
+    def __init__(self, lakehouse: Lakehouse, config: StreamConfig) -> None:
+        if config.checkpoint is None:
+            raise InputDataError("the stream's checkpoint location is not set")
+        self.lakehouse = lakehouse
+        self.checkpoint = config.checkpoint
+        # build a version's indexes and token table ahead of its first batch (prime,
+        # prefetch); False: lazily, in the first batch's tasks
+        self.warm = config.warm_up
+        # False: deliveries only (they carry each match's sub id and matcher; the
+        # ``matches`` rows derive from them, core.stream.dispatch.matches_of_deliveries)
+        self.outputs = ("matches", "deliveries") if config.matches_table else ("deliveries",)
+        self.shedding = StreamShedding(config.shedding_options())
+        self.health = StreamHealth(config.health_options())
+        self.landing = config.landing if config.source == "files" else None
+        self.query: StreamingQuery | None = None  # set once started: Kafka's backlog
+        self.log = BatchLog(lakehouse, self.checkpoint)
+        self.pipeline = MatchPipeline(lakehouse.spark)
+        # names this matcher's snapshots in the workers' caches (see MatcherSnapshot.owner)
+        self.sync_state = PlacementSync(
+            lakehouse, self.health, seed=config.seed, owner=uuid.uuid4().hex
+        )
+        self.warm_up = WarmUp(lakehouse, self.pipeline, self.outputs, self.checkpoint, self.landing)
+        # the latest batches' figures (bounded: the query may run for months)
+        self.figures: deque[CommittedBatch] = deque(maxlen=10_000)
+
+    @property
+    def state(self) -> DriverState:
+        return self.sync_state.state
+
+    @property
+    def warmups(self) -> list[WarmUpFigures]:
+        return self.warm_up.done
+
+    @property
+    def app_id(self) -> str:
+        return self.log.app_id
+
+    # -- plan ---------------------------------------------------------------------------------
+    def plan(self, batch_id: int) -> BatchPlan:
+        """The batch's routing version and registry snapshot (a replay reuses its plan)."""
+        replayed = self.log.planned(batch_id)
+        if replayed is not None:
+            return replayed
+        lake = self.lakehouse
+        version = published_version(lake) if lake.exists("routing.versions") else None
+        if version is None:
+            raise InputDataError(
+                "no published routing version: run the remap DAG or `s3tm routing publish`"
+            )
+        choice = self.shedding.choose(self._backlog(batch_id), time.monotonic())
+        plan = BatchPlan(
+            batch_id,
+            version,
+            lake.version("subscriptions.registry"),
+            False,
+            shedding=self.shedding.options.mode,
+            shedding_level=choice.level,
+            max_spread=choice.max_spread,
+            backlog_posts=choice.backlog_posts,
+        )
+        self.log.record(plan, "planned", self.state.epoch)
+        return plan
+
+    def _backlog(self, batch_id: int) -> Backlog | None:
+        """Posts landed and not yet processed (this batch's included), as the source says."""
+        try:
+            if self.landing is not None:
+                return file_backlog(self.checkpoint, self.landing, batch_id)
+            return kafka_backlog(self.query)
+        except (OSError, ValueError, KeyError) as error:  # a measurement, never a failure
+            log.warning("stream: backlog not measured for batch %d: %s", batch_id, error)
+            return None
+
+    # -- placement state ---------------------------------------------------------------------
+    def sync(self, plan: BatchPlan) -> MatcherSnapshot:
+        """Bring the placement to the plan's version and registry snapshot; broadcast it.
+        A version the workers have not met yet is warmed first."""
+        return self._bring_to(plan.routing_version, plan.registry_version)
+
+    def _bring_to(self, routing_version: int, registry_version: int | None) -> MatcherSnapshot:
+        snapshot, switched = self.sync_state.bring_to(routing_version, registry_version)
+        if switched and self.warm:
+            self.warm_up.warm(self.state)
+        return snapshot
+
+    def prime(self) -> None:
+        """Before the query starts: load the published version and warm the workers with it,
+        so the first batch finds its indexes built and its token table filled."""
+        lake = self.lakehouse
+        version = published_version(lake) if lake.exists("routing.versions") else None
+        if version is not None:
+            self._bring_to(version, lake.version("subscriptions.registry"))
+
+    def prefetch(self) -> None:
+        """Between batches: a newer published version is loaded, broadcast and warmed now,
+        so the batch that switches to it starts warm. A failure here only costs the warm
+        start: the next batch loads the version itself (and says why it could not)."""
+        lake = self.lakehouse
+        try:
+            version = published_version(lake)
+            if version is not None and version != self.state.routing_version:
+                log.info("stream: routing version %d published; warming it up", version)
+                self._bring_to(version, lake.version("subscriptions.registry"))
+        except Exception as error:
+            log.warning("stream: prefetching the published version failed: %s", error)
+            self.sync_state.reset()  # the next batch starts from a clean load
+
+    # -- one micro-batch ---------------------------------------------------------------------
+    def __call__(self, posts: DataFrame, batch_id: int) -> None:
+        """foreachBatch: route, match and dispatch one micro-batch."""
+        started = time.perf_counter()
+        failpoints.crash_driver("before-plan", batch_id)
+        plan = self.plan(batch_id)
+        failpoints.crash_driver("after-plan", batch_id)
+        snapshot = self.sync(plan)
+        failpoints.crash_driver("after-sync", batch_id)
+        shed_plan = self.shedding.plan(
+            plan.shedding_level,
+            plan.max_spread,
+            snapshot,
+            self.checkpoint,
+            batch_id,
+            replayed=plan.replayed,
+        )
+        synced = time.perf_counter()
+        lake, app = self.lakehouse, self.app_id
+        now = now_utc()
+        staging = {name: lake.staging_dir(name) for name in self.outputs}
+        assert self.state.broadcast is not None
+        notes: list[TaskNote] = [
+            json.loads(row["note"])
+            for row in self.pipeline.dispatched(
+                posts,
+                snapshot,
+                self.state.broadcast,
+                batch_id,
+                now,
+                {k: str(v) for k, v in staging.items()},
+                shed_plan,
+            ).collect()
+        ]
+        computed = time.perf_counter()
+        failpoints.crash_driver("after-dispatch", batch_id)
+        # each output table in one Delta commit carrying the batch id: a replayed batch
+        # finds it committed and drops its files instead
+        written = {
+            name: lake.commit_staged(name, staging[name], app_id=app, batch_id=batch_id)
+            for name in self.outputs
+            if name != "deliveries"
+        }
+        failpoints.crash_driver("after-matches", batch_id)
+        written["deliveries"] = lake.commit_staged(
+            "deliveries", staging["deliveries"], app_id=app, batch_id=batch_id
+        )
+        failpoints.crash_driver("after-deliveries", batch_id)
+        quarantined = [n for n in notes if n["kind"] == "quarantine"]
+        route = [n for n in notes if n["kind"] == "route"]
+        match = [n for n in notes if n["kind"] == "match"]
+        dispatch = [n for n in notes if n["kind"] == "dispatch"]
+        if quarantined:
+            self._quarantine(quarantined, batch_id, now)
+        failpoints.crash_driver("after-quarantine", batch_id)
+        committed = time.perf_counter()
+        log.debug(
+            "stream: batch %d task notes %s",
+            batch_id,
+            [n for n in notes if n["kind"] != "quarantine"],
+        )
+        shed_by_matcher = np.zeros(snapshot.n_matchers, dtype=np.int64)
+        for n in route:
+            shed_by_matcher += np.asarray(n["shed_by_matcher"], dtype=np.int64)
+        figures = BatchFigures(
+            subscriptions=len(self.state.placement or ()),
+            posts=sum(n["posts"] for n in route),
+            routed_pairs=sum(n["pairs"] for n in route),
+            # limit notices: what the spread cap kept from the matchers
+            capped_posts=sum(n["capped_posts"] for n in route),
+            dropped_posts=sum(n["dropped_posts"] for n in route),
+            shed_pairs=int(shed_by_matcher.sum()),
+            shed_pairs_by_matcher=shed_by_matcher.tolist() if plan.shedding_level else None,
+            matches=sum(n["matches"] for n in dispatch),
+            deliveries=sum(n["deliveries"] for n in dispatch),
+            written_bytes=sum(sum(n["written_bytes"].values()) for n in dispatch),
+            # what the two shuffles carry: route -> match, match -> dispatch
+            routed_bytes=sum(n["payload_bytes"] for n in route),
+            matched_bytes=sum(n["payload_bytes"] for n in match),
+            quarantined=len(quarantined),
+            seconds_sync=round(synced - started, 4),
+            seconds_route=round(sum(n["seconds"] for n in route), 4),
+            seconds_match=round(sum(n["seconds"] for n in match), 4),
+            seconds_dispatch=round(sum(n["seconds"] for n in dispatch), 4),
+            seconds_spark=round(computed - synced, 4),
+            seconds_commit=round(committed - computed, 4),
+            seconds_total=round(committed - started, 4),
+        )
+        self.log.record(plan, "committed", self.state.epoch, figures)
+        failpoints.crash_driver("after-record", batch_id)
+        self._record_health(plan, snapshot, route)
+        self.shedding.learn(
+            snapshot,
+            plan.shedding_level,
+            route,
+            match,
+            committed - started,
+            dispatch_seconds=figures.seconds_dispatch,
+        )
+        self.figures.append(
+            CommittedBatch(
+                batch_id=batch_id,
+                routing_version=plan.routing_version,
+                replayed=plan.replayed,
+                skipped_commits=[n for n, w in written.items() if w.skipped],
+                figures=figures,
+            )
+        )
+        log.info(
+            "stream: batch %d v%d%s: %d posts -> %d pairs%s -> %d matches, %d deliveries, "
+            "%d quarantined in %.2fs",
+            batch_id,
+            plan.routing_version,
+            " (replayed plan)" if plan.replayed else "",
+            figures.posts,
+            figures.routed_pairs,
+            (
+                f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
+                f"{figures.capped_posts} posts capped, {figures.dropped_posts} dropped, "
+                f"{figures.shed_pairs} pairs shed)"
+                if plan.max_spread is not None
+                else ""
+            ),
+            figures.matches,
+            figures.deliveries,
+            figures.quarantined,
+            figures.seconds_total,
+        )
+        if self.warm and not plan.replayed:
+            self.prefetch()
+
+    def _record_health(
+        self, plan: BatchPlan, snapshot: MatcherSnapshot, route_notes: list[RouteNote]
+    ) -> None:
+        health = self.health.row(plan.batch_id, snapshot.n_matchers, snapshot.words, route_notes)
+        self.log.record_health(plan, health.columns)
+        if health.hot_words:
+            log.info(
+                "stream: batch %d hot words over the split threshold (%.4f): %s",
+                plan.batch_id,
+                health.split_threshold,
+                ", ".join(f"{h.word} ({h.share:.3f}, v={h.versions})" for h in health.hot_words),
+            )
+
+    def _quarantine(self, notes: list[QuarantineNote], batch_id: int, now: dt.datetime) -> None:
+        spec = table("silver.posts_quarantine")
+        data = pa.Table.from_pylist(
+            [
+                {
+                    "stage": "stream",
+                    "reason": n["reason"],
+                    "post_id": n["post_id"],
+                    "source_file": n["source_file"],
+                    "line_number": None,
+                    "raw": n["raw"],
+                    "ingest_batch": f"{self.app_id}:{batch_id}",
+                    "quarantined_at": now,
+                }
+                for n in notes
+            ],
+            schema=spec.schema,
+        )
+        self.lakehouse.write_arrow(
+            data, "silver.posts_quarantine", app_id=self.app_id, batch_id=batch_id
+        )
+
+
+def start(
+    spark: SparkSession, lakehouse: Lakehouse, config: StreamConfig
+) -> tuple[StreamingQuery, StreamMatcher]:
+    """Start the query; returns it with its handler (whose ``figures`` grow per batch)."""
+    if config.checkpoint is None:
+        raise InputDataError("the stream's checkpoint location is not set")
+    if not lakehouse.exists("routing.versions") or published_version(lakehouse) is None:
+        raise InputDataError(
+            "no published routing version: run the remap DAG or `s3tm routing publish`"
+        )
+    for key, value in STREAM_CONF.items():
+        spark.conf.set(key, value)
+    # as many route tasks per landed file as task slots, not more (see task_slots)
+    spark.conf.set("spark.sql.files.minPartitionNum", str(task_slots(spark)))
+    handler = StreamMatcher(lakehouse, config)
+    if handler.warm:
+        handler.prime()
+    writer = (
+        source(spark, config)
+        .writeStream.queryName(config.query_name)
+        .option("checkpointLocation", config.checkpoint)
+        .foreachBatch(handler)
+    )
+    if config.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif config.trigger_seconds > 0:
+        writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
+    query = writer.start()
+    handler.query = query
+    return query, handler

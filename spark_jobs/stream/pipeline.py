@@ -1,0 +1,180 @@
+"""The stream's Spark side: the source of raw posts and one micro-batch's job.
+
+route (one task per input split) -> ``repartition(M)``: matcher m is match task m mod M ->
+match -> ``repartition(P)`` by post -> dispatch (dedupe, deliveries, Parquet files). The
+tasks' bodies are ``spark_jobs.stream.tasks``; this module only wires them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from core.corpus.io import MAX_TEXT_CHARS
+from core.errors import InputDataError, InvalidArgumentError
+from core.shedding.plan import NO_SHEDDING, ShedPlan
+from core.stream.snapshot import MatcherSnapshot
+from spark_jobs import failpoints
+from spark_jobs.stream import tasks as stream_tasks
+
+if TYPE_CHECKING:
+    from pyspark import Broadcast
+    from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.stream.config import StreamConfig
+
+STREAM_CONF = {
+    # Bigger Arrow batches: fewer Python round trips per micro-batch.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+    # Split a landed file into one task per core or more (the default cost of opening a
+    # file, 4 MB, leaves a 10 MB file in 3 uneven tasks).
+    "spark.sql.files.openCostInBytes": str(512 * 1024),
+    # One job per batch with a fixed plan: N matcher tasks, P dispatch tasks (adaptive
+    # execution would coalesce them and re-plan every batch).
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Tasks the application runs at once: the threads of a local master, else Spark's
+    default parallelism (the executors' cores)."""
+    master = str(spark.sparkContext.master)
+    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if local:
+        threads = local.group(1)
+        if threads is None:
+            return 1
+        return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def partition_keys(spark: SparkSession, n_matchers: int) -> np.ndarray:
+    """For each matcher m an int key that ``repartition(N, key)`` sends to partition m.
+
+    Spark hash-partitions by pmod(murmur3(key), N); the keys are found by asking Spark
+    itself, so they follow its hash function exactly.
+    """
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.range(0, 64 * n_matchers + 64)
+        .select(F.col("id").cast("int").alias("key"))
+        .select("key", F.expr(f"pmod(hash(key), {n_matchers})").alias("part"))
+        .groupBy("part")
+        .agg(F.min("key").alias("key"))
+        .collect()
+    )
+    keys = np.full(n_matchers, -1, dtype=np.int32)
+    for row in rows:
+        keys[row["part"]] = row["key"]
+    if (keys < 0).any():
+        raise InvalidArgumentError(f"no partition key found for some of {n_matchers} matchers")
+    return keys
+
+
+class MatchPipeline:
+    """One micro-batch's Spark job, with the partition keys it needs cached per width."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._keys: dict[int, np.ndarray] = {}
+
+    def keys(self, n_partitions: int) -> np.ndarray:
+        if n_partitions not in self._keys:
+            self._keys[n_partitions] = partition_keys(self.spark, n_partitions)
+        return self._keys[n_partitions]
+
+    def dispatched(
+        self,
+        posts: DataFrame,
+        snapshot: MatcherSnapshot,
+        broadcast: Broadcast[MatcherSnapshot],
+        batch_id: int,
+        now: dt.datetime,
+        staging: dict[str, str],
+        shed_plan: ShedPlan = NO_SHEDDING,
+    ) -> DataFrame:
+        """Pure transform: raw posts -> task notes, with ``matches`` / ``deliveries`` files
+        written to ``staging`` as a side effect of the dispatch tasks."""
+        # one dispatch task per task slot, and no more match tasks than slots either (with
+        # fewer slots than matchers, matcher m goes to match task m mod slots): every Python
+        # task costs 0.05-0.1 s of set-up here, more than a small matcher's work in a batch
+        slots = task_slots(self.spark)
+        n_match = min(snapshot.n_matchers, slots)
+        match_keys = self.keys(n_match)
+        pkeys = match_keys[np.arange(snapshot.n_matchers) % n_match]
+        n_dispatch = slots
+        dkeys = self.keys(n_dispatch)
+        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
+        # raw lines go to the route tasks as bytes: each is judged there by the ingest's
+        # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
+        raw = posts.select("line", "source_file")
+        routed = raw.mapInArrow(
+            stream_tasks.route_posts(
+                broadcast, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, shed_plan, crash=crash
+            ),
+            stream_tasks.ROUTED_SCHEMA,
+        )
+        matched = routed.repartition(n_match, "pkey").mapInArrow(
+            stream_tasks.match_posts(
+                broadcast, snapshot.key, dkeys, shed_plan.learns_yield, crash=crash
+            ),
+            stream_tasks.MATCHED_SCHEMA,
+        )
+        return matched.repartition(n_dispatch, "dkey").mapInArrow(
+            stream_tasks.dispatch_matches(
+                broadcast, snapshot.key, batch_id, now, staging, crash=crash
+            ),
+            stream_tasks.DISPATCHED_SCHEMA,
+        )
+
+
+def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
+    """The streaming DataFrame of raw input: ``line`` (a record's bytes) and ``source_file``.
+
+    Lines, not parsed JSON: Spark's JSON reader drops blank lines and turns a numeric or
+    nested ``id`` into a string, so a bad record could vanish or pass unseen; the route
+    tasks judge every line instead, as the batch ingest does.
+    """
+    from pyspark.sql import functions as F
+
+    if config.source == "kafka":
+        # Needs the spark-sql-kafka package on the cluster image (it cannot be fetched here).
+        try:
+            raw = (
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", config.kafka_bootstrap)
+                .option("subscribe", config.kafka_topic)
+                .option("startingOffsets", "earliest")
+                .load()
+            )
+        except Exception as err:
+            if "kafka" not in str(err).lower() or "data source" not in str(err).lower():
+                raise
+            raise InputDataError(
+                "the Kafka source needs Spark's spark-sql-kafka-0-10 jar, which this Spark "
+                "installation lacks: run in the platform image (docker/Dockerfile bakes it "
+                "in), or read landing files with --source files"
+            ) from err
+        return raw.select(
+            F.col("value").alias("line"),
+            F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
+        )
+    landing = Path(config.landing)
+    if not landing.is_dir():
+        raise InputDataError(f"landing directory not found: {landing}")
+    # the text source splits lines at LF, CRLF and a lone CR, like the ingest, and keeps
+    # blank ones; a cast to binary keeps bytes that are not UTF-8 as they were
+    reader = spark.readStream.format("text")
+    if config.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
+    lines = reader.load(str(landing))
+    return lines.select(
+        F.col("value").cast("binary").alias("line"),
+        F.col("_metadata.file_path").alias("source_file"),
+    )

@@ -1,0 +1,186 @@
+"""The driver's placement across batches: a newly published routing version is loaded
+(mapping + stored placements); subscriptions registered since are placed into it with LASP
+(and appended to ``routing.placements``), cancelled ones taken off; the result is
+broadcast to the workers as a :class:`MatcherSnapshot`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from core.placement.live import LivePlacement
+from core.stream.dispatch import Subscribers
+from core.stream.snapshot import MatcherSnapshot, snapshot_of
+from spark_jobs.lake.routing_store import load_placements, load_routing_table, now_utc
+from spark_jobs.stream.health import StreamHealth
+
+if TYPE_CHECKING:
+    from pyspark import Broadcast
+
+    from spark_jobs.lake.delta_io import Lakehouse
+
+log = logging.getLogger("s3tm.jobs")
+
+
+def word_frequencies(lakehouse: Lakehouse) -> dict[str, int]:
+    """Post frequency of each word over ``gold.word_stats`` (empty when absent): the
+    tries put rare words first."""
+    if not lakehouse.exists("gold.word_stats"):
+        return {}
+    stats = lakehouse.read_arrow("gold.word_stats").select(["word", "post_frequency"])
+    totals = stats.group_by("word").aggregate([("post_frequency", "sum")])
+    return dict(
+        zip(
+            totals["word"].to_pylist(),
+            totals["post_frequency_sum"].to_pylist(),
+            strict=True,
+        )
+    )
+
+
+@dataclass
+class DriverState:
+    """The driver's state across batches: the placement of the current routing version."""
+
+    routing_version: int | None = None
+    registry_version: int | None = None
+    placement: LivePlacement | None = None
+    epoch: int = 0
+    subscribers: Subscribers = field(default_factory=lambda: Subscribers.of({}))
+    snapshot: MatcherSnapshot | None = None
+    broadcast: Broadcast[MatcherSnapshot] | None = None
+
+
+class PlacementSync:
+    """Brings :attr:`state` to a (routing version, registry version) and broadcasts it.
+
+    Args:
+        lakehouse: the routing tables and the subscription registry.
+        health: told of each version loaded (its hot-word threshold depends on N).
+        seed: seeds the choice of split-word versions in the snapshot.
+        owner: names this matcher's snapshots in the workers' caches.
+    """
+
+    def __init__(self, lakehouse: Lakehouse, health: StreamHealth, *, seed: int, owner: str):
+        self.lakehouse = lakehouse
+        self.health = health
+        self.seed = seed
+        self.owner = owner
+        self.state = DriverState()
+
+    def reset(self) -> None:
+        """Forget everything: the next :meth:`bring_to` loads from scratch."""
+        self.state = DriverState()
+
+    def bring_to(
+        self, routing_version: int, registry_version: int | None
+    ) -> tuple[MatcherSnapshot, bool]:
+        """The snapshot of that state, and whether the routing version switched."""
+        state, lake = self.state, self.lakehouse
+        changed = False
+        switched = state.routing_version != routing_version or state.placement is None
+        if switched:
+            self._load_version(routing_version)
+            changed = True
+        if changed or state.registry_version != registry_version:
+            changed |= self._apply_registry(routing_version, registry_version)
+            state.registry_version = registry_version
+        if changed or state.snapshot is None:
+            assert state.placement is not None
+            state.epoch += 1
+            state.snapshot = snapshot_of(
+                state.placement,
+                routing_version,
+                state.epoch,
+                subscribers=state.subscribers,
+                seed=self.seed,
+                owner=self.owner,
+            )
+            if state.broadcast is not None:
+                state.broadcast.unpersist()
+            state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
+        assert state.snapshot is not None
+        return state.snapshot, switched
+
+    def _load_version(self, version: int) -> None:
+        lake, state = self.lakehouse, self.state
+        routing = load_routing_table(lake, version)
+        state.placement = LivePlacement(routing, word_frequency=word_frequencies(lake))
+        self.health.use_version(routing)
+        state.routing_version = version
+        state.subscribers = Subscribers.of({})
+        log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
+
+    def _apply_registry(self, routing_version: int, registry_version: int | None) -> bool:
+        """Place new active subscriptions, remove cancelled ones; True when anything changed."""
+        lake, state = self.lakehouse, self.state
+        placement = state.placement
+        assert placement is not None
+        rows = (
+            lake.read_arrow("subscriptions.registry", version=registry_version).to_pylist()
+            if registry_version is not None
+            else []
+        )
+        active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
+        state.subscribers = Subscribers.of({s: r["subscriber"] for s, r in active.items()})
+        gone = [s for s in placement.sub_ids if s not in active]
+        placement.remove(gone)
+        new = sorted(s for s in active if s not in placement)
+        if not new and not gone:
+            return False
+        stored = self._stored_placements(routing_version, set(new))
+        adopt = [s for s in new if s in stored]
+        replaced = placement.adopt(
+            adopt, [active[s]["words"] for s in adopt], [stored[s] for s in adopt]
+        )
+        fresh = [s for s in new if s not in stored]
+        placed = placement.place(fresh, [active[s]["words"] for s in fresh])
+        for s in replaced:
+            placed[s] = placement.get(s).matchers
+        if replaced:
+            log.warning(
+                "stream: %d stored placements of version %d did not cover their "
+                "subscriptions and were placed again (e.g. %s)",
+                len(replaced),
+                routing_version,
+                replaced[:5],
+            )
+        if placed:
+            self._append_placements(routing_version, placed)
+        log.info(
+            "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d)",
+            routing_version,
+            len(placement),
+            len(adopt) - len(replaced),
+            len(placed),
+            len(gone),
+        )
+        return True
+
+    def _stored_placements(self, version: int, wanted: set[int]) -> dict[int, list[int]]:
+        rows = load_placements(self.lakehouse, version)
+        out: dict[int, list[int]] = {}
+        for sub, matcher in zip(
+            rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+        ):
+            if sub in wanted:
+                out.setdefault(sub, []).append(matcher)
+        return out
+
+    def _append_placements(self, version: int, placed: dict[int, np.ndarray]) -> None:
+        subs = sorted(placed)
+        counts = [len(placed[s]) for s in subs]
+        n = sum(counts)
+        data = pa.table(
+            {
+                "routing_version": pa.array(np.full(n, version, dtype=np.int64)),
+                "sub_id": pa.array(np.repeat(np.array(subs, dtype=np.int64), counts)),
+                "matcher_id": pa.array(np.concatenate([placed[s] for s in subs]).astype(np.int32)),
+                "placed_at": pa.array([now_utc()] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+        self.lakehouse.write_arrow(data, "routing.placements")

@@ -1,0 +1,45 @@
+"""``s3tm stream status``: the last committed micro-batches, their limit notices (load
+shedding) and their routing health, as the batch log and ``stream.health`` hold them."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spark_jobs.lake.delta_io import Lakehouse
+
+
+def print_status(lakehouse: Lakehouse, last: int) -> None:
+    rows = lakehouse.read_arrow("stream.batches")
+    done = sorted(
+        (r for r in rows.to_pylist() if r["stage"] == "committed"),
+        key=lambda r: r["recorded_at"],
+    )[-last:]
+    for row in done:
+        print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
+    for row in done:
+        if row.get("capped_posts") or row.get("dropped_posts"):
+            by_matcher = row["shed_pairs_by_matcher"] or []
+            print(
+                f"limit notice: batch {row['batch_id']} (level {row['shedding_level']}, "
+                f"m={row['max_spread']:g}, {row['shedding']}): {row['capped_posts']} of "
+                f"{row['posts']} posts capped, {row['dropped_posts'] or 0} dropped, "
+                f"{row['shed_pairs']} (post, matcher) pairs not forwarded; per matcher: "
+                + ", ".join(f"{m}: {n}" for m, n in enumerate(by_matcher) if n)
+            )
+    if not lakehouse.exists("stream.health"):
+        return
+    wanted = {(r["query_id"], r["batch_id"]) for r in done}
+    for row in sorted(
+        lakehouse.read_arrow("stream.health").to_pylist(), key=lambda r: r["recorded_at"]
+    ):
+        if (row["query_id"], row["batch_id"]) not in wanted:
+            continue
+        hot = ", ".join(f"{h['word']} {h['share']:.1%}/{h['versions']}v" for h in row["hot_words"])
+        print(
+            f"health: batch {row['batch_id']} v{row['routing_version']}: relative "
+            f"throughput x{row['relative_throughput'] or float('nan'):.2f} of hash, "
+            f"spread {row['spread'] or float('nan'):.2f}, imbalance "
+            f"{row['imbalance'] or float('nan'):.2f}; hot words: {hot or 'none'}"
+        )
