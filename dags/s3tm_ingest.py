@@ -12,15 +12,14 @@ Params: `landing` (directory or s3:// prefix of JSON-lines files), `lakehouse` (
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag
-from airflow.timetables.trigger import CronTriggerTimetable
 
 from s3tm.orchestration.dag_support import (
     BATCH_ID_TEMPLATE,
     DEFAULT_ARGS,
     DEFAULT_LAKEHOUSE,
     DEFAULT_LANDING,
+    cron_schedule,
     spark_job,
 )
 from schemas.assets import asset
@@ -28,10 +27,8 @@ from schemas.assets import asset
 
 @dag(
     dag_id="s3tm_ingest",
-    # run_immediately=False everywhere: starting or unpausing never fires the missed slot
-    # (each run takes all that is new, so the next slot loses nothing; docs/OPERATIONS.md)
-    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC", run_immediately=False),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    # no start_date: the first scheduled run is the next slot (see cron_schedule)
+    schedule=cron_schedule("0 * * * *"),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

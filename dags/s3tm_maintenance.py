@@ -14,17 +14,14 @@ and after, goes to `<lakehouse>/reports/maintenance-<run>.md`. Same as `s3tm mai
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag, task
-from airflow.timetables.trigger import CronTriggerTimetable
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
+from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule
 
 
 @dag(
     dag_id="s3tm_maintenance",
-    schedule=CronTriggerTimetable("0 3 * * *", timezone="UTC", run_immediately=False),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    schedule=cron_schedule("0 3 * * *"),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

@@ -24,18 +24,15 @@ Params: `period_hours`, `max_drop`, `recent_window_days`, `lakehouse`.
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag, task
-from airflow.timetables.trigger import CronTriggerTimetable
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE
+from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule
 from schemas.assets import asset, signal
 
 
 @dag(
     dag_id="s3tm_monitor",
-    schedule=CronTriggerTimetable("0 * * * *", timezone="UTC", run_immediately=False),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    schedule=cron_schedule("0 * * * *"),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

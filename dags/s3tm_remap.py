@@ -26,12 +26,10 @@ Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
-from airflow.timetables.trigger import CronTriggerTimetable
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, spark_job
+from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule, spark_job
 from schemas.assets import asset, signal
 
 # the learning window this run uses: the `learning_window` task's result
@@ -41,10 +39,9 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
 @dag(
     dag_id="s3tm_remap",
     schedule=AssetOrTimeSchedule(
-        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC", run_immediately=False),
+        timetable=cron_schedule("0 2 * * *"),
         assets=[signal("remap_request")],
     ),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

@@ -1,7 +1,7 @@
 """Expectation suites (Great Expectations 1.x), kept with the table schemas they check.
 
 Generic expectations come from the schema (non-nullable columns, unique keys); each suite
-adds the table's semantic rules (DESIGN.md, issue 5):
+adds the table's semantic rules (docs/ARCHITECTURE.md):
 
 - ``silver.posts``: ids unique and non-null, word arrays non-empty;
 - ``routing.mappings`` (one version): matcher ids in [0, N); every subscribed word mapped;

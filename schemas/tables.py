@@ -1,4 +1,4 @@
-"""Every Delta table of the lakehouse (DESIGN.md section 5), defined once.
+"""Every Delta table of the lakehouse (docs/ARCHITECTURE.md), defined once.
 
 A :class:`TableSpec` holds the pyarrow schema (the single source of truth); Spark's
 ``StructType`` and delta-rs' schema are derived from it. Locations are relative to the

@@ -77,8 +77,10 @@ def run_job(
     *,
     lakehouse: str | None = None,
     master: str | None = None,
+    spark: bool = True,
 ) -> int:
-    """Build the session and lakehouse, run ``body``, report time; 2 on a user error."""
+    """Build the session and lakehouse, run ``body``, report time; 2 on a user error.
+    ``spark=False``: no session, the lakehouse through delta-rs (read-only actions)."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
 
@@ -91,8 +93,10 @@ def run_job(
         )
     started = time.perf_counter()
     try:
-        spark = build_session(f"s3tm-{name}", master=master)
-        code = body(Lakehouse(spark, lakehouse))
+        if not spark:
+            return body(Lakehouse(None, lakehouse, engine="rs"))
+        session = build_session(f"s3tm-{name}", master=master)
+        code = body(Lakehouse(session, lakehouse))
     except S3TMError as err:
         print(f"s3tm {name}: error: {err}", file=sys.stderr)
         return 2
@@ -107,7 +111,12 @@ def build_config(spec: ConfigSpec[ConfigT], options: Mapping[str, object]) -> Co
 
 
 def run_parsed(
-    name: str, spec: ConfigSpec[ConfigT], body: JobBody[ConfigT], options: Mapping[str, object]
+    name: str,
+    spec: ConfigSpec[ConfigT],
+    body: JobBody[ConfigT],
+    options: Mapping[str, object],
+    *,
+    spark: bool = True,
 ) -> int:
     """Run a job on parsed command-line ``options`` (``spark-submit`` or ``s3tm``)."""
     try:
@@ -120,6 +129,7 @@ def run_parsed(
         lambda lakehouse: body(config, lakehouse),
         lakehouse=_optional_str(options.get("lakehouse")),
         master=_optional_str(options.get("master")),
+        spark=spark,
     )
 
 

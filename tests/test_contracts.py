@@ -112,3 +112,29 @@ def test_modules_of_core_and_spark_jobs_stay_small() -> None:
 def test_row_types_have_the_table_columns(name: str) -> None:
     keys = set(typing.get_type_hints(ROW_TYPES[name]))
     assert keys == set(table(name).columns)
+
+
+def test_matplotlib_is_the_bench_extra_only() -> None:
+    """The platform draws nothing: only the benchmarks and experiments import matplotlib,
+    and the base install does not pull it in (the ``bench`` extra does)."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("matplotlib")]
+    assert [d for d in project["optional-dependencies"]["bench"] if d.startswith("matplotlib")]
+    importers = []
+    for path in _sources(*LIBRARY):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(("s3tm/bench/", "s3tm/experiments/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n.split(".")[0] == "matplotlib" for n in names):
+                importers.append(relative)
+    assert importers == []

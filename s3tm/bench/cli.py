@@ -18,9 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="125000,250000,500000,1000000",
         help="comma-separated numbers of synthetic posts",
     )
-    p.add_argument("--nodes", type=int, default=256)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=int, default=256, help="number of matchers N")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.add_argument(
         "--algorithms",
@@ -34,8 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "matcher", help="access-predicate vs trie vs counting matcher kernels, posts/s per core"
     )
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--synthetic-subscriptions", type=int, default=1_000_000)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--synthetic-subscriptions",
+        type=int,
+        default=1_000_000,
+        help="subscriptions of the synthetic scenario",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
+    )
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     _compare_arguments(p)
     p.set_defaults(handler=_run_matcher)
@@ -50,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = kinds.add_parser("sketch", help="the stream's hot-word sketch vs exact counts")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--nodes", default="16,64,256", help="N values (threshold 1/(2N))")
-    p.add_argument("--batch-posts", type=int, default=10_000)
+    p.add_argument("--batch-posts", type=int, default=10_000, help="posts per batch")
     p.add_argument("--tasks", type=int, default=4, help="route tasks per batch")
     p.add_argument("--window", type=int, default=5, help="batches in the sliding window")
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
@@ -59,28 +68,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = kinds.add_parser("normalise", help="the fast normaliser vs normalize() per text")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--posts", type=int, default=140_000, help="texts read from the corpus")
-    p.add_argument("--batch-posts", type=int, default=20_000)
+    p.add_argument("--batch-posts", type=int, default=20_000, help="posts per batch")
     p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_normalise)
 
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
-    p.add_argument("--posts", type=int, default=1_000_000)
-    p.add_argument("--nodes", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--posts", type=int, default=1_000_000, help="posts learned on")
+    p.add_argument("--nodes", type=int, default=64, help="number of matchers N")
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
     _compare_arguments(p)
     p.set_defaults(handler=_run_learn_job)
 
     p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--workloads", default="tweet,topic", help="tweet and/or topic")
-    p.add_argument("--nodes", type=int, default=16)
-    p.add_argument("--subscriptions", type=int, default=100_000)
+    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    p.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions registered")
     p.add_argument(
         "--posts",
         default="tweet=1400000,topic=240000",
         help="posts streamed: one number, or per workload (topic-based subscriptions match "
-        "~170 times per tweet, so their batches are output-bound)",
+        "~213 times per post in docs/bench/stream.csv, so their batches are output-bound)",
     )
     p.add_argument(
         "--file-posts",
@@ -88,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="posts per landed file = per micro-batch: one number, or per workload",
     )
     p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
     p.add_argument(
         "--matches-table",
         action=argparse.BooleanOptionalAction,
@@ -113,11 +122,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
-    p.add_argument("--nodes", default="4,16,64,256")
-    p.add_argument("--holdout-fraction", type=float, default=0.2)
-    p.add_argument("--split-seed", type=int, default=7)
-    p.add_argument("--topic-words", type=int, default=500)
-    p.add_argument("--topic-pool", type=int, default=3000)
+    p.add_argument("--nodes", default="4,16,64,256", help="number of matchers N")
+    p.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.2,
+        help="posts kept out of learning to evaluate on",
+    )
+    p.add_argument("--split-seed", type=int, default=7, help="seed of the hold-out split")
+    p.add_argument(
+        "--topic-words",
+        type=int,
+        default=500,
+        help="words per LDA topic of the topic-based subscriptions",
+    )
+    p.add_argument(
+        "--topic-pool",
+        type=int,
+        default=3000,
+        help="most frequent words the topic model draws from",
+    )
     p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
     p.set_defaults(handler=_run_quality)
 

@@ -158,10 +158,9 @@ def _write(results: list[LearnTiming], out: Path, n_matchers: int, repeats: int)
                     f"{r.peak_mib:.1f}",
                 ]
             )
-    import matplotlib
+    from s3tm.experiments.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for label in dict.fromkeys(r.label for r in results):

@@ -124,10 +124,9 @@ def _write(rows: list[list[object]], out: Path) -> None:
         writer.writerow(HEADER)
         for row in rows:
             writer.writerow([f"{v:.4f}" if isinstance(v, float) else v for v in row])
-    import matplotlib
+    from s3tm.experiments.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     scenarios = list(dict.fromkeys(str(r[0]) for r in rows))
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)

@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ),
     )
     p.add_argument("--out", default="demo-output", help="the demo's output folder")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--port", type=int, default=8080, help="port of the UI and REST API (default %(default)s)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address the UI listens on")
     p.add_argument(
         "--database-url",

@@ -47,13 +47,18 @@ def load_corpus(path: str, *, text_column: str = "text", fmt: str = "auto") -> L
 def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", required=True, help="JSON lines (.jsonl[.gz]) or CSV file")
     parser.add_argument("--text-column", default="text", help="field holding the text")
-    parser.add_argument("--format", default="auto", choices=["auto", "jsonl", "csv"])
+    parser.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "jsonl", "csv"],
+        help="corpus file format (auto: by the file name)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the core commands to the ``s3tm`` parser."""
     p = sub.add_parser("demo-corpus", help="write a seeded synthetic corpus (JSON lines)")
-    p.add_argument("--posts", type=int, default=100_000)
+    p.add_argument("--posts", type=int, default=100_000, help="posts to generate")
     p.add_argument("--words", type=int, default=100_000, help="vocabulary size")
     p.add_argument(
         "--days", type=int, default=7, help="posts span this many days (created_at, drift)"
@@ -72,14 +77,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a new word bursts on this day (0-based; repeatable)",
     )
     p.add_argument("--burst-share", type=float, default=0.15, help="share of the burst day's posts")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed: the same arguments give the same file"
+    )
     p.add_argument("--out", required=True, help="output file (.jsonl or .jsonl.gz)")
     p.set_defaults(handler=run_demo_corpus)
 
     p = sub.add_parser("learn", help="learn a word -> matcher mapping from a corpus")
     _add_corpus_options(p)
     p.add_argument("--nodes", type=int, required=True, help="number of matchers N")
-    p.add_argument("--algorithm", choices=ALGORITHMS, required=True)
+    p.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        required=True,
+        help="the learner (salb2: the platform's default)",
+    )
     p.add_argument(
         "--split",
         action=argparse.BooleanOptionalAction,

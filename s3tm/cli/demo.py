@@ -29,9 +29,11 @@ DEMO_ALGORITHMS = (("hash", False), ("salb", False), ("salb", True), ("salb2", T
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("demo", help="generate a corpus, learn hash/SALB/SALB+split/salb2, compare")
-    p.add_argument("--posts", type=int, default=100_000)
+    p.add_argument("--posts", type=int, default=100_000, help="posts in the generated corpus")
     p.add_argument("--nodes", default="16,64,256", help="comma-separated N values")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the corpus, the hold-out and the learners"
+    )
     p.add_argument("--out", default="demo-output", help="directory for corpus and mappings")
     p.add_argument(
         "--no-airflow",

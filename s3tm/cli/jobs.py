@@ -8,6 +8,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from s3tm.cli.text import plain
 from spark_jobs.common import add_common_arguments, run_parsed
 
 # command -> (module under spark_jobs, its config (a dataclass, or Class.factory), help)
@@ -53,13 +54,18 @@ JOBS = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:  # type: ignore[type-arg]
+    """Add the Spark jobs' commands; with ``only``, the others as name-and-help placeholders
+    (their modules are not imported)."""
     for command, (module_name, _, text) in JOBS.items():
+        if only is not None and command != only:
+            sub.add_parser(command, help=f"[spark] {text}")
+            continue
         module = importlib.import_module(f"spark_jobs.{module_name}")
         parser = sub.add_parser(
             command,
             help=f"[spark] {text}",
-            description=module.__doc__,
+            description=plain(module.__doc__),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         add_common_arguments(parser)
@@ -77,6 +83,11 @@ def _handler(command: str) -> Callable[[argparse.Namespace], int]:
             spec = getattr(spec, part)
         # The session's app name: the job (``ingest``), or ``stream`` for ``stream.job``.
         package, leaf = module_name.split(".")
-        return run_parsed(package if leaf == "job" else leaf, spec, module.run, vars(args))
+        name = package if leaf == "job" else leaf
+        options = vars(args)
+        # read-only actions (``routing list``, ``subscribe list``, ``stream status``) read
+        # the driver-side tables through delta-rs: no JVM, an answer in about a second
+        spark = options.get("action") not in getattr(module, "READ_ONLY_ACTIONS", ())
+        return run_parsed(name, spec, module.run, options, spark=spark)
 
     return handle

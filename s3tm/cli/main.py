@@ -1,43 +1,91 @@
-"""``s3tm``: the command line of the S3-TM platform."""
+"""``s3tm``: the command line of the S3-TM platform.
+
+Commands are registered lazily: the group of the command being run is imported in full (its
+arguments, help and handler), every other command gets a name-and-help placeholder, so a
+read-only command answers without importing the learners, Spark or Airflow. ``s3tm --help``
+lists them all.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from core.errors import S3TMError
+from s3tm.cli.text import plain
+
+# the module that registers each command group, with the commands and help it registers
+# (tests/s3tm/test_cli.py checks this against what the modules register)
+COMMAND_GROUPS: dict[str, dict[str, str]] = {
+    "s3tm.cli.demo": {"demo": "generate a corpus, learn hash/SALB/SALB+split/salb2, compare"},
+    "s3tm.cli.airflow": {
+        "airflow": "start the Airflow UI with the project's DAGs on the demo's lakehouse"
+    },
+    "s3tm.cli.maintain": {
+        "maintain": "compact, apply retention, checkpoint and vacuum the Delta tables"
+    },
+    "s3tm.cli.produce": {"produce": "replay a corpus into Kafka"},
+    "s3tm.cli.sql": {
+        "sql": "SQL over the lakehouse's Delta tables (time travel with --as-of)",
+        "sql-server": "[spark] a SQL endpoint (Spark Connect) over the lakehouse's tables",
+    },
+    "s3tm.cli.commands": {
+        "demo-corpus": "write a seeded synthetic corpus (JSON lines)",
+        "learn": "learn a word -> matcher mapping from a corpus",
+        "evaluate": "spread, loads, imbalance, throughput vs hash",
+    },
+    "s3tm.bench.cli": {"bench": "benchmarks: print measured figures, write CSV/PNG"},
+    "s3tm.experiments.cli": {"experiment": "the paper's experiments: table, CSV and PNG"},
+    # The CLI is the one place the layers meet: the Spark jobs add their commands here.
+    "s3tm.cli.jobs": {},  # filled from s3tm.cli.jobs.JOBS (a light module)
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from s3tm.bench import cli as bench_cli
-    from s3tm.cli import airflow, commands, demo, maintain, produce, sql
-    from s3tm.experiments import cli as experiment_cli
+def _groups() -> dict[str, dict[str, str]]:
+    from s3tm.cli.jobs import JOBS
 
-    parser = argparse.ArgumentParser(prog="s3tm", description=__doc__)
+    groups = dict(COMMAND_GROUPS)
+    groups["s3tm.cli.jobs"] = {name: f"[spark] {text}" for name, (_, _, text) in JOBS.items()}
+    return groups
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs (its first word that is not an option), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``s3tm`` parser; with ``command``, only that command's group is loaded in full."""
+    parser = argparse.ArgumentParser(prog="s3tm", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings only")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo.register(sub)
-    airflow.register(sub)
-    maintain.register(sub)
-    produce.register(sub)
-    sql.register(sub)
-    commands.register(sub)
-    bench_cli.register(sub)
-    experiment_cli.register(sub)
-    # The CLI is the one place the layers meet: the Spark jobs add their commands here.
-    from s3tm.cli import jobs as spark_cli
-
-    spark_cli.register(sub)
+    groups = _groups()
+    known = {name for commands in groups.values() for name in commands}
+    for module_name, commands in groups.items():
+        if command is None or command in commands or command not in known:
+            module = importlib.import_module(module_name)
+            if module_name == "s3tm.cli.jobs":
+                module.register(sub, only=command if command in commands else None)
+            else:
+                module.register(sub)
+        else:
+            for name, text in commands.items():
+                sub.add_parser(name, help=text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code (2 for a usage or input error)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(arguments))
+    args = parser.parse_args(arguments)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(
         level=level,

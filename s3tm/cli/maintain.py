@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
+from s3tm.cli.text import plain
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from spark_jobs.lake.maintenance import COMPACTED_TABLES, MaintenancePolicy
@@ -14,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "maintain",
         help="compact, apply retention, checkpoint and vacuum the Delta tables",
-        description=__doc__,
+        description=plain(__doc__),
     )
     p.add_argument("--lakehouse", default=None, help="lakehouse root (default: ./lakehouse)")
     p.add_argument(

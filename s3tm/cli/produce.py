@@ -7,12 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from s3tm.cli.text import plain
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("produce", help="replay a corpus into Kafka", description=__doc__)
+    p = sub.add_parser("produce", help="replay a corpus into Kafka", description=plain(__doc__))
     p.add_argument("--corpus", type=Path, required=True, help="JSON-lines file (.gz or plain)")
     p.add_argument("--bootstrap", default="localhost:9092", help="Kafka bootstrap servers")
-    p.add_argument("--topic", default="posts")
+    p.add_argument("--topic", default="posts", help="Kafka topic to write the posts to")
     p.add_argument("--rate", type=float, default=0.0, help="posts per second (0: as fast as)")
     p.add_argument("--loop", type=int, default=1, help="times to replay the file (0: forever)")
     p.add_argument(

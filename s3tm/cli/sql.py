@@ -32,6 +32,8 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
+from s3tm.cli.text import plain
+
 FORMATS = ("table", "csv", "json")
 
 
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "sql",
         help="SQL over the lakehouse's Delta tables (time travel with --as-of)",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("query", nargs="?", help="one SQL statement (none: an interactive prompt)")
@@ -65,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "sql-server",
         help="[spark] a SQL endpoint (Spark Connect) over the lakehouse's tables",
-        description=server.__doc__,
+        description=plain(server.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_arguments(p)

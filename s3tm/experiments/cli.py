@@ -45,9 +45,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             help="learning-corpus sizes (corpus-size, learning-time)",
         )
         p.add_argument("--repeats", type=int, default=3, help="replay timing: best of")
-        p.add_argument("--lda-iterations", type=int, default=5)
-        p.add_argument("--seed", type=int, default=7)
-        p.add_argument("--out", default="docs/experiments")
+        p.add_argument(
+            "--lda-iterations",
+            type=int,
+            default=5,
+            help="LDA iterations of the topic-based subscriptions",
+        )
+        p.add_argument(
+            "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
+        )
+        p.add_argument(
+            "--out", default="docs/experiments", help="directory for the CSV and the PNG"
+        )
         p.set_defaults(handler=_run, experiment_name=name)
     _register_shedding(kinds)
     _register_drift(kinds)
@@ -97,12 +106,24 @@ def _add_window_arguments(
     p.add_argument("--min-posts", type=int, default=2000, help="skip sparser windows")
     p.add_argument("--windows", type=int, default=12, help="at most this many windows")
     p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
-    p.add_argument("--workload", choices=("topic", "tweet"), default=workload)
+    p.add_argument(
+        "--workload",
+        choices=("topic", "tweet"),
+        default=workload,
+        help="tweet-based or topic-based subscriptions",
+    )
     p.add_argument("--subscriptions", type=int, default=10_000, help=subscriptions_help)
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
-    p.add_argument("--lda-iterations", type=int, default=5)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="docs/experiments")
+    p.add_argument(
+        "--lda-iterations",
+        type=int,
+        default=5,
+        help="LDA iterations of the topic-based subscriptions",
+    )
+    p.add_argument(
+        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
+    )
+    p.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
 
 
 def _timed_corpus(args: argparse.Namespace) -> Path:
@@ -156,7 +177,11 @@ def _register_drift(kinds: argparse._SubParsersAction) -> None:  # type: ignore[
         "drift", help="Fig. 7i-l: a mapping learned on window 0, evaluated on later windows"
     )
     _add_window_arguments(p, workload="topic", subscriptions_help="new ones per window")
-    p.add_argument("--algorithms", default="hash,gFCL,salb,salb+split")
+    p.add_argument(
+        "--algorithms",
+        default="hash,gFCL,salb,salb+split",
+        help="comma-separated learners to compare",
+    )
     p.set_defaults(handler=_run_drift, experiment_name="drift")
 
 
@@ -191,7 +216,7 @@ def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: igno
     )
     p.add_argument("--corpus", help="corpus file (default: ../shared/data tweets)")
     p.add_argument("--nodes", default="16,64", help="comma-separated N values")
-    p.add_argument("--subscriptions", type=int, default=100_000)
+    p.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions registered")
     p.add_argument("--workloads", default="tweet,topic", help="tweet,topic")
     p.add_argument(
         "--caps",
@@ -199,21 +224,35 @@ def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: igno
         help="spread caps m (fractional: the last matcher with that probability)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
-    p.add_argument("--lda-iterations", type=int, default=5)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="docs/experiments")
+    p.add_argument(
+        "--lda-iterations",
+        type=int,
+        default=5,
+        help="LDA iterations of the topic-based subscriptions",
+    )
+    p.add_argument(
+        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
+    )
+    p.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
     p.set_defaults(handler=_run_shedding, experiment_name="shedding")
     c = kinds.add_parser(
         "shedding-control", help="Fig. 8b: the shedding level under input steps (simulated)"
     )
     c.add_argument("--corpus", help="corpus file (default: ../shared/data tweets)")
     c.add_argument("--nodes", default="16", help="N")
-    c.add_argument("--subscriptions", type=int, default=100_000)
+    c.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions registered")
     c.add_argument("--buffer-seconds", type=float, default=2.0, help="b, in seconds of capacity")
     c.add_argument("--duration", type=float, default=2000.0, help="simulated seconds")
-    c.add_argument("--lda-iterations", type=int, default=5)
-    c.add_argument("--seed", type=int, default=7)
-    c.add_argument("--out", default="docs/experiments")
+    c.add_argument(
+        "--lda-iterations",
+        type=int,
+        default=5,
+        help="LDA iterations of the topic-based subscriptions",
+    )
+    c.add_argument(
+        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
+    )
+    c.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
     c.set_defaults(handler=_run_shedding, experiment_name="shedding-control")
 
 

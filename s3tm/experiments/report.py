@@ -7,7 +7,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core.errors import S3TMError
 from core.formatting import format_table
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the file-only Agg backend. matplotlib is the ``bench`` extra
+    (the platform itself draws nothing): a clear error says how to get it."""
+    try:
+        import matplotlib
+    except ImportError as err:
+        raise S3TMError(
+            "figures need matplotlib, the `bench` extra: pip install 's3tm[bench]' "
+            "(`make setup` installs it)"
+        ) from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -36,10 +53,7 @@ def plot_panels(
     log_y: Sequence[str] = (),
 ) -> None:
     """One row of panels per value of ``split_by``, one line per ``group_by`` value."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     splits = list(dict.fromkeys(str(r[split_by]) for r in rows))
     groups = list(dict.fromkeys(str(r[group_by]) for r in rows))

@@ -30,6 +30,21 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
+def cron_schedule(expression: str) -> Any:
+    """The project DAGs' timetable: ``expression`` in UTC, whose first scheduled run is the
+    next slot, never the one just missed. Starting Airflow or unpausing a DAG thus fires
+    nothing at once; every DAG's work is cumulative (ingest takes all new files, the monitor
+    reads the last hours, the remap its window), so the next slot loses nothing.
+
+    Airflow honours ``run_immediately`` only for a DAG without ``start_date`` (so the DAGs
+    have none), and ``False`` there still runs a slot missed by under a tenth of the period;
+    a zero timedelta never does.
+    """
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    return CronTriggerTimetable(expression, timezone="UTC", run_immediately=timedelta(0))
+
+
 def application_path(job: str) -> str:
     """Where spark-submit finds ``spark_jobs/jobs/<job>.py``: this file system's path, or
     with ``S3TM_SPARK_APPLICATION_SCHEME=local`` a ``local://`` URI, the form Kubernetes

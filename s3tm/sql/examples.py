@@ -51,7 +51,8 @@ FULL OUTER JOIN
      (SELECT word, array_sort(array_agg(matcher_id)) AS matchers
       FROM routing.mappings WHERE routing_version = {PUBLISHED} GROUP BY word) AS new
   ON old.word = new.word
-WHERE old.matchers IS NULL OR new.matchers IS NULL OR old.matchers <> new.matchers
+WHERE {PREVIOUS} IS NOT NULL  -- one published version only: nothing moved
+  AND (old.matchers IS NULL OR new.matchers IS NULL OR old.matchers <> new.matchers)
 ORDER BY word
 """,
     ),

@@ -200,7 +200,12 @@ class EvaluateConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
     parser.add_argument("--day", type=dt.date.fromisoformat, help="held-out day")
-    parser.add_argument("--seed", type=int, default=EvaluateConfig.seed)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=EvaluateConfig.seed,
+        help="seed of the split-word version choice",
+    )
 
 
 def run(config: EvaluateConfig, lakehouse: Lakehouse) -> int:

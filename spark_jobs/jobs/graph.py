@@ -109,7 +109,7 @@ def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
             transform(silver), name, mode="overwrite", replace_where={"day": days}
         )
         summary[name] = {"rows": result.rows, "version": result.version}
-        log.info("%s: %d rows for %d days", name, result.rows, len(days))
+        log.info("%s: %s rows for %d days", name, result.rows, len(days))
     print(json.dumps(summary))
     return 0
 

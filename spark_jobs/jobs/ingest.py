@@ -294,7 +294,7 @@ def run(config: IngestConfig, lakehouse: Lakehouse) -> int:
         "bronze_version": b.version,
         "skipped": b.skipped and q.skipped,
     }
-    if q.rows:
+    if q.rows != 0:  # some, or not counted (delta-spark)
         reasons = quarantine.groupBy("reason").count().collect()
         summary["quarantine_reasons"] = {r.reason: r["count"] for r in reasons}
     print(json.dumps(summary))

@@ -142,7 +142,7 @@ def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:
     q = lakehouse.write(empty, "silver.posts_quarantine", app_id=APP_ID, batch_id=bronze_version)
     s = lakehouse.write(silver, "silver.posts", app_id=APP_ID, batch_id=bronze_version)
     log.info(
-        "normalised bronze v%d: %d silver rows, %d quarantined", bronze_version, s.rows, q.rows
+        "normalised bronze v%d: %s silver rows, %s quarantined", bronze_version, s.rows, q.rows
     )
     print(
         json.dumps(

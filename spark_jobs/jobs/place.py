@@ -160,7 +160,12 @@ class PlaceConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
     parser.add_argument("--unit-cost", action="store_true", help="f(x) = x, no fitting")
-    parser.add_argument("--seed", type=int, default=PlaceConfig.seed)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=PlaceConfig.seed,
+        help="seed of the placement's tie-breaking and sampling",
+    )
 
 
 def run(config: PlaceConfig, lakehouse: Lakehouse) -> int:

@@ -114,6 +114,10 @@ def _publish(
     return {"published": chosen, "changed": True, "retired": current}
 
 
+# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
+READ_ONLY_ACTIONS = frozenset({"list"})
+
+
 @dataclass(frozen=True)
 class RoutingCommand:
     """action: list | validate | publish | rollback; version: the version it acts on (None:
@@ -132,13 +136,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(common, nested=True)
     sub.add_parser("list", parents=[common], help="versions, status and headline metrics")
     p = sub.add_parser("validate", parents=[common], help="structural validation of a version")
-    p.add_argument("--version", type=int)
+    p.add_argument("--version", type=int, help="routing version (default: the latest candidate)")
     p = sub.add_parser("publish", parents=[common], help="publish a validated version")
-    p.add_argument("--version", type=int)
+    p.add_argument("--version", type=int, help="routing version (default: the latest candidate)")
     p.add_argument("--margin", type=float, help="required gain over the published version")
-    p.add_argument("--skip-validation", action="store_true")
+    p.add_argument(
+        "--skip-validation",
+        action="store_true",
+        help="publish without the expectation suites (tests, emergencies)",
+    )
     p = sub.add_parser("rollback", parents=[common], help="publish an older version again")
-    p.add_argument("version", type=int)
+    p.add_argument("version", type=int, help="the older routing version to publish again")
 
 
 def render_versions(lakehouse: Lakehouse) -> str:

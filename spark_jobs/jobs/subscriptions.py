@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from core.errors import InputDataError
-from core.subscriptions.workloads import sample_topic_word_sets
 from spark_jobs.common import add_common_arguments, job_main, log
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
@@ -68,6 +67,10 @@ def lda_topics(
     ]
 
 
+# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
+READ_ONLY_ACTIONS = frozenset({"list"})
+
+
 @dataclass(frozen=True)
 class SubscriptionsCommand:
     """action: add | cancel | load | generate-topics | list, with that action's options
@@ -97,14 +100,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="register subscriptions: comma-separated phrases, each one subscription",
     )
     p.add_argument("phrase", help='e.g. "white house, obama" (two subscriptions, ORed)')
-    p.add_argument("--subscriber", "--owner", dest="subscriber", required=True)
+    p.add_argument(
+        "--subscriber",
+        "--owner",
+        dest="subscriber",
+        required=True,
+        help="who the subscriptions belong to (deliveries go to them)",
+    )
     p = sub.add_parser("cancel", parents=[common], help="cancel subscriptions by id")
-    p.add_argument("sub_ids", type=int, nargs="+")
+    p.add_argument("sub_ids", type=int, nargs="+", help="subscription ids to cancel")
     p = sub.add_parser(
         "load", parents=[common], help="register one subscription per line of a file"
     )
-    p.add_argument("file")
-    p.add_argument("--subscriber", "--owner", dest="subscriber", required=True)
+    p.add_argument("file", help="text file: one subscription per line (# comments skipped)")
+    p.add_argument(
+        "--subscriber",
+        "--owner",
+        dest="subscriber",
+        required=True,
+        help="who the subscriptions belong to (deliveries go to them)",
+    )
     p = sub.add_parser(
         "generate-topics", parents=[common], help="topic-based subscriptions from silver (LDA)"
     )
@@ -143,6 +158,9 @@ def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
         loaded = add_subscriptions(lakehouse, phrases, command.subscriber)
         print(json.dumps({"added": len(loaded), "first": loaded[0] if loaded else None}))
     elif command.action == "generate-topics":
+        # the workload generator (numba kernels) only for this action: `list` stays light
+        from core.subscriptions.workloads import sample_topic_word_sets
+
         topics = lda_topics(
             lakehouse.read("silver.posts"),
             n_topics=command.topics,

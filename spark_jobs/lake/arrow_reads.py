@@ -26,7 +26,7 @@ def read_arrow(store: DeltaStore, name: str, version: int | None = None) -> pa.T
     file-system handler, whose Rust runtime and Arrow's I/O threads are torn down in
     the wrong order at interpreter exit, so about one process in ten aborted with
     ``terminate called without an active exception`` after finishing its work
-    (delta-rs issue 2184; tests/spark_jobs/lake/test_clean_exit.py).
+    (delta-rs issue 2184; tests/s3tm/test_clean_exit.py).
     """
     import pyarrow.dataset as pads
 

@@ -200,7 +200,7 @@ class Lakehouse(DeltaStore):
         if app_id is not None:
             writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
         writer.save(storage.spark_uri(self.path(spec.name)))
-        return WriteResult(spec.name, self.version(spec.name), -1, -1)
+        return WriteResult(spec.name, self.version(spec.name), None, None)
 
     def _write_rs(
         self,

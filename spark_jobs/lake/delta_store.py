@@ -211,7 +211,7 @@ class DeltaStore:
                 commit_properties=commit,
                 storage_options=self.storage_options,
             )
-        return WriteResult(name, self.version(name), -1, conformed.num_rows)
+        return WriteResult(name, self.version(name), None, conformed.num_rows)
 
     def already_committed(self, name: str, app_id: str | None, batch_id: int | None) -> bool:
         """Whether ``batch_id`` of ``app_id`` is at or below the table's last committed one."""

@@ -29,12 +29,12 @@ WRITE_DIR_KEY = "s3tm_write"
 @dataclass(frozen=True)
 class WriteResult:
     """What a write did: the table version it produced (or found), files and rows added
-    (-1: not counted, as when Spark wrote through delta-spark)."""
+    (None: not counted, as when Spark wrote through delta-spark)."""
 
     table: str
     version: int | None
-    files: int
-    rows: int
+    files: int | None
+    rows: int | None
     skipped: bool = False
 
 

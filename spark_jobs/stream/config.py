@@ -104,9 +104,14 @@ class StreamCommand:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.common import add_common_arguments
+
     defaults = StreamConfig
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    run_p = sub.add_parser("run", help="run the streaming matcher")
+    # --lakehouse and --master after the action too, as every command group takes them
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_arguments(common, nested=True)
+    run_p = sub.add_parser("run", parents=[common], help="run the streaming matcher")
     run_p.add_argument(
         "--source",
         choices=("files", "kafka"),
@@ -198,7 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="report a word when its share per version exceeds the split threshold "
         "1/(2N) by more than this fraction",
     )
-    status_p = sub.add_parser("status", help="the last committed micro-batches")
+    status_p = sub.add_parser("status", parents=[common], help="the last committed micro-batches")
     status_p.add_argument(
         "--last", type=int, default=StreamCommand.last, help="how many batches to show"
     )

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "main", "run"]
 
 
+# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
+READ_ONLY_ACTIONS = frozenset({"status"})
+
+
 def run(command: StreamCommand, lakehouse: Lakehouse) -> int:
     if command.action == "status":
         print_status(lakehouse, command.last)

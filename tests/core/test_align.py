@@ -16,7 +16,7 @@ from core.learn import align_to_published, learn_mapping
 from core.learn.align import align_matchers
 from core.placement.lasp import moved_subscriptions, place_subscriptions
 from core.routing import route_corpus, routing_metrics
-from tests.core.test_salb2 import planted_communities
+from tests.core.references import planted_communities
 
 
 @st.composite

@@ -15,8 +15,7 @@ from core.learn import build_problem, learn_mapping, remap_incremental
 from core.learn.incremental import learn_incremental, project_table
 from core.learn.salb2 import MIN_RESTREAM_FREQUENCY
 from core.routing import route_corpus, routing_metrics
-from tests.core.test_salb import direct_loads
-from tests.core.test_salb2 import planted_communities, token_sets
+from tests.core.references import direct_loads, planted_communities, token_sets
 
 
 @st.composite

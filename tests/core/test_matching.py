@@ -11,34 +11,18 @@ from core.errors import InvalidArgumentError
 from core.matching.counting import CountingMatcher
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
+from tests.core.references import brute_force, csr_of_sets
 
 word_sets = st.lists(st.sets(st.integers(0, 14), min_size=1, max_size=5), min_size=1, max_size=40)
 post_sets = st.lists(st.sets(st.integers(0, 20), max_size=9), min_size=1, max_size=30)
-
-
-def _csr(sets: list[set[int]], shuffle: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    indptr = np.zeros(len(sets) + 1, dtype=np.int64)
-    words: list[int] = []
-    for i, s in enumerate(sets):
-        row = sorted(s)
-        if shuffle:
-            row = rng.permutation(row).tolist() if row else []
-        words.extend(row)
-        indptr[i + 1] = len(words)
-    return indptr, np.array(words, dtype=np.int32)
-
-
-def brute_force(subs: dict[int, set[int]], posts: list[set[int]]) -> list[set[int]]:
-    return [{sid for sid, words in subs.items() if words <= post} for post in posts]
 
 
 @settings(max_examples=150, deadline=None)
 @given(word_sets, post_sets)
 def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[set[int]]) -> None:
     ids = np.arange(100, 100 + len(subs), dtype=np.int64)
-    s_ptr, s_words = _csr(subs)
-    p_ptr, p_words = _csr(posts, shuffle=True)  # post order must not matter
+    s_ptr, s_words = csr_of_sets(subs)
+    p_ptr, p_words = csr_of_sets(posts, shuffle=True)  # post order must not matter
     word_map = np.arange(21, dtype=np.int32)
     expected = brute_force({int(i): s for i, s in zip(ids, subs, strict=True)}, posts)
     trie = TrieMatcher(capacity=4)  # tiny capacity: exercises growth
@@ -66,7 +50,7 @@ def test_trie_stays_exact_under_deletes_and_reinserts(
             del live[victim]
         if data.draw(st.booleans()):
             trie.compact()  # renumbering must not change any answer
-    p_ptr, p_words = _csr(posts)
+    p_ptr, p_words = csr_of_sets(posts)
     assert trie.match(p_ptr, p_words).as_sets() == brute_force(live, posts)
     assert trie.n_subscriptions == len(live)
     for sid in list(live):
@@ -154,11 +138,11 @@ def test_large_bulk_load_compacts_and_stays_exact() -> None:
         set(rng.choice(300, size=rng.integers(0, 12), replace=False).tolist()) for _ in range(400)
     ]
     trie = TrieMatcher(capacity=8)
-    s_ptr, s_words = _csr(subs)
+    s_ptr, s_words = csr_of_sets(subs)
     trie.insert_many(np.arange(3000), s_ptr, s_words)  # triggers compaction
     for sid in range(0, 3000, 3):
         trie.delete(sid)
-    p_ptr, p_words = _csr(posts)
+    p_ptr, p_words = csr_of_sets(posts)
     expected = brute_force({i: s for i, s in enumerate(subs) if i % 3}, posts)
     assert trie.match(p_ptr, p_words).as_sets() == expected
     trie.compact()

@@ -11,7 +11,7 @@ from core.errors import InvalidArgumentError
 from core.matching import predicate
 from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
-from tests.core.test_matching import _csr, brute_force
+from tests.core.references import brute_force, csr_of_sets
 
 # few words: many shared access words and duplicate sets; many words: signature collisions
 few_words = st.lists(st.sets(st.integers(0, 14), min_size=1, max_size=5), min_size=1, max_size=40)
@@ -22,8 +22,8 @@ posts_many = st.lists(st.sets(st.integers(0, 320), max_size=40), min_size=1, max
 
 def _check(subs: list[set[int]], posts: list[set[int]], vocabulary: int) -> None:
     ids = np.arange(7, 7 + len(subs), dtype=np.int64)[::-1].copy()  # ids unrelated to order
-    s_ptr, s_words = _csr(subs)
-    p_ptr, p_words = _csr(posts, shuffle=True)  # post word order must not matter
+    s_ptr, s_words = csr_of_sets(subs)
+    p_ptr, p_words = csr_of_sets(posts, shuffle=True)  # post word order must not matter
     word_map = np.arange(vocabulary, dtype=np.int32)
     expected = brute_force({int(i): s for i, s in zip(ids, subs, strict=True)}, posts)
     matcher = AccessPredicateMatcher(ids, s_ptr, s_words)
@@ -79,8 +79,8 @@ def test_agrees_with_the_trie_on_a_skewed_corpus() -> None:
 
     subs, posts = sets(5000, 1, 5), sets(3000, 3, 25)
     ids = np.arange(len(subs), dtype=np.int64)
-    s_ptr, s_words = _csr(subs)
-    p_ptr, p_words = _csr(posts)
+    s_ptr, s_words = csr_of_sets(subs)
+    p_ptr, p_words = csr_of_sets(posts)
     trie = TrieMatcher()
     trie.insert_many(ids, s_ptr, s_words)
     expected = trie.match(p_ptr, p_words).as_sets()

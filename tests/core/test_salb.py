@@ -12,15 +12,7 @@ from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping, learn_salb
 from core.learn.salb import salb_order
 from core.routing import route_corpus, routing_metrics
-
-
-def direct_loads(posts: list[set[int]], mapping: dict[int, int], n: int) -> np.ndarray:
-    """L(i, M) by routing every post from scratch: a post counts once per matcher."""
-    loads = np.zeros(n, dtype=np.int64)
-    for post in posts:
-        for m in {mapping[t] for t in post if t in mapping}:
-            loads[m] += 1
-    return loads
+from tests.core.references import direct_loads
 
 
 def direct_utility(loads: np.ndarray, n_posts: int) -> float:

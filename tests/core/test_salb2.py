@@ -16,14 +16,7 @@ from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping, learn_salb
 from core.learn.salb2 import learn_salb2, refinement_passes, slack_schedule
 from core.routing import route_corpus, routing_metrics
-from tests.core.test_salb import direct_loads
-
-
-def token_sets(problem) -> list[set[int]]:
-    return [
-        set(problem.post_tokens[problem.post_indptr[p] : problem.post_indptr[p + 1]].tolist())
-        for p in range(problem.n_posts)
-    ]
+from tests.core.references import direct_loads, planted_communities, token_sets
 
 
 def weighted_loads(posts, mapping, n, weight) -> np.ndarray:
@@ -145,20 +138,6 @@ def test_kernel_equals_slow_restreaming(case: tuple) -> None:
     )
     assert result.weighted_loads.max() <= salb_loads.max()
     assert refined_loads.max() <= max([*capacities, float(salb_loads.max())])
-
-
-def planted_communities(n_groups: int, words_per_group: int, posts: int, seed: int):
-    """Posts of 2..5 words drawn from one of ``n_groups`` disjoint word groups (Zipf-ish)."""
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, words_per_group + 1)
-    weights /= weights.sum()
-    lists = []
-    for _ in range(posts):
-        group = rng.integers(n_groups)
-        size = rng.integers(2, 6)
-        words = rng.choice(words_per_group, size=size, replace=False, p=weights)
-        lists.append([f"g{group}w{w}" for w in words])
-    return corpus_from_word_lists(lists)
 
 
 def test_salb2_lowers_the_spread_where_salb_scatters_communities() -> None:

@@ -15,13 +15,15 @@ def embedded_env(home: Path, base: dict[str, str] | None = None, **extra: str) -
     """The demo's embedded-default environment, with local[2], no retries, small driver."""
     from s3tm.orchestration.airflow_demo import airflow_env
 
-    env = airflow_env(
-        home,
-        extra.pop("S3TM_LAKEHOUSE", str(home / "lakehouse")),
-        extra.pop("S3TM_LANDING", str(home / "landing")),
+    env = {k: v for k, v in (base or {}).items() if not k.startswith("AIRFLOW")}
+    # the demo's settings win (PATH with this virtualenv's spark-submit first, ...)
+    env.update(
+        airflow_env(
+            home,
+            extra.pop("S3TM_LAKEHOUSE", str(home / "lakehouse")),
+            extra.pop("S3TM_LANDING", str(home / "landing")),
+        )
     )
-    if base:
-        env.update({k: v for k, v in base.items() if not k.startswith("AIRFLOW")})
     conn = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     conn["host"] = "local[2]"
     env.update(

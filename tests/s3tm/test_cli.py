@@ -217,3 +217,91 @@ def test_bench_normalise_checks_exactness_and_writes_its_figures(tmp_path, capsy
     assert all(int(r["texts"]) == len(texts) and float(r["posts/s"]) > 0 for r in rows)
     assert "x reference" in capsys.readouterr().out
     assert main(["bench", "normalise", "--corpus", str(tmp_path / "none.jsonl")]) != 0
+
+
+def test_read_only_commands_answer_without_a_jvm(tmp_path: Path) -> None:
+    """``routing list``, ``subscribe list`` and ``stream status`` read the driver-side tables
+    through delta-rs: they succeed with no Java at all, and take ``--lakehouse`` after the
+    action as every command group does."""
+    import os
+
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.subscription_store import add_subscriptions
+    from tests.s3tm.small_lakehouse import publish_version
+
+    root = tmp_path / "lakehouse"
+    lake = Lakehouse(None, root, engine="rs")
+    publish_version(lake, 1, 4)
+    add_subscriptions(lake, ["white house", "vote"], "alice")
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": os.defpath}
+    outputs = {}
+    for argv in (["routing", "list"], ["subscribe", "list"], ["stream", "status"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "s3tm.cli.main", *argv, "--lakehouse", str(root)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "finished in" not in done.stderr  # no job log: nothing was started
+        outputs[argv[0]] = done.stdout
+    assert "published" in outputs["routing"] and "salb" in outputs["routing"]
+    assert outputs["subscribe"].splitlines() == ["1\talice\thous white", "2\talice\tvote"]
+
+
+def _parsers(parser, path: str = "s3tm"):
+    """Every parser of the command line (the commands' and their actions'), by path."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_option_has_plain_help() -> None:
+    """Each option and argument of every command says what it is, and --help shows no
+    reStructuredText (the module docstrings' double backquotes and roles)."""
+    import argparse
+
+    from s3tm.cli.main import build_parser
+
+    undocumented, markup = [], []
+    for path, parser in _parsers(build_parser()):
+        if parser.description and ("``" in parser.description or ":func:" in parser.description):
+            markup.append(path)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
+                continue
+            name = "/".join(action.option_strings) or action.dest
+            if not action.help or action.help == argparse.SUPPRESS:
+                undocumented.append(f"{path} {name}")
+            elif "``" in action.help:
+                markup.append(f"{path} {name}")
+    assert len(list(_parsers(build_parser()))) > 40  # the walk reaches the nested commands
+    assert undocumented == []
+    assert markup == []
+
+
+def test_the_lazy_command_registry_matches_what_the_groups_register() -> None:
+    """``s3tm`` loads only the group of the command it runs; the names and help of the
+    others come from ``COMMAND_GROUPS``, which must say what the groups register."""
+    import argparse
+    import importlib
+
+    from s3tm.cli.main import _groups, build_parser
+
+    for module_name, commands in _groups().items():
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(module_name).register(sub)
+        assert {a.dest: a.help for a in sub._choices_actions} == commands, module_name
+    # a command's own parser is the full one; the others are placeholders
+    lazy = build_parser("routing")
+    full = build_parser()
+    names = lambda p: [  # noqa: E731
+        a.dest for a in p._subparsers._group_actions[0]._choices_actions
+    ]
+    assert names(lazy) == names(full)
