@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TypedDict
 
+from core.learn.remap_params import RemapChoice
+
 
 class CandidateRow(TypedDict):
     """A ``routing.versions`` row before its version number is allocated; ``params``,
@@ -39,6 +41,18 @@ class VersionChanges(TypedDict, total=False):
     status: str
     published_at: dt.datetime | None
     retired_at: dt.datetime | None
+
+
+class VersionParams(RemapChoice, total=False):
+    """The JSON of ``routing.versions.params``: how the version was learned (the learn
+    job's options and, from :class:`RemapChoice`, which remap ran and why)."""
+
+    label: str
+    split: bool
+    seed: int
+    holdout_fraction: float
+    hot_words: int
+    live_hot_words: dict[str, int]
 
 
 class SubscriptionRow(TypedDict):

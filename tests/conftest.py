@@ -95,6 +95,17 @@ def lakehouse(spark: object, tmp_path: Path):
 
 
 @pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium for the browser tests; skips with a message when absent."""
+    import shutil
+
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("Chromium is absent (Debian package 'chromium'; .ci/run installs it)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def real_corpus() -> Path:
     """The real tweets of ../shared/data; skips with a message when absent."""
     path = real_corpus_path()

@@ -138,3 +138,22 @@ def test_matplotlib_is_the_bench_extra_only() -> None:
             if any(n.split(".")[0] == "matplotlib" for n in names):
                 importers.append(relative)
     assert importers == []
+
+
+def test_core_learn_exports_load_lazily_and_all_of_them() -> None:
+    """``core.learn`` names its exports once (``__all__``) and loads each on first use, so
+    light modules of the package (``remap_params``) do not import the learners."""
+    import subprocess
+    import sys
+
+    import core.learn
+
+    assert sorted(core.learn.__all__) == sorted(core.learn._MODULE_OF)
+    for name in core.learn.__all__:
+        assert getattr(core.learn, name) is not None
+    code = (
+        "import sys, core.learn.remap_params, schemas.rows\n"
+        "print(sorted(m for m in ('scipy', 'core.learn.api', 'numba') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

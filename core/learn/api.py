@@ -25,7 +25,7 @@ from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
 from core.placement.lasp import place_subscriptions
 from core.replay import matcher_work
 from core.routing.hashing import hash_matchers
-from core.routing.table import RoutingTable
+from core.routing.table import LearnerManifest, RoutingTable
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def learn_mapping(
         seed=seed,
         min_parts=min_parts,
     )
-    refinement: dict[str, object] = {}
+    refinement: LearnerManifest = {}
     if algorithm == "salb":
         token_matcher = learn_salb(problem, int(n_matchers)).token_matcher
     elif algorithm == "salb2":
@@ -187,7 +187,7 @@ def _weighing(
     subscriptions: Corpus | None,
     corpus: Corpus,
     frequencies: np.ndarray | None,
-    manifest: dict[str, object],
+    manifest: LearnerManifest,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``salb2``'s token weights from the subscriptions' matches on ``corpus`` (None: no
     subscriptions), and the subscription counts they came from (``frequencies`` when
@@ -330,7 +330,7 @@ def remap_incremental(
         count=len(problem.vocabulary),
     )
     budget = math.floor(max_moved_fraction * n_subscriptions)
-    weighing: dict[str, object] = {}
+    weighing: LearnerManifest = {}
     token_weight, frequencies = _weighing(problem, subscriptions, corpus, frequencies, weighing)
     result = learn_incremental(
         problem,
@@ -376,13 +376,13 @@ def _learned(
     n_matchers: int,
     seconds: float,
     subscribed_words: Collection[str] | None,
-    about: dict[str, object],
+    about: LearnerManifest,
     keep: RoutingTable | None = None,
     frequencies: np.ndarray | None = None,
 ) -> LearnedMapping:
     """The routing table of a token -> matcher decision, with its manifest."""
     hot = 0 if problem.split_plan is None else int(problem.split_plan.hot_words.size)
-    manifest = {
+    manifest: LearnerManifest = {
         **about,
         "corpus_fingerprint": corpus.fingerprint(),
         "training_posts": corpus.n_posts,
@@ -413,7 +413,7 @@ def _routing_table(
     token_matcher: np.ndarray,
     n_matchers: int,
     subscribed_words: Collection[str] | None,
-    manifest: dict[str, object],
+    manifest: LearnerManifest,
     keep: RoutingTable | None = None,
 ) -> RoutingTable:
     """The table of a token -> matcher decision. Subscribed words no training post holds

@@ -13,6 +13,7 @@ from collections import Counter
 
 from core.corpus.arrays import Corpus
 from core.learn.api import LearnedMapping, gain_of_full_remap, remap_incremental
+from core.learn.remap_params import RemapChoice
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
@@ -35,7 +36,7 @@ def incremental_or_full(
     full_remap_gain: float,
     seed: int,
     min_parts: dict[str, int],
-) -> tuple[LearnedMapping, RoutingMetrics, dict[str, object]]:
+) -> tuple[LearnedMapping, RoutingMetrics, RemapChoice]:
     """The incremental remap of the published version, unless the full one (already
     learned, with its training metrics) must win: nothing published, N changed, or it
     gains more than allowed on ``judge``, the window's held-out posts (the training posts
@@ -69,11 +70,11 @@ def incremental_or_full(
         judged = routing_metrics(route_corpus(refined.table, judge, seed=seed)).throughput
     gain = gain_of_full_remap(full_judged, judged)
     manifest = refined.table.manifest
-    about = {
+    about: RemapChoice = {
         "from_version": published,
-        "moved_tokens": manifest["moved_tokens"],
-        "moved_subscription_words": manifest["moved_subscription_words"],
-        "move_budget": manifest["move_budget"],
+        "moved_tokens": int(manifest["moved_tokens"]),
+        "moved_subscription_words": int(manifest["moved_subscription_words"]),
+        "move_budget": int(manifest["move_budget"]),
         "incremental_training_throughput": round(metrics.throughput, 3),
         "full_training_throughput": round(full_metrics.throughput, 3),
         "remap_judged_on": judged_on,
@@ -85,7 +86,7 @@ def incremental_or_full(
     if gain > full_remap_gain:
         reason = f"a full remap gains {gain:.1%} > {full_remap_gain:.1%} on the {judged_on}"
         log.info("incremental remap of version %d: %s, learning from scratch", published, reason)
-        return full, full_metrics, {"remap": "full", "remap_reason": reason, **about}
+        return full, full_metrics, {**about, "remap": "full", "remap_reason": reason}
     log.info(
         "incremental remap of version %d: %d tokens moved (%d of %d subscription words "
         "allowed), a full remap would gain %.1f%% on the %s",
@@ -97,4 +98,4 @@ def incremental_or_full(
         judged_on,
     )
     reason = f"a full remap gains {gain:.1%} <= {full_remap_gain:.1%} on the {judged_on}"
-    return refined, metrics, {"remap": "incremental", "remap_reason": reason, **about}
+    return refined, metrics, {**about, "remap": "incremental", "remap_reason": reason}

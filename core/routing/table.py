@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,73 @@ MAPPING_SCHEMA = pa.schema(
 )
 
 
+class AlignedIds(TypedDict):
+    """How a full remap's matcher ids were aligned to the published version's: the
+    subscription words kept in place before and after renaming."""
+
+    kept_subscription_words_before: int
+    kept_subscription_words: int
+
+
+class ManifestSource(TypedDict):
+    """The corpus file ``s3tm learn`` read, and how it split it."""
+
+    path: str
+    fingerprint: str
+    posts: int
+    holdout_fraction: float
+    split_seed: int
+    text_column: str
+
+
+class LearnerManifest(TypedDict, total=False):
+    """What a learner records about a routing table (``manifest.json`` beside a saved
+    table; keys by who writes them).
+
+    - every learner (``core.learn.api``): ``algorithm``, ``label``, ``split``, ``seed``, the
+      training corpus (``corpus_fingerprint``, ``training_posts``, ``training_words``),
+      ``mapped_tokens``, ``hot_words``, ``learn_seconds``, ``unseen_subscribed_words``;
+    - salb2: ``matches_per_post`` (subscription weights), ``start_training_work_max`` (each
+      start's judged work), ``refinement_*`` and the ``*_load_max`` figures;
+    - an incremental remap: ``remap``, ``moved_tokens``, ``moved_subscription_words``,
+      ``move_budget``, ``penalty``, ``start_training_load_max``;
+    - a full remap aligned to the published ids: ``aligned_to_published``;
+    - ``s3tm learn``: ``source`` (the corpus file and split) and ``training_metrics``;
+    - :meth:`RoutingTable.save`: ``n_matchers`` and ``subscribed_words`` (a count).
+    """
+
+    algorithm: str
+    label: str
+    split: bool
+    seed: int
+    corpus_fingerprint: str
+    training_posts: int
+    training_words: int
+    mapped_tokens: int
+    hot_words: int
+    learn_seconds: float
+    unseen_subscribed_words: int
+    matches_per_post: float
+    start_training_work_max: dict[str, int]
+    refinement_moves: list[int]
+    refinement_kept: bool
+    refinement_start: str
+    training_load_max: int
+    salb_training_load_max: int
+    training_weighted_load_max: float
+    remap: str
+    moved_tokens: int
+    moved_subscription_words: int
+    move_budget: int
+    penalty: float
+    start_training_load_max: int
+    aligned_to_published: AlignedIds
+    source: ManifestSource
+    training_metrics: dict[str, object]
+    n_matchers: int
+    subscribed_words: int | None
+
+
 @dataclass(frozen=True, eq=False)
 class RoutingTable:
     """Word -> matchers of its versions, with hash fall-back.
@@ -53,7 +120,7 @@ class RoutingTable:
     part_indptr: np.ndarray
     part_matchers: np.ndarray
     subscribed_words: frozenset[str] | None = None
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: LearnerManifest = field(default_factory=lambda: LearnerManifest())
 
     def __post_init__(self) -> None:
         if self.n_matchers < 1:
@@ -108,7 +175,7 @@ class RoutingTable:
         n_matchers: int,
         *,
         subscribed_words: Iterable[str] | None = None,
-        manifest: dict[str, Any] | None = None,
+        manifest: LearnerManifest | None = None,
     ) -> RoutingTable:
         """Build from (word, part, matcher) rows; each word's parts must be 0..k-1.
 
@@ -131,7 +198,7 @@ class RoutingTable:
             part_indptr=indptr if len(frame) else np.zeros(1, dtype=np.int64),
             part_matchers=frame["m"].to_numpy(dtype=np.int32),
             subscribed_words=subscribed,
-            manifest=dict(manifest or {}),
+            manifest=LearnerManifest(**(manifest or {})),
         )
 
     def save(self, directory: str | Path) -> Path:
@@ -148,7 +215,7 @@ class RoutingTable:
             pq.write_table(words, subscribed_path)
         elif subscribed_path.exists():
             subscribed_path.unlink()
-        manifest = {
+        manifest: LearnerManifest = {
             **self.manifest,
             "n_matchers": self.n_matchers,
             "subscribed_words": None
@@ -170,7 +237,7 @@ class RoutingTable:
             if not (source / name).is_file():
                 raise MappingFormatError(f"{source} is not a routing table: {name} missing")
         try:
-            manifest = json.loads((source / MANIFEST_FILE).read_text())
+            manifest: LearnerManifest = json.loads((source / MANIFEST_FILE).read_text())
             n_matchers = int(manifest["n_matchers"])
         except (ValueError, KeyError) as err:
             raise MappingFormatError(f"{source / MANIFEST_FILE}: unreadable manifest") from err

@@ -8,7 +8,6 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from core.learn import ALGORITHMS, SPLITTING_ALGORITHMS, algorithm_label, learn_
 from core.routing.evaluate import Evaluation, evaluate_table
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
-from core.routing.table import RoutingTable
+from core.routing.table import LearnerManifest, RoutingTable
 
 log = logging.getLogger("s3tm")
 
@@ -185,7 +184,7 @@ def run_learn(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     training_metrics = routing_metrics(route_corpus(learned.table, training, seed=args.seed))
-    manifest: dict[str, Any] = {
+    manifest: LearnerManifest = {
         **learned.table.manifest,
         "source": {
             "path": str(Path(args.corpus).resolve()),
@@ -222,9 +221,9 @@ def select_evaluation_posts(
     table: RoutingTable, loaded: LoadedCorpus, mode: str
 ) -> tuple[Corpus, str]:
     """The posts to evaluate on and a description; refuses the training posts."""
-    source = table.manifest.get("source") or {}
-    same_corpus = source.get("fingerprint") == loaded.fingerprint
-    fraction = float(source.get("holdout_fraction") or 0.0)
+    source = table.manifest.get("source")
+    same_corpus = source is not None and source["fingerprint"] == loaded.fingerprint
+    fraction = float(source["holdout_fraction"]) if source is not None else 0.0
     if mode == "all":
         if same_corpus:
             log.warning("evaluating on all posts of the training corpus, training posts included")
@@ -238,6 +237,7 @@ def select_evaluation_posts(
         )
     if not same_corpus:
         log.warning("corpus differs from the training corpus; applying its hold-out split anyway")
+    assert source is not None  # a fraction above 0 comes from the manifest's source
     mask = holdout_mask(loaded.corpus.n_posts, fraction, int(source["split_seed"]))
     held_out = loaded.corpus.select(mask)
     return held_out, (

@@ -11,7 +11,7 @@ from s3tm.orchestration import reports
 from spark_jobs.lake.delta_io import Lakehouse
 
 if TYPE_CHECKING:
-    from schemas.rows import VersionRow
+    from schemas.rows import VersionParams, VersionRow
 
 
 class ValidationFailed(S3TMError):
@@ -91,7 +91,7 @@ def remap_lines(latest: VersionRow | None, metrics: dict[str, Any]) -> list[str]
     many subscriptions its placement moved."""
     if latest is None:
         return ["- no routing version yet"]
-    params = json.loads(latest["params"] or "{}")
+    params: VersionParams = json.loads(latest["params"] or "{}")
     placement = metrics.get("placement", {})
     lines = [
         f"- version {latest['routing_version']}: {params.get('remap', 'full')} remap "

@@ -50,12 +50,14 @@ from core.learn import (
     learn_mapping,
 )
 from core.learn.api import DEFAULT_FULL_REMAP_GAIN
+from core.learn.remap_params import RemapChoice
 from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
+from schemas.rows import VersionParams
 from spark_jobs.common import job_main, log, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
@@ -339,7 +341,7 @@ def learn_version(
         learned = align_to_published(learned, published[1], word_subscriptions)
     aligned = learned.table.manifest.get("aligned_to_published")
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
-    remap: dict[str, object] = {"remap": "full", "remap_reason": "--no-incremental"}
+    remap: RemapChoice = {"remap": "full", "remap_reason": "--no-incremental"}
     if incremental:
         learned, training, remap = incremental_or_full(
             published,
@@ -356,22 +358,21 @@ def learn_version(
             seed=seed,
             min_parts=min_parts,
         )
-    params = {
+    if aligned is not None and remap["remap"] == "full":
+        # what the renaming of the full remap's matchers kept in place (subscription words)
+        assert published is not None
+        remap["aligned_to_version"] = published[0]
+        remap["aligned_kept_subscription_words"] = int(aligned["kept_subscription_words"])
+        remap["unaligned_kept_subscription_words"] = int(aligned["kept_subscription_words_before"])
+    params: VersionParams = {
+        **remap,
         "split": split,
         "seed": seed,
         "holdout_fraction": holdout_fraction,
         "label": algorithm_label(algorithm, split),
         "hot_words": learned.table.n_split_words,
         "live_hot_words": min_parts,
-        **remap,
     }
-    if aligned is not None and params["remap"] == "full":
-        # what the renaming of the full remap's matchers kept in place (subscription words)
-        assert published is not None
-        remap["aligned_to_version"] = published[0]
-        remap["aligned_kept_subscription_words"] = aligned["kept_subscription_words"]
-        remap["unaligned_kept_subscription_words"] = aligned["kept_subscription_words_before"]
-        params.update(remap)
     inputs = {
         "gold.post_words": edges_version,
         "start": start.isoformat() if start else None,

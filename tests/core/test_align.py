@@ -17,6 +17,7 @@ from core.learn.align import align_matchers
 from core.placement.lasp import moved_subscriptions, place_subscriptions
 from core.routing import route_corpus, routing_metrics
 from tests.core.references import planted_communities
+from tests.hypothesis_tiers import examples
 
 
 @st.composite
@@ -38,7 +39,7 @@ def kept(token_matcher: np.ndarray, origin: np.ndarray, cost: np.ndarray) -> int
     return int(cost[both & (token_matcher == origin)].sum())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(mappings())
 def test_the_renaming_keeps_the_most_any_renaming_can(case: tuple) -> None:
     token_matcher, origin, cost, n = case

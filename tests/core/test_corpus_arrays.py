@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from core.corpus import _kernels, corpus_from_arrays, corpus_from_word_lists, holdout_mask
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
+from tests.hypothesis_tiers import examples
 
 word_lists = st.lists(
     st.lists(st.sampled_from([f"w{i}" for i in range(12)]), max_size=8), min_size=1, max_size=30
@@ -24,7 +25,7 @@ def test_build_from_word_lists_dedupes_and_sorts() -> None:
     assert corpus.post_ids.tolist() == ["p1", "p2", "p3"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(word_lists)
 def test_arrays_match_python_sets(lists: list[list[str]]) -> None:
     corpus = corpus_from_word_lists(lists)
@@ -39,7 +40,7 @@ def test_arrays_match_python_sets(lists: list[list[str]]) -> None:
         assert corpus.word_frequencies[w] == len(expected)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(word_lists, st.data())
 def test_select_keeps_chosen_posts(lists: list[list[str]], data: st.DataObject) -> None:
     corpus = corpus_from_word_lists(lists, post_ids=[str(i) for i in range(len(lists))])
@@ -141,7 +142,7 @@ def test_corpus_from_codes_equals_corpus_from_pairs():
         corpus_from_codes(np.array([0]), np.array([30]), vocabulary, 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.lists(st.integers(0, 40), max_size=60), max_size=20))
 def test_dedupe_sort_rows_equals_sorted_sets(rows: list[list[int]]) -> None:
     # Rows longer than the insertion-sort limit take np.sort: both paths are drawn.

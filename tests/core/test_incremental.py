@@ -16,6 +16,7 @@ from core.learn.incremental import learn_incremental, project_table
 from core.learn.salb2 import MIN_RESTREAM_FREQUENCY
 from core.routing import route_corpus, routing_metrics
 from tests.core.references import direct_loads, planted_communities, token_sets
+from tests.hypothesis_tiers import examples
 
 
 @st.composite
@@ -28,7 +29,7 @@ def cases(draw: st.DrawFn) -> tuple:
     return draw(posts), draw(posts), n, draw(st.integers(0, 40)), draw(st.sampled_from([0.0, 2.0]))
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(cases())
 def test_moves_stay_within_the_budget_and_the_state_stays_exact(case: tuple) -> None:
     old_posts, new_posts, n, budget, penalty = case

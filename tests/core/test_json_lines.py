@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 from core.corpus.json_lines import BLANK_LINE, NO_ID, judge_lines
+from tests.hypothesis_tiers import examples
 from tests.json_lines_strategies import records
 
 
@@ -53,7 +54,7 @@ def _judged(lines: list[bytes | None], require_id: bool) -> list[tuple]:
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     lines=st.lists(st.one_of(records(), st.none()), max_size=30),
     require_id=st.booleans(),
@@ -62,7 +63,7 @@ def test_bulk_verdicts_equal_the_line_by_line_reference(lines, require_id):
     assert _judged(lines, require_id) == [reference(line, require_id) for line in lines]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     ids=st.lists(st.text(min_size=1, max_size=8).filter(str.strip), min_size=1, max_size=40),
     text=st.text(max_size=20),
@@ -107,7 +108,7 @@ def test_a_line_of_several_megabytes_is_judged_like_any_other():
     assert judged[0][2].startswith("oversized text") and judged[1] == ("ok", "hi", None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     good=st.lists(st.sampled_from(["a b", "tweet text", "\u3000x"]), min_size=1, max_size=5),
     field=st.sampled_from(["id", "text", "extra"]),

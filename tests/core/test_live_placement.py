@@ -27,6 +27,7 @@ from core.stream.worker import (
 )
 from core.text import normalize
 from core.text.encoder import WordEncoder
+from tests.hypothesis_tiers import examples
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -50,7 +51,7 @@ word_sets = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(word_sets, st.integers(1, 5))
 def test_live_lasp_in_chunks_equals_one_batch_placement(sets, chunk) -> None:
     table = _table()
@@ -73,7 +74,7 @@ def _direct_unique(live: LivePlacement) -> list[int]:
     return [len(h) for h in held]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(word_sets, st.data())
 def test_unique_words_follow_adds_and_removals(sets, data) -> None:
     live = LivePlacement(_table())
@@ -93,7 +94,7 @@ def _covers_by_enumeration(live: LivePlacement, words: list[int], matchers: set[
     return all(set(choice) & matchers for choice in itertools.product(*options))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(word_sets, st.data())
 def test_covering_equals_enumeration_of_version_choices(sets, data) -> None:
     live = LivePlacement(_table())
@@ -143,7 +144,7 @@ def _posts(texts: list[str], snapshot) -> tuple[np.ndarray, np.ndarray]:
     return WordEncoder(snapshot.words).encode(texts)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     word_sets, st.lists(st.lists(st.sampled_from([*WORDS, "the", "x9"]), max_size=8), max_size=25)
 )
@@ -196,7 +197,7 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
     assert observed[0] == observed[1]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(word_sets, st.sampled_from([3, 4, 11]))
 def test_matcher_words_are_the_placed_words_and_the_versions(sets, n) -> None:
     live = LivePlacement(_table(n))
@@ -218,7 +219,7 @@ def test_matcher_words_are_the_placed_words_and_the_versions(sets, n) -> None:
         assert bits == placed | versions
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_gather_for_matchers_equals_the_obvious_filter(data) -> None:
     n_words = data.draw(st.integers(1, 20))
@@ -265,7 +266,7 @@ def test_gather_for_matchers_refuses_what_does_not_fit() -> None:
         gather_for_matchers(indptr, word_ids, np.array([0]), np.array([0]), kept[:3])
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(word_sets, st.data())
 def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
     live = LivePlacement(_table())
@@ -293,7 +294,7 @@ def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
     assert cache.updates > 0 or not live.sub_ids
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(word_sets, st.data())
 def test_the_predicate_index_follows_every_epoch(sets, data) -> None:
     """The default index is rebuilt when the epoch moves and answers as a fresh trie does;

@@ -14,12 +14,13 @@ from core.learn import build_problem, learn_mapping
 from core.learn.match_weight import match_weights, subscription_frequencies
 from core.placement.lasp import place_subscriptions
 from core.replay import matcher_work, replay
+from tests.hypothesis_tiers import examples
 
 VOCAB = [f"w{i}" for i in range(8)]
 word_sets = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(word_sets, min_size=1, max_size=25), st.lists(word_sets, min_size=1, max_size=12))
 def test_subscription_frequencies_equal_brute_force_containment(posts, subs) -> None:
     corpus = corpus_from_word_lists(posts)
@@ -28,7 +29,7 @@ def test_subscription_frequencies_equal_brute_force_containment(posts, subs) -> 
     assert subscription_frequencies(subscriptions, corpus).tolist() == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(word_sets, min_size=1, max_size=25), st.lists(word_sets, min_size=1, max_size=12))
 def test_match_weights_share_each_subscriptions_matches_among_its_words(posts, subs) -> None:
     corpus = corpus_from_word_lists(posts)

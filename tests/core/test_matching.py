@@ -12,12 +12,13 @@ from core.matching.counting import CountingMatcher
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
 from tests.core.references import brute_force, csr_of_sets
+from tests.hypothesis_tiers import examples
 
 word_sets = st.lists(st.sets(st.integers(0, 14), min_size=1, max_size=5), min_size=1, max_size=40)
 post_sets = st.lists(st.sets(st.integers(0, 20), max_size=9), min_size=1, max_size=30)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(word_sets, post_sets)
 def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[set[int]]) -> None:
     ids = np.arange(100, 100 + len(subs), dtype=np.int64)
@@ -34,7 +35,7 @@ def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[s
     assert counting.as_sets() == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(word_sets, post_sets, st.data())
 def test_trie_stays_exact_under_deletes_and_reinserts(
     subs: list[set[int]], posts: list[set[int]], data: st.DataObject

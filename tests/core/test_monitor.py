@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from core.errors import InvalidArgumentError
 from core.monitor.health import RoutingHealth, hot_words, split_threshold
 from core.monitor.sketch import SketchSpec, WordSketch, word_keys
+from tests.hypothesis_tiers import examples
 
 
 def _skewed_stream(seed: int, n_words: int, n_items: int, exponent: float) -> np.ndarray:
@@ -19,7 +20,7 @@ def _skewed_stream(seed: int, n_words: int, n_items: int, exponent: float) -> np
     return rng.choice(n_words, size=n_items, p=weights / weights.sum())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     n_words=st.integers(50, 50_000),
@@ -54,7 +55,7 @@ def test_sketch_finds_every_hot_word_with_few_false_positives(
     assert sketch.nbytes <= spec.nbytes <= 1 << 20
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 6), n_items=st.integers(1, 30_000))
 def test_merge_of_per_task_sketches_equals_the_sketch_of_the_union(seed, n_tasks, n_items):
     stream = _skewed_stream(seed, 5000, n_items, 1.1)

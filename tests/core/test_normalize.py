@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from core.errors import InvalidArgumentError
 from core.text import ENGLISH_STOP_WORDS, normalize, tokenize
+from tests.hypothesis_tiers import examples
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=12))
 def test_normalize_equals_the_plain_reference(pieces: list[str]) -> None:
     text = "".join(pieces)
@@ -148,7 +149,7 @@ def test_normalize_equals_the_reference_on_real_tweets(real_corpus: Path) -> Non
     assert [normalize(t) for t in texts] == [_reference_normalize(t) for t in texts]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["it's", "its", "the", "running", "don't", "caf\u00e9", "a'b"])

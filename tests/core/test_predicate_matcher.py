@@ -12,6 +12,7 @@ from core.matching import predicate
 from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
 from tests.core.references import brute_force, csr_of_sets
+from tests.hypothesis_tiers import examples
 
 # few words: many shared access words and duplicate sets; many words: signature collisions
 few_words = st.lists(st.sets(st.integers(0, 14), min_size=1, max_size=5), min_size=1, max_size=40)
@@ -35,13 +36,13 @@ def _check(subs: list[set[int]], posts: list[set[int]], vocabulary: int) -> None
     assert matcher.match(p_ptr, p_words, word_map).as_sets() == expected  # stamps move on
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(few_words, posts_few)
 def test_equals_brute_force_with_shared_words_and_duplicates(subs, posts) -> None:
     _check(subs, posts, 21)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(many_words, posts_many)
 def test_equals_brute_force_when_signatures_collide(subs, posts) -> None:
     _check(subs, posts, 321)

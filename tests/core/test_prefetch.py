@@ -10,6 +10,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from core._prefetch import prefetch
+from tests.hypothesis_tiers import examples
 
 
 @njit
@@ -29,7 +30,7 @@ def test_the_hint_is_an_llvm_prefetch() -> None:
     assert "llvm.prefetch" in llvm_ir
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=200),
     st.data(),

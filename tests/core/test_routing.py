@@ -26,6 +26,7 @@ from core.routing import (
     stable_hash,
 )
 from core.routing.evaluate import evaluate_table, hash_table
+from tests.hypothesis_tiers import examples
 
 
 def _table(rows: dict[str, list[int]], n: int, subscribed: list[str] | None = None):
@@ -66,7 +67,7 @@ def test_only_subscribed_words_route_and_unseen_words_hash() -> None:
     assert m.spread == pytest.approx(2 / 3) and m.spread_routed == 1.0
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     st.lists(
         st.lists(st.sampled_from(list("abcdefgh")), min_size=1, max_size=5), min_size=1, max_size=20

@@ -13,6 +13,7 @@ from core.learn import build_problem, learn_mapping, learn_salb
 from core.learn.salb import salb_order
 from core.routing import route_corpus, routing_metrics
 from tests.core.references import direct_loads
+from tests.hypothesis_tiers import examples
 
 
 def direct_utility(loads: np.ndarray, n_posts: int) -> float:
@@ -35,7 +36,7 @@ def corpora(draw: st.DrawFn) -> tuple[list[list[str]], int, list[str] | None]:
     return posts, n, subscribed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(corpora())
 def test_kernel_equals_direct_recomputation(case: tuple) -> None:
     word_lists, n, subscribed = case

@@ -17,6 +17,7 @@ from core.learn import build_problem, learn_mapping, learn_salb
 from core.learn.salb2 import learn_salb2, refinement_passes, slack_schedule
 from core.routing import route_corpus, routing_metrics
 from tests.core.references import direct_loads, planted_communities, token_sets
+from tests.hypothesis_tiers import examples
 
 
 def weighted_loads(posts, mapping, n, weight) -> np.ndarray:
@@ -91,7 +92,7 @@ def cases(draw: st.DrawFn) -> tuple[list[list[str]], int, float, int, int, list[
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(cases())
 def test_kernel_equals_slow_restreaming(case: tuple) -> None:
     word_lists, n, slack, passes, min_frequency, drawn_weights = case

@@ -30,6 +30,7 @@ from core.shedding.shedder import (
 from core.shedding.simulate import RateStep, simulate
 from core.shedding.yield_stats import YieldObservation, YieldStats, attribution_slots, observe
 from core.subscriptions.workloads import tweet_subscriptions
+from tests.hypothesis_tiers import examples
 
 
 # -- what to shed ------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ def _reference_utilities(n, part_start, part_count, part_matchers, indptr, word_
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(routed_batches(), st.sampled_from([1.0, 1.5, 2.0, 3.0, 3.25]))
 def test_utilities_and_cap_equal_the_plain_python_reference(batch, max_spread) -> None:
     n, part_start, part_count, part_matchers, indptr, word_ids, weight, seed = batch

@@ -12,9 +12,10 @@ from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping, plan_split
 from core.learn._split_kernels import split_word_posts
 from core.routing import route_corpus, routing_metrics
+from tests.hypothesis_tiers import examples
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 500), min_size=1, max_size=40), st.integers(1, 300), st.data())
 def test_split_rule(freqs: list[int], n: int, data: st.DataObject) -> None:
     frequencies = np.array(freqs, dtype=np.int64)
@@ -33,7 +34,7 @@ def test_split_rule(freqs: list[int], n: int, data: st.DataObject) -> None:
             assert -(-f // (k - 1)) > plan.cap if k > 1 else True  # ... with the fewest k
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.lists(st.integers(0, 40), max_size=30), min_size=1, max_size=12),
     st.data(),
@@ -65,7 +66,7 @@ def test_split_word_posts_regroups_like_a_counting_sort_by_token(
     np.testing.assert_array_equal(got[1], expected[1])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.lists(st.sampled_from(["hot", "a", "b", "c", "d", "e"]), min_size=1, max_size=4),

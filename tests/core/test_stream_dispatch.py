@@ -19,6 +19,7 @@ from core.stream.dispatch import (
     dispatch_tables,
     matches_of_deliveries,
 )
+from tests.hypothesis_tiers import examples
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 OWNERS = {s: f"user{s % 3}" for s in range(1, 9)}
@@ -29,7 +30,7 @@ raw_matches = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(raw_matches, st.booleans())
 def test_dispatch_equals_the_plain_reference(rows, as_lists) -> None:
     # both input forms: a row per match, and a list of sub ids per (post, matcher) as the

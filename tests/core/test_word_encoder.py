@@ -18,6 +18,7 @@ from core.text import _tokenize_kernels as k
 from core.text import encoder as encoder_module
 from core.text import normalize
 from core.text.encoder import WordEncoder, code_point_classes
+from tests.hypothesis_tiers import examples
 
 
 def words_of(encoder: WordEncoder, indptr: np.ndarray, ids: np.ndarray) -> list[list[str]]:
@@ -120,7 +121,7 @@ texts_strategy = st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join) 
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(batch=st.lists(texts_strategy, min_size=1, max_size=12))
 def test_growing_vocabulary_gives_exactly_the_reference_words(batch: list[str]) -> None:
     assert_exact(SHARED, batch)  # one encoder across examples: its table keeps growing
@@ -129,7 +130,7 @@ def test_growing_vocabulary_gives_exactly_the_reference_words(batch: list[str]) 
 SHARED = WordEncoder(grow=True)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(batch=st.lists(texts_strategy, min_size=1, max_size=12))
 def test_fixed_vocabulary_keeps_only_its_words(batch: list[str]) -> None:
     vocabulary = ["hous", "white", "run", "don't", "obama", "caf\u00e9", "2013", "x", "b"]
@@ -235,7 +236,7 @@ def test_code_point_classes_agree_with_the_reference_expressions() -> None:
             assert c == k.SEPARATOR, hex(cp)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(batch=st.lists(texts_strategy, max_size=12))
 def test_normalize_arrow_is_normalize_per_text(batch: list[str]) -> None:
     from core.text import normalize_arrow

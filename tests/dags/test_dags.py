@@ -179,10 +179,7 @@ def _dom(url: str, profile: Path) -> str:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is absent (Debian package 'chromium'; .ci/run installs it)"
-)
-def test_airflow_ui_lists_the_dags_and_the_finished_run(airflow_runs, tmp_path):
+def test_airflow_ui_lists_the_dags_and_the_finished_run(airflow_runs, chromium, tmp_path):
     import time
     import urllib.request
 

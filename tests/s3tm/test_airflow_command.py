@@ -254,10 +254,9 @@ def test_the_command_prints_where_and_how_to_log_in(airflow_ui):
     assert airflow_ui["api"].dag_ids() == PROJECT_DAGS  # and no example DAGs
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is absent (Debian package 'chromium'; .ci/run installs it)"
-)
-def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(airflow_ui, tmp_path):
+def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
+    airflow_ui, chromium, tmp_path
+):
     """The README's path: `make demo`, `s3tm airflow --out demo-output`, Trigger on
     s3tm_remap. The demo's `dags test` runs created the DAGs; they must not be paused, and
     starting Airflow must not queue a catch-up run of a missed nightly slot ahead of it."""

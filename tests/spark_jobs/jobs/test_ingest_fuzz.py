@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from spark_jobs.jobs import ingest
 from spark_jobs.lake.delta_io import Lakehouse
+from tests.hypothesis_tiers import examples
 from tests.json_lines_strategies import count_lines, landing_files
 
 COUNTER = itertools.count()
@@ -33,7 +34,7 @@ def _ingest(lakehouse: Lakehouse, landing: Path, batch: int) -> int:
 
 
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

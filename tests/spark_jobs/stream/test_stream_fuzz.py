@@ -17,6 +17,7 @@ from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import register_word_sets
 from spark_jobs.stream.matcher import start
+from tests.hypothesis_tiers import examples
 from tests.json_lines_strategies import count_lines, landing_files
 from tests.spark_jobs.stream import harness
 
@@ -45,7 +46,7 @@ def _accepted(content: bytes) -> list[tuple[str, str]]:
 
 
 @settings(
-    max_examples=6,
+    max_examples=examples(6),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
