@@ -171,14 +171,12 @@ def summarize(lakehouse_root: Path) -> None:
     if live is not None:
         meta = next(v for v in versions(store) if v["routing_version"] == live)
         evaluation = json.loads(meta["metrics"] or "{}").get("evaluation", {})
-        model = evaluation.get("relative_model_throughput_vs_hash") or float("nan")
-        replayed = evaluation.get("relative_replay_throughput_vs_hash") or float("nan")
         work = evaluation.get("relative_work_throughput_vs_hash") or float("nan")
-        # salb2 balances counted work (lookups + matches), not posts: the model can be low
+        # one measure: counted matcher work (index lookups + matches), the publish gate's
         print(
-            f"\npublished version {live}: throughput x{work:.2f} by counted matcher work, "
-            f"x{replayed:.2f} by timed replay, x{model:.2f} by the posts-only model, of "
-            f"hash routing on {evaluation.get('posts', 0):,} held-out posts"
+            f"\npublished version {live}: x{work:.2f} of hash routing, by matcher work, on "
+            f"{evaluation.get('posts', 0):,} held-out posts "
+            "(`s3tm routing list --details`: the model and timed replay beside it)"
         )
     reports = sorted((lakehouse_root / "reports").glob("remap-*.md"))
     if reports:
@@ -225,8 +223,9 @@ def summarize_monitor(lakehouse_root: Path) -> None:
                 [r for r in rows if r["routing_version"] == rows[-1]["routing_version"]]
             )
             print(
-                f"routing health (stream.health, {len(rows)} batch(es)): relative throughput "
-                f"x{live.relative_throughput:.2f} of hash on the live posts, spread "
+                f"routing health (stream.health, {len(rows)} batch(es)): x"
+                f"{live.relative_throughput:.2f} of hash routing by posts per matcher (the model) "
+                f"on the live posts, spread "
                 f"{live.spread:.2f} (hash {live.hash_spread:.2f}), imbalance "
                 f"{live.imbalance:.2f}; hot words now: "
                 + (", ".join(h["word"] for h in rows[-1]["hot_words"]) or "none")

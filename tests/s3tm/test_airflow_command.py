@@ -12,191 +12,28 @@ import json
 import math
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.s3tm.airflow_support import PROJECT_DAGS, AirflowApi, free_port, start_airflow
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-RUN_TIMEOUT_S = 900
-PROJECT_DAGS = sorted(p.stem for p in (Path(__file__).parents[2] / "dags").glob("s3tm_*.py"))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class AirflowApi:
-    """The REST API the UI uses (``/auth/token``, ``/api/v2``), as the admin user."""
-
-    def __init__(self, base_url: str, password: str) -> None:
-        self.base_url = base_url
-        token = self._call("POST", "/auth/token", {"username": "admin", "password": password})
-        self.token = token["access_token"]
-
-    def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, conflict_ok=False
-    ) -> Any:
-        """One REST call, retried as a user retries a click: the embedded SQLite serialises
-        every writer, so on a loaded 2-core machine a call can time out or get a 500 while
-        the scheduler and the first runs write. Retried calls are idempotent (a trigger names
-        its run id; a 409 for it means the earlier try created the run)."""
-        attempts = 4
-        for attempt in range(attempts):
-            request = urllib.request.Request(
-                self.base_url + path,
-                data=None if body is None else json.dumps(body).encode(),
-                method=method,
-                headers={"Content-Type": "application/json"},
-            )
-            if getattr(self, "token", None):
-                request.add_header("Authorization", f"Bearer {self.token}")
-            try:
-                with urllib.request.urlopen(request, timeout=90) as response:
-                    return json.loads(response.read() or b"{}")
-            except urllib.error.HTTPError as error:
-                if error.code == 409 and conflict_ok and attempt > 0:
-                    return body
-                if error.code < 500 or attempt == attempts - 1:
-                    raise
-            except (TimeoutError, urllib.error.URLError):
-                if attempt == attempts - 1:
-                    raise
-            time.sleep(5)
-        raise AssertionError("unreachable")
-
-    def dag_ids(self) -> list[str]:
-        return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags")["dags"])
-
-    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-        run_id = f"manual__rest_{time.time_ns()}"
-        run = self._call(
-            "POST",
-            f"/api/v2/dags/{dag_id}/dagRuns",
-            {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}},
-            conflict_ok=True,
-        )
-        assert run["dag_run_id"] == run_id
-        return run_id
-
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"])
-
-    def wait_for(self, dag_id: str, run_id: str) -> str:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            state = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
-            if state in ("success", "failed"):
-                return str(state)
-            time.sleep(3)
-        return "timeout"
-
-    def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
-        tasks = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        return [t["task_id"] for t in tasks["task_instances"] if t["state"] == "failed"]
-
-
-def _run_demo(out: Path) -> None:
-    """The README's first command (`s3tm demo`), small: its Airflow half runs the DAGs with
-    `airflow dags test`, which creates their rows in the metadata database."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "s3tm.cli.main",
-            "demo",
-            "--out",
-            str(out),
-            "--posts",
-            "3000",
-            "--nodes",
-            "4",
-            "--airflow-nodes",
-            "4",
-            "--subscriptions",
-            "200",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "S3TM_DRIVER_MEMORY": "1g"},
-        timeout=RUN_TIMEOUT_S,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert f"s3tm airflow --out {out}" in done.stdout  # the hint the user follows next
-
-
-def _start(out: Path, port: int, *extra: str, after_demo: bool = False) -> Iterator[dict[str, Any]]:
-    """Runs ``s3tm airflow`` until its ready line; yields the API client and the paths.
-    ``after_demo``: on the folder `s3tm demo` left (the README's path), else on a fresh one."""
-    if after_demo:
-        _run_demo(out)
-    else:
-        from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
-
-        write_demo_corpus(
-            out / "landing" / "posts.jsonl.gz",
-            SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9),
-            days=2,
-        )
-    env = {**os.environ, "S3TM_DRIVER_MEMORY": "1g"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "s3tm.cli.main",
-            "airflow",
-            "--out",
-            str(out),
-            "--port",
-            str(port),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    printed: list[str] = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("Press Ctrl-C"):
-                break
-        output = "".join(printed)
-        assert "Airflow is up: http://127.0.0.1:" in output, output[-3000:]
-        password = output.split("with password '", 1)[1].split("'", 1)[0]
-        base_url = f"http://127.0.0.1:{port}"
-        yield {
-            "api": AirflowApi(base_url, password),
-            "base_url": base_url,
-            "password": password,
-            "printed": output,
-            "out": out,
-        }
-    finally:
-        process.terminate()  # SIGTERM: the command stops Airflow's whole process group
-        try:
-            process.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-    assert process.returncode == 0, f"s3tm airflow exited {process.returncode}"
 
 
 @pytest.fixture(scope="module")
-def airflow_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield from _start(tmp_path_factory.mktemp("s3tm-airflow"), _free_port(), after_demo=True)
+def airflow_ui(
+    tmp_path_factory: pytest.TempPathFactory, spark_process_env: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    yield from start_airflow(
+        tmp_path_factory.mktemp("s3tm-airflow"),
+        free_port(),
+        base_env=spark_process_env,
+        after_demo=True,
+    )
 
 
 @contextlib.contextmanager
@@ -377,82 +214,6 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     assert json.loads(latest["params"])["live_hot_words"] == {word: math.ceil(0.3 * 2 * learned_n)}
 
 
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throw-away PostgreSQL cluster on loopback (Debian's server binaries)."""
-    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-    if not bins:
-        pytest.skip(
-            "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"
-        )
-    bin_dir = bins[-1]
-    # Not under pytest's tmp dir: its parents are private to root, and the server runs as
-    # the postgres user.
-    base = Path(tempfile.mkdtemp(prefix="s3tm-pg-"))
-    data = base / "data"
-    port = _free_port()
-    as_postgres: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(base, "postgres")
-        as_postgres = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*as_postgres, str(bin_dir / "initdb"), "-D", str(data), "-U", "airflow", "-A", "trust"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *as_postgres,
-            str(bin_dir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(data.parent / "log"),
-            "-o",
-            f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1",
-            "-w",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        subprocess.run(
-            [
-                str(bin_dir / "createdb"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "airflow",
-                "airflow",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql+psycopg2://airflow@127.0.0.1:{port}/airflow"
-    finally:
-        subprocess.run(
-            [*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def test_remap_on_postgresql_with_the_local_executor(postgres_url, tmp_path):
-    for airflow in _start(tmp_path, _free_port(), "--database-url", postgres_url):
-        api: AirflowApi = airflow["api"]
-        assert "metadata database: postgresql" in airflow["printed"]
-        ingest = api.trigger("s3tm_ingest")
-        assert api.wait_for("s3tm_ingest", ingest) == "success"
-        remap = api.trigger("s3tm_remap", {"nodes": 4})
-        assert api.wait_for("s3tm_remap", remap) == "success", api.failed_tasks("s3tm_remap", remap)
-        report = (tmp_path / "lakehouse" / "reports").glob("remap-*.md")
-        assert any('"published": ' in p.read_text() for p in report)
-
-
 def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(tmp_path):
     """A task's calls to the execution API may wait on SQLite's busy timeout; a shorter client
     timeout failed a scheduled run that started while the API server was still starting."""
@@ -460,7 +221,7 @@ def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(
 
     from s3tm.orchestration.standalone import standalone_env
 
-    env = standalone_env(tmp_path, port=_free_port())
+    env = standalone_env(tmp_path, port=free_port())
     busy_timeout_s = float(
         parse_qs(urlparse(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).query)["timeout"][0]
     )
