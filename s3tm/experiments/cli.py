@@ -45,22 +45,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             help="learning-corpus sizes (corpus-size, learning-time)",
         )
         p.add_argument("--repeats", type=int, default=3, help="replay timing: best of")
-        p.add_argument(
-            "--lda-iterations",
-            type=int,
-            default=5,
-            help="LDA iterations of the topic-based subscriptions",
-        )
-        p.add_argument(
-            "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
-        )
-        p.add_argument(
-            "--out", default="docs/experiments", help="directory for the CSV and the PNG"
-        )
+        _add_run_arguments(p)
         p.set_defaults(handler=_run, experiment_name=name)
     _register_shedding(kinds)
     _register_drift(kinds)
     _register_remap_cost(kinds)
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What every experiment takes: LDA iterations, the seed and the output folder."""
+    p.add_argument(
+        "--lda-iterations",
+        type=int,
+        default=5,
+        help="LDA iterations of the topic-based subscriptions",
+    )
+    p.add_argument(
+        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
+    )
+    p.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
 
 
 def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -114,16 +117,7 @@ def _add_window_arguments(
     )
     p.add_argument("--subscriptions", type=int, default=10_000, help=subscriptions_help)
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
-    p.add_argument(
-        "--lda-iterations",
-        type=int,
-        default=5,
-        help="LDA iterations of the topic-based subscriptions",
-    )
-    p.add_argument(
-        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
-    )
-    p.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
+    _add_run_arguments(p)
 
 
 def _timed_corpus(args: argparse.Namespace) -> Path:
@@ -224,16 +218,7 @@ def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: igno
         help="spread caps m (fractional: the last matcher with that probability)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per line per row")
-    p.add_argument(
-        "--lda-iterations",
-        type=int,
-        default=5,
-        help="LDA iterations of the topic-based subscriptions",
-    )
-    p.add_argument(
-        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
-    )
-    p.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
+    _add_run_arguments(p)
     p.set_defaults(handler=_run_shedding, experiment_name="shedding")
     c = kinds.add_parser(
         "shedding-control", help="Fig. 8b: the shedding level under input steps (simulated)"
@@ -243,16 +228,7 @@ def _register_shedding(kinds: argparse._SubParsersAction) -> None:  # type: igno
     c.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions registered")
     c.add_argument("--buffer-seconds", type=float, default=2.0, help="b, in seconds of capacity")
     c.add_argument("--duration", type=float, default=2000.0, help="simulated seconds")
-    c.add_argument(
-        "--lda-iterations",
-        type=int,
-        default=5,
-        help="LDA iterations of the topic-based subscriptions",
-    )
-    c.add_argument(
-        "--seed", type=int, default=7, help="seed of the sampling, subscriptions and learners"
-    )
-    c.add_argument("--out", default="docs/experiments", help="directory for the CSV and the PNG")
+    _add_run_arguments(c)
     c.set_defaults(handler=_run_shedding, experiment_name="shedding-control")
 
 

@@ -90,6 +90,16 @@ class SubscriptionsCommand:
     seed: int = 0
 
 
+def _add_subscriber(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--subscriber",
+        "--owner",
+        dest="subscriber",
+        required=True,
+        help="who the subscriptions belong to (deliveries go to them)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
@@ -100,26 +110,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="register subscriptions: comma-separated phrases, each one subscription",
     )
     p.add_argument("phrase", help='e.g. "white house, obama" (two subscriptions, ORed)')
-    p.add_argument(
-        "--subscriber",
-        "--owner",
-        dest="subscriber",
-        required=True,
-        help="who the subscriptions belong to (deliveries go to them)",
-    )
+    _add_subscriber(p)
     p = sub.add_parser("cancel", parents=[common], help="cancel subscriptions by id")
     p.add_argument("sub_ids", type=int, nargs="+", help="subscription ids to cancel")
     p = sub.add_parser(
         "load", parents=[common], help="register one subscription per line of a file"
     )
     p.add_argument("file", help="text file: one subscription per line (# comments skipped)")
-    p.add_argument(
-        "--subscriber",
-        "--owner",
-        dest="subscriber",
-        required=True,
-        help="who the subscriptions belong to (deliveries go to them)",
-    )
+    _add_subscriber(p)
     p = sub.add_parser(
         "generate-topics", parents=[common], help="topic-based subscriptions from silver (LDA)"
     )
