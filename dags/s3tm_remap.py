@@ -3,9 +3,9 @@
 
 Schedule: `0 2 * * *` (UTC, nightly backstop), the `remap_request` asset, or Trigger.
 `s3tm_monitor` emits `remap_request` when the live routing stops paying or a new hot word
-appears (the run report says which). Re-learns the word -> matcher routing. Starting
-Airflow or unpausing never fires a missed 02:00: that run would take the DAG's one run slot
-ahead of a Trigger, and the monitor asks for a remap when one pays.
+appears (the run report says which). Re-learns the word -> matcher routing. A new DAG's
+first nightly run is the next 02:00, not one before it: a catch-up run would take the DAG's
+one run slot ahead of a Trigger, and the monitor asks for a remap when one pays.
 
 graph (learning window) -> learn (by default an incremental salb2 remap of the published
 version, moving at most `max_moved` of the subscriptions; a full salb2 remap when there is

@@ -32,9 +32,11 @@ DEFAULT_ARGS: dict[str, Any] = {
 
 def cron_schedule(expression: str) -> Any:
     """The project DAGs' timetable: ``expression`` in UTC, whose first scheduled run is the
-    next slot, never the one just missed. Starting Airflow or unpausing a DAG thus fires
-    nothing at once; every DAG's work is cumulative (ingest takes all new files, the monitor
-    reads the last hours, the remap its window), so the next slot loses nothing.
+    slot after the DAG is created, never one before it: the demo's DAGs, started in the UI
+    right after, fire nothing at once. A slot that passes while the scheduler is stopped
+    runs once when it starts (``catchup=False``: the latest only). Every DAG's work is
+    cumulative (ingest takes all new files, the monitor reads the last hours, the remap its
+    window), so skipping slots loses nothing.
 
     Airflow honours ``run_immediately`` only for a DAG without ``start_date`` (so the DAGs
     have none), and ``False`` there still runs a slot missed by under a tenth of the period;

@@ -203,7 +203,7 @@ def run(
         print(
             f"\nAirflow is up: {base_url}\n"
             f"  log in as {ADMIN!r} with password {password!r}\n"
-            f"  DAGs (unpaused; a missed scheduled slot is not run at start):{dags}\n"
+            f"  DAGs (unpaused; each runs at its next slot, or when you press Trigger):{dags}\n"
             f"  landing: {landing}; lakehouse: {env['S3TM_LAKEHOUSE']}; Spark: local[*]\n"
             "Press Ctrl-C to stop.",
             flush=True,

@@ -10,6 +10,7 @@ from typing import Literal
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import SHEDDING_MODES
+from spark_jobs.common import add_common_arguments, config_from
 from spark_jobs.stream.health import HealthOptions
 from spark_jobs.stream.shedding import SheddingOptions
 
@@ -90,8 +91,6 @@ class StreamCommand:
     @classmethod
     def of(cls, options: Mapping[str, object]) -> StreamCommand:
         """The command of parsed command-line options."""
-        from spark_jobs.common import config_from
-
         action = options["action"]
         last = options.get("last", cls.last)
         if action not in ("run", "status") or not isinstance(last, int):
@@ -104,8 +103,6 @@ class StreamCommand:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from spark_jobs.common import add_common_arguments
-
     defaults = StreamConfig
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     # --lakehouse and --master after the action too, as every command group takes them

@@ -5,7 +5,6 @@ broadcast to the workers as a :class:`MatcherSnapshot`."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 from core.placement.live import LivePlacement
 from core.stream.dispatch import Subscribers
 from core.stream.snapshot import MatcherSnapshot, snapshot_of
+from spark_jobs.common import log
 from spark_jobs.lake.routing_store import load_placements, load_routing_table, now_utc
 from spark_jobs.stream.health import StreamHealth
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
 
     from spark_jobs.lake.delta_io import Lakehouse
-
-log = logging.getLogger("s3tm.jobs")
 
 
 def word_frequencies(lakehouse: Lakehouse) -> dict[str, int]:

@@ -130,6 +130,7 @@ def start_airflow(
     """Runs ``s3tm airflow`` until its ready line; yields the API client and the paths.
     ``after_demo``: on the folder `s3tm demo` left (the README's path), else on a fresh one.
     ``base_env``: the environment of processes that start Spark (the test's fixture)."""
+    demo_started = time.time()
     if after_demo:
         _run_demo(out, base_env)
     else:
@@ -176,6 +177,7 @@ def start_airflow(
             "password": password,
             "printed": output,
             "out": out,
+            "demo_started": demo_started,
         }
     finally:
         process.terminate()  # SIGTERM: the command stops Airflow's whole process group
