@@ -15,9 +15,13 @@ is the complement, the stable segment's share).
 
 Two step rules:
 - ``"one"`` (the paper): one level per period;
-- ``"rate"`` (default): given the measured input rate and the capacity at level 0, jump to
-  the least shedding level whose capacity covers the input with ``headroom``, so one input
-  step needs one or two level changes, not one per period.
+- ``"rate"`` (default): given the measured input rate and the capacity at level 0, go to
+  the least shedding level whose capacity covers the input and drains what waits within one
+  buffer's time, with ``headroom``: one input step needs one or two level changes, not one
+  per period, and at a steady overload it settles on the least level that keeps up, down
+  as well as up (the paper's rule holds in the stable segment, and so can carry a backlog
+  and shed more than the input demands). The anti-oscillation rule stays: no step down
+  right after a step down that left the buffer fuller, no rise while the buffer drains.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class SheddingController:
         *,
         step: str = "rate",
         capacity: float | None = None,
-        headroom: float = 1.1,
+        headroom: float = 1.05,
     ) -> None:
         if buffer_size <= 0:
             raise InvalidArgumentError(f"buffer size must be > 0, got {buffer_size}")
@@ -114,32 +118,49 @@ class SheddingController:
         return int(fits[0]) if fits.size else self.max_level
 
     def adapt(self, fullness: float, input_rate: float | None = None) -> Decision:
-        """One adaptation period: the buffer's ``fullness`` now (and, for the ``"rate"``
-        rule, the input rate measured over the period) -> the level to run at."""
+        """One adaptation period: the buffer's ``fullness`` now, in work at the current level
+        (posts waiting x L(level)), and for the ``"rate"`` rule the input rate measured over
+        the period (posts/s) -> the level to run at."""
         if fullness < 0:
             raise InvalidArgumentError(f"fullness must be >= 0, got {fullness}")
         segment = self.segment(fullness)
         last, previous_move = self._last_fullness, self._last_move
         self._last_fullness = fullness
+        improving = last is not None and fullness < last
+        worsening = last is not None and fullness > last
+        wanted = self._wanted_level(fullness, input_rate) if self.step == "rate" else None
         target = self.level
-        use_rate = self.step == "rate" and input_rate is not None
-        covering = self._covering_level(input_rate) if use_rate else None  # type: ignore[arg-type]
-        if segment == "overload" and self.level < self.max_level:
-            improving = last is not None and fullness < last
-            if not (previous_move > 0 and improving):
+        rises = segment == "overload" and not (previous_move > 0 and improving)
+        may_fall = not (previous_move < 0 and worsening)
+        if wanted is None:  # the paper's rule: one level per period
+            if rises and self.level < self.max_level:
                 target = self.level + 1
-                if covering is not None and covering > target:
-                    target = covering
-        elif segment == "ideal" and self.level > 0:
-            worsening = last is not None and fullness > last
-            if not (previous_move < 0 and worsening):
-                if covering is None:
-                    target = self.level - 1
-                elif covering < self.level:
-                    target = covering
+            elif segment == "ideal" and self.level > 0 and may_fall:
+                target = self.level - 1
+        elif segment == "overload":
+            # at least one level up, unless the last rise is already draining the buffer
+            if rises:
+                target = min(self.max_level, max(self.level + 1, wanted))
+        elif wanted > self.level and not improving:
+            # the buffer holds, but the input outgrew the level
+            target = wanted
+        elif wanted < self.level and may_fall:
+            # headroom: the least level that covers the input and drains what waits (not
+            # right after a step down that left the buffer fuller)
+            target = wanted
         moved = target - self.level
         self.level = target
         self._last_move = (
             int(np.sign(moved)) if moved else (previous_move if segment != "stable" else 0)
         )
         return Decision(target, segment, moved)
+
+    def _wanted_level(self, fullness: float, input_rate: float | None) -> int | None:
+        """The ``"rate"`` rule's level: the least one whose capacity covers the input plus
+        draining the posts waiting within one buffer's time (b / capacity); None without a
+        rate or a capacity."""
+        if input_rate is None or self.capacity is None or self.capacity <= 0:
+            return None
+        waiting = fullness / float(self.loads[self.level])  # posts (Little's law)
+        drain_seconds = self.buffer_size / self.capacity
+        return self._covering_level(max(0.0, input_rate) + waiting / drain_seconds)

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import InvalidArgumentError
+from core.shedding.post_value import ValueTable
 from core.shedding.shedder import UTILITIES
 
 SHEDDING_MODES = ("off", *UTILITIES)
+# How a drop level picks the posts it drops: the least valuable by the learned estimate
+# (:mod:`core.shedding.post_value`), or at random (the baseline).
+DROP_RULES = ("value", "random")
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +30,8 @@ class ShedPlan:
     exempt_fraction: posts processed in full whatever the level, the sample the yield
         estimate learns from (0: every post counts, nothing exempt).
     drop_fraction: share of whole posts dropped (a drop level: the last resort).
+    drop_values: the estimate of each post's matches the drop ranks posts by (None: the
+        drop is random).
     """
 
     utility: str = "off"
@@ -34,6 +40,7 @@ class ShedPlan:
     slot_weight: np.ndarray | None = None
     exempt_fraction: float = 0.0
     drop_fraction: float = 0.0
+    drop_values: ValueTable | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.drop_fraction < 1.0:

@@ -3,7 +3,8 @@ served at the capacity of the current level, adapted once per period.
 
 Deterministic: no clock, no threads. Each period ``dt``: ``rate * dt`` posts arrive, up to
 ``capacity / L(level) * dt`` are served, posts beyond ``buffer_capacity`` are dropped
-(counted: the overflow the controller must prevent), then the controller reads the fullness.
+(counted: the overflow the controller must prevent), then the controller reads the fullness
+(the queue's work at the current level, as the stream reads its backlog).
 """
 
 from __future__ import annotations
@@ -57,15 +58,17 @@ def simulate(
     buffer_capacity: float,
     dt: float = 1.0,
     measure_rate: bool = True,
+    initial_queue: float = 0.0,
 ) -> SimulatedRun:
-    """Run ``controller`` against the scripted input ``steps`` for ``duration`` seconds."""
+    """Run ``controller`` against the scripted input ``steps`` for ``duration`` seconds,
+    starting with ``initial_queue`` posts waiting."""
     if not steps or steps[0].start != 0:
         raise InvalidArgumentError("rate steps must start at time 0")
     if capacity <= 0 or buffer_capacity <= 0 or dt <= 0 or duration <= 0:
         raise InvalidArgumentError("capacity, buffer capacity, dt and duration must be > 0")
     n = round(duration / dt)
     out = {k: np.zeros(n) for k in ("time", "input", "fullness", "level", "latency", "dropped")}
-    queue = 0.0
+    queue = float(initial_queue)
     for i in range(n):
         t = i * dt
         rate = rate_at(steps, t)
@@ -74,7 +77,9 @@ def simulate(
         queue = max(0.0, queue - served * dt)
         dropped = max(0.0, queue - buffer_capacity)
         queue -= dropped
-        decision = controller.adapt(queue, rate if measure_rate else None)
+        # the buffer in work at the current level, as the stream reads it
+        work = queue * float(controller.loads[controller.level])
+        decision = controller.adapt(work, rate if measure_rate else None)
         out["time"][i] = t
         out["input"][i] = rate
         out["fullness"][i] = queue

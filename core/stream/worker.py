@@ -41,6 +41,12 @@ def batch_seed(snapshot: MatcherSnapshot, first_post_id: str) -> int:
     return (snapshot.seed * 1_000_003 + zlib.crc32(first_post_id.encode())) & 0x7FFFFFFF
 
 
+def line_seed(snapshot: MatcherSnapshot, first_line: bytes | None) -> int:
+    """A per-block seed from a block's first raw line, for what is decided before the lines
+    are parsed (the exempt sample, a drop level's ties)."""
+    return batch_seed(snapshot, (first_line or b"").decode("utf-8", "replace"))
+
+
 def route(
     snapshot: MatcherSnapshot, indptr: np.ndarray, word_ids: np.ndarray, *, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -94,8 +100,10 @@ def route_and_shed(
     word_ids: np.ndarray,
     *,
     seed: int = 0,
+    sampled: np.ndarray | None = None,
 ) -> ShedBatch:
-    """Route encoded posts, then cap each post's spread as ``plan`` says."""
+    """Route encoded posts, then cap each post's spread as ``plan`` says. ``sampled``: the
+    plan's exempt sample when drawn already (over the raw lines, before a drop)."""
     n = snapshot.n_matchers
     routed = route_csr(
         indptr,
@@ -110,11 +118,12 @@ def route_and_shed(
     pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), spreads)
     spread_counts = np.bincount(spreads, minlength=n + 1).astype(np.int64)
     # the unbiased sample the yield estimate learns from (every post when none is asked)
-    sampled = (
-        exempt_posts(routed.n_posts, plan.exempt_fraction, seed)
-        if plan.exempt_fraction > 0
-        else np.ones(routed.n_posts, dtype=np.bool_)
-    )
+    if plan.exempt_fraction <= 0:
+        sampled = np.ones(routed.n_posts, dtype=np.bool_)
+    elif sampled is None:
+        sampled = exempt_posts(routed.n_posts, plan.exempt_fraction, seed)
+    elif sampled.shape != (routed.n_posts,):
+        raise InvalidArgumentError("one sampled flag per post is required")
     if not plan.active:
         return ShedBatch(
             pair_post,

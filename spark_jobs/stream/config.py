@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from core.errors import InvalidArgumentError
-from core.shedding.plan import SHEDDING_MODES
+from core.shedding.plan import DROP_RULES, SHEDDING_MODES
 from spark_jobs.common import add_common_arguments, config_from
 from spark_jobs.stream.health import HealthOptions
 from spark_jobs.stream.shedding import SheddingOptions
@@ -35,8 +35,8 @@ class StreamConfig:
         seed: seeds the choice of split-word versions.
         matches_table: also write ``matches`` (else only ``deliveries``, which hold them).
         warm_up: build a version's indexes and token table before its first batch.
-        shedding, max_spread, latency_budget, shedding_k, shedding_delta: load shedding
-            (:class:`SheddingOptions`).
+        shedding, max_spread, drop_fraction, latency_budget, shedding_k, shedding_delta,
+        drop_rule: load shedding (:class:`SheddingOptions`).
         health_window, hot_word_tolerance: routing health (:class:`HealthOptions`).
     """
 
@@ -54,9 +54,11 @@ class StreamConfig:
     warm_up: bool = True
     shedding: str = _SHEDDING.mode
     max_spread: float | None = None
+    drop_fraction: float = 0.0
     latency_budget: float = _SHEDDING.latency_budget
     shedding_k: float = _SHEDDING.k
     shedding_delta: float = _SHEDDING.delta
+    drop_rule: str = _SHEDDING.drop_rule
     health_window: int = _HEALTH.window_batches
     hot_word_tolerance: float = _HEALTH.hot_word_tolerance
 
@@ -65,10 +67,12 @@ class StreamConfig:
         return SheddingOptions(
             mode=self.shedding,
             max_spread=self.max_spread,
+            drop_fraction=self.drop_fraction,
             k=self.shedding_k,
             delta=self.shedding_delta,
             latency_budget=self.latency_budget,
             adaptive=not self.available_now,
+            drop_rule=self.drop_rule,
         )
 
     def health_options(self) -> HealthOptions:
@@ -175,6 +179,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a fixed cap m for every batch instead of the adaptive level",
     )
     shed.add_argument(
+        "--drop-fraction",
+        type=float,
+        default=defaults.drop_fraction,
+        help="with --max-spread: a fixed share of whole posts dropped from every batch too",
+    )
+    shed.add_argument(
         "--latency-budget",
         type=float,
         default=defaults.latency_budget,
@@ -185,6 +195,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     shed.add_argument(
         "--shedding-delta", type=float, default=defaults.shedding_delta, help="cap step per level"
+    )
+    shed.add_argument(
+        "--drop-rule",
+        choices=DROP_RULES,
+        default=defaults.drop_rule,
+        help="which posts the last levels drop whole: value, those with the fewest matches "
+        "by the learned estimate (with --shedding yield); random, the baseline",
     )
     health = run_p.add_argument_group("routing health (stream.health)")
     health.add_argument(

@@ -286,8 +286,8 @@ class StreamMatcher:
             figures.routed_pairs,
             (
                 f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
-                f"{figures.capped_posts} posts capped, {figures.dropped_posts} dropped, "
-                f"{figures.shed_pairs} pairs shed)"
+                f"{figures.capped_posts} posts capped, {figures.dropped_posts} dropped"
+                f"{_value_share(route)}, {figures.shed_pairs} pairs shed)"
                 if plan.max_spread is not None
                 else ""
             ),
@@ -365,3 +365,12 @@ def start(
     query = writer.start()
     handler.query = query
     return query, handler
+
+
+def _value_share(route: list[RouteNote]) -> str:
+    """The dropped posts' share of the estimated matches, when a value drop ran."""
+    dropped = sum(n.get("dropped_value", 0.0) for n in route)
+    kept = sum(n.get("kept_value", 0.0) for n in route)
+    if dropped + kept <= 0:
+        return ""
+    return f" (est. {dropped / (dropped + kept):.0%} of their block's matches)"

@@ -29,6 +29,8 @@ class RouteNote(TypedDict):
     payload_bytes: int  # shuffled to the match tasks
     capped_posts: int
     dropped_posts: int
+    dropped_value: float  # estimated matches of the dropped posts (a value drop)
+    kept_value: float  # ... and of the posts kept beside them
     shed_by_matcher: list[int]
     spread_counts: list[int]  # posts per spread 0..N (before the cap)
     seconds: float

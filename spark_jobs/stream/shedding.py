@@ -30,7 +30,8 @@ import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.shedding.controller import SheddingController
-from core.shedding.plan import SHEDDING_MODES, ShedPlan
+from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
+from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.snapshot import MatcherSnapshot
@@ -45,11 +46,16 @@ EXEMPT_FRACTION = 0.02
 # Weight of a new measurement in the running estimates (capacity, bytes per post).
 SMOOTHING = 0.3
 # Beyond the smallest cap: the shares of whole posts the last levels drop (the last resort
-# when routing the posts, not matching them, is more than the machines can take).
-DROP_FRACTIONS = (0.2, 0.35, 0.5, 0.65, 0.8)
-# ... at this cap: the yield utility keeps ~99% of the matches at m = 4 (Fig. 8a), so a drop
-# level loses little beyond the posts it drops
+# when routing the posts, not matching them, is more than the machines can take), in steps
+# of 5% so that the controller can settle close to the capacity (issue 37).
+DROP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(1, 19))
+# The smallest cap, and the cap of the drop levels: the yield utility keeps ~99% of the
+# matches at m = 4 (Fig. 8a); below it, dropping the least valuable posts loses fewer
+# matches than capping further
 DROP_CAP = 4.0
+# What a dropped post still costs, as a share of a post processed in full: read from the
+# source and handed to a Python worker, its raw bytes scanned for its value.
+DROPPED_POST_COST = 0.1
 # Batches of a routing version whose time says nothing about capacity: the Python workers
 # build the tries of the matchers they meet and fill their token caches.
 WARMUP_BATCHES = 1
@@ -60,20 +66,25 @@ class SheddingOptions:
     """Attributes:
     mode: ``off`` or a utility (``consensus`` | ``subscription`` | ``yield``).
     max_spread: a fixed cap for every batch (no controller); None: adaptive.
+    drop_fraction: with ``max_spread``, a fixed share of whole posts dropped too.
     k, delta: the level ladder (level l >= 1 caps at k - (l-1) delta).
     latency_budget: b, in seconds of work at level 0 (the overload segment starts there).
     step: the controller's step rule (``rate`` | ``one``).
+    drop_rule: how drop levels pick posts: ``value`` (the least estimated matches, from
+        the learned yields; the ``yield`` utility only) or ``random`` (the baseline).
     adaptive: False for a catch-up run (``--available-now``): a landed backlog worked
         through on purpose is not overload, so only a fixed ``max_spread`` sheds.
     """
 
     mode: str = "yield"
     max_spread: float | None = None
+    drop_fraction: float = 0.0
     k: float = 7.0
     delta: float = 1.0
     latency_budget: float = 10.0
     step: str = "rate"
     adaptive: bool = True
+    drop_rule: str = "value"
 
     def __post_init__(self) -> None:
         if self.mode not in SHEDDING_MODES:
@@ -82,6 +93,14 @@ class SheddingOptions:
             raise InvalidArgumentError(f"--max-spread must be >= 1, got {self.max_spread}")
         if self.max_spread is not None and self.mode == "off":
             raise InvalidArgumentError("--max-spread needs a shedding utility, not 'off'")
+        if not 0.0 <= self.drop_fraction < 1.0:
+            raise InvalidArgumentError(
+                f"--drop-fraction must lie in [0, 1), got {self.drop_fraction}"
+            )
+        if self.drop_fraction and self.max_spread is None:
+            raise InvalidArgumentError("--drop-fraction is a fixed level: it needs --max-spread")
+        if self.drop_rule not in DROP_RULES:
+            raise InvalidArgumentError(f"--drop-rule must be one of {DROP_RULES}")
         if self.latency_budget <= 0:
             raise InvalidArgumentError("--latency-budget must be > 0")
 
@@ -199,11 +218,17 @@ class StreamShedding:
         self.options = options
         fixed = options.max_spread
         self.ladder = (
-            LevelLadder(k=fixed, delta=1.0, min_cap=fixed)
+            LevelLadder(
+                k=fixed,
+                delta=1.0,
+                min_cap=fixed,
+                drop_fractions=(options.drop_fraction,) if options.drop_fraction else (),
+            )
             if fixed is not None
             else LevelLadder(
                 k=options.k,
                 delta=options.delta,
+                min_cap=min(DROP_CAP, options.k),
                 drop_fractions=DROP_FRACTIONS,
                 drop_cap=min(DROP_CAP, options.k),
             )
@@ -214,8 +239,8 @@ class StreamShedding:
         self.posts_per_byte: float | None = None
         self.stats = YieldStats()
         self._stats_version: tuple[str, int] | None = None
-        self._last: tuple[float, float] | None = None  # (time, bytes landed so far)
-        self._landed_bytes = 0.0
+        self._last: tuple[float, float] | None = None  # (time, posts landed so far)
+        self._taken_posts = 0.0  # posts the batches so far took from the source
         self._version: int | None = None
         self._version_batches = 0
         # share of a batch's task time spent per post (route), not per routed pair (match,
@@ -244,7 +269,7 @@ class StreamShedding:
                 )
         a = self.per_post_share
         kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
-        out = kept * (a + (1.0 - a) * pairs)
+        out = kept * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
         # where a level ran, its measured rate says what its load is
         base = self.level_rates.get(0)
         if base is None and self.level_rates:
@@ -257,6 +282,8 @@ class StreamShedding:
         return np.maximum(np.minimum.accumulate(out), 1e-6)
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
+        """Posts landed and not yet processed, this batch's included (what the batch log
+        records)."""
         if backlog is None:
             return None
         if backlog.waiting_posts is not None:
@@ -265,39 +292,58 @@ class StreamShedding:
             return None
         return round((backlog.batch_bytes + backlog.waiting_bytes) * self.posts_per_byte)
 
+    def _split_posts(self, backlog: Backlog) -> tuple[float, float] | None:
+        """(this batch's posts, posts waiting behind it), or None before bytes per post
+        are known for a file source."""
+        if backlog.waiting_posts is not None:
+            return float(backlog.batch_posts or 0), float(backlog.waiting_posts)
+        if self.posts_per_byte is None:
+            return None
+        return (
+            backlog.batch_bytes * self.posts_per_byte,
+            backlog.waiting_bytes * self.posts_per_byte,
+        )
+
     def choose(self, backlog: Backlog | None, now: float) -> LevelChoice:
-        """The level of the next batch (a new plan; a replay reuses its recorded one)."""
+        """The level of the next batch (a new plan; a replay reuses its recorded one).
+
+        The controller's buffer is what waits *behind* this batch: the batch itself is in
+        service, as the paper's matcher holds the post it works on outside its buffer.
+        """
         posts = self.backlog_posts(backlog)
         if not self.enabled:
             return LevelChoice(0, None, posts)
-        if self.options.max_spread is not None:
-            return LevelChoice(1, self.options.max_spread, posts)
+        if self.options.max_spread is not None:  # a fixed level: the ladder's last
+            return LevelChoice(self.ladder.max_level, self.options.max_spread, posts)
         if not self.options.adaptive:
             return LevelChoice(0, None, posts)
+        split = self._split_posts(backlog) if backlog is not None else None
         input_rate = None
-        if backlog is not None and self.posts_per_byte is not None:
-            landed = self._landed_bytes + backlog.batch_bytes + backlog.waiting_bytes
+        if split is not None:
+            batch, waiting = split
+            landed = self._taken_posts + batch + waiting
             if self._last is not None and now > self._last[0]:
                 input_rate = max(0.0, (landed - self._last[1]) / (now - self._last[0]))
-                input_rate *= self.posts_per_byte
             self._last = (now, landed)
-            self._landed_bytes += backlog.batch_bytes  # taken from the landing by this batch
-        if self.controller is None or posts is None or self.capacity is None:
+            self._taken_posts += batch
+        if self.controller is None or split is None or self.capacity is None:
             return LevelChoice(0, None, posts)
         loads = self.loads()
         self.controller.retune(loads, self.options.latency_budget * self.capacity, self.capacity)
         # the buffer in work, not posts: a backlog at level l takes L(l) of the time it
         # would at level 0 (Little's law, as the segments assume)
-        work = float(posts) * float(loads[self.controller.level])
+        work = split[1] * float(loads[self.controller.level])
         decision = self.controller.adapt(work, input_rate)
         if decision.moved:
             log.info(
-                "stream: shedding level %d -> %d (backlog %d posts, %s segment, b = %d)",
+                "stream: shedding level %d -> %d (%d posts waiting, input %s posts/s, "
+                "capacity %d posts/s, %s segment)",
                 decision.level - decision.moved,
                 decision.level,
-                posts,
+                round(split[1]),
+                "?" if input_rate is None else f"{input_rate:,.0f}",
+                round(self.capacity),
                 decision.segment,
-                int(self.controller.buffer_size),
             )
         return LevelChoice(decision.level, self.ladder.cap(decision.level), posts)
 
@@ -321,12 +367,19 @@ class StreamShedding:
             )
         drop = self.ladder.drop(level) if level <= self.ladder.max_level else 0.0
         weight = None
+        values = None
         if mode == "yield":
             self._follow(snapshot)
             weight = load_weights(checkpoint, batch_id, snapshot) if replayed else None
             if weight is None:
                 weight = self.stats.weights(snapshot.slot_subscriptions)
                 save_weights(checkpoint, batch_id, snapshot, weight)
+            if drop > 0 and self.options.drop_rule == "value":
+                # from the saved weights, so a replay ranks the posts as the first run did
+                values = ValueTable.from_words(
+                    snapshot.words,
+                    word_values(weight, snapshot.part_start, snapshot.part_count),
+                )
         return ShedPlan(
             utility=mode,
             level=level,
@@ -336,6 +389,7 @@ class StreamShedding:
             # cap strictly)
             exempt_fraction=EXEMPT_FRACTION if mode == "yield" else 0.0,
             drop_fraction=drop,
+            drop_values=values,
         )
 
     def _follow(self, snapshot: MatcherSnapshot) -> None:

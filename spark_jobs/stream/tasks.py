@@ -34,12 +34,18 @@ from core.corpus.json_lines import judge_lines
 from core.monitor.health import RoutingHealth
 from core.monitor.sketch import WordSketch
 from core.sampling.hash_fraction import spark_xxhash64
+from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
-from core.shedding.shedder import drop_posts_at_random
 from core.shedding.yield_stats import YieldObservation
 from core.stream.dispatch import MATCHED_ARROW, dispatch_tables, storage_schema
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
-from core.stream.worker import MatcherCache, batch_seed, gather_for_matchers, route_and_shed
+from core.stream.worker import (
+    MatcherCache,
+    batch_seed,
+    gather_for_matchers,
+    line_seed,
+    route_and_shed,
+)
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
@@ -198,6 +204,8 @@ def _route_run(
         "payload_bytes": 0,  # shuffled to the match tasks
         "capped_posts": 0,
         "dropped_posts": 0,
+        "dropped_value": 0.0,  # the estimated matches of the dropped posts
+        "kept_value": 0.0,  # ... and of the posts kept beside them
         "shed_by_matcher": [0] * n,
         "spread_counts": [0] * (n + 1),
         "seconds": 0.0,
@@ -211,6 +219,16 @@ def _route_run(
     for batch in batches:
         started = time.perf_counter()
         figures["bytes"] += int(pc.sum(pc.binary_length(batch.column("line"))).as_py() or 0)
+        # a drop level goes first, on the raw bytes: a dropped post costs no parsing
+        first = batch.column("line")[0].as_py() if batch.num_rows else None
+        dropped = drop_lines(plan, batch.column("line"), line_seed(snapshot, first))
+        sampled_lines = dropped.sampled
+        if dropped.dropped:  # counted in the notices, as every shed post is
+            figures["dropped_posts"] += dropped.dropped
+            figures["dropped_value"] += dropped.dropped_value
+            figures["kept_value"] += dropped.kept_value
+            batch = batch.filter(pa.array(dropped.keep))
+            sampled_lines = sampled_lines[dropped.keep]
         judged = judge_lines(batch.column("line"))
         ok = judged.accepted
         if not pc.all(ok).as_py():
@@ -242,15 +260,10 @@ def _route_run(
         if good.num_rows == 0:
             continue
         seed = batch_seed(snapshot, good.column("post_id")[0].as_py())
-        if plan.drop_fraction > 0:  # a drop level: the last resort, counted in the notices
-            kept = drop_posts_at_random(good.num_rows, plan.drop_fraction, seed)
-            figures["dropped_posts"] += int(good.num_rows - kept.sum())
-            good = good.filter(pa.array(kept))
-            if good.num_rows == 0:
-                continue
+        sampled = sampled_lines[np.asarray(ok, dtype=np.bool_)]
         post_ids = good.column("post_id")
         indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text"))
-        shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed)
+        shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed, sampled=sampled)
         health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()
         CACHE.count_words(snapshot, word_ids, sketch)

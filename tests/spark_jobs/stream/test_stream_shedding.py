@@ -64,14 +64,16 @@ def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
     assert "limit notice" in out and "pairs not forwarded" in out
 
 
-def test_a_replayed_batch_sheds_the_same_pairs(lakehouse, scene, tmp_path):
+def test_a_replayed_batch_sheds_the_same_pairs_and_drops_the_same_posts(lakehouse, scene, tmp_path):
     landing = scene
     harness.publish_learned(lakehouse, landing, 6, "hash", split=False)
     posts = [landing.write(300) for _ in range(3)]
     checkpoint = tmp_path / "checkpoint"
-    extra = ["--shedding", "yield", "--max-spread", "1.5"]
+    # a cap and a drop level: 30% of the posts go, the least valuable by the learned yields
+    extra = ["--shedding", "yield", "--max-spread", "1.5", "--drop-fraction", "0.3"]
     # killed in batch 1 after `matches` is committed and before `deliveries` is: the
     # restart replays batch 1, and its deliveries must be those of the committed matches
+    # (a replay that dropped other posts would deliver other matches)
     killed = harness.run_stream_process(lakehouse, landing, checkpoint, "after-matches:1", extra)
     assert killed.returncode != 0
     final = harness.run_stream_process(lakehouse, landing, checkpoint, None, extra)
@@ -81,7 +83,11 @@ def test_a_replayed_batch_sheds_the_same_pairs(lakehouse, scene, tmp_path):
     harness.check_deliveries(lakehouse)
     saved = sorted((checkpoint / "s3tm_shedding").glob("yield-weights-*.npz"))
     assert [p.name for p in saved] == [f"yield-weights-{b}.npz" for b in range(3)]
-    assert [r["shedding_level"] for r in _committed(lakehouse)] == [1, 1, 1]
+    committed = _committed(lakehouse)
+    assert [r["shedding_level"] for r in committed] == [2, 2, 2]
+    for row in committed:  # round(0.3 x 300) of each block's posts, the exempt sample kept
+        assert 0.2 * 300 < row["dropped_posts"] <= 0.3 * 300
+        assert row["posts"] + row["dropped_posts"] + row["quarantined"] == 300
 
 
 def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_path):
