@@ -346,6 +346,9 @@ STREAM_HEALTH = TableSpec(
             _f("sketch_bytes", pa.int64()),  # the largest route task's sketch
             _f("sketch_seconds", pa.float64()),  # route tasks' time in the sketch
             _f("route_seconds", pa.float64()),  # route tasks' total time
+            # counted matcher work (lookups + matches) per matcher: the publish gate's measure
+            _f("work", pa.list_(pa.int64())),
+            _f("work_throughput", pa.float64()),  # posts / the busiest matcher's work
         ]
     ),
     key=("query_id", "batch_id"),
@@ -371,6 +374,9 @@ MONITOR_CHECKS = TableSpec(
             _f("hot_words", pa.list_(_HOT_WORD)),
             _f("decision", pa.string(), False),  # healthy | remap | no data
             _f("conditions", pa.list_(pa.string())),
+            # throughput by counted matcher work: over the period, over the first period
+            _f("live_work_throughput", pa.float64()),
+            _f("reference_work_throughput", pa.float64()),
         ]
     ),
     key=("checked_at",),

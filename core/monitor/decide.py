@@ -3,8 +3,12 @@
 A remap is asked for when (any of):
 
 - ``no_version``: posts are there to learn from but nothing is published;
-- ``throughput_drop``: the version's live relative throughput (against hash routing, on
-  the period's posts) fell by more than ``max_drop`` from its value at publish time;
+- ``throughput_drop``: the version's live throughput by counted matcher work (posts per
+  unit of the busiest matcher's lookups + matches: the measure the publish gate judges
+  versions by) fell by more than ``max_drop`` below its reference, the same figure over the
+  version's first period of live posts (the same index and counter; the gate's figure
+  comes from a replay on tries, another counter). Health rows written before the stream
+  counted work fall back to the posts-only model against hash routing, and say so;
 - ``hot_word``: the live word sketch reports a word whose share per version exceeds the
   split threshold (:func:`core.monitor.health.hot_words`).
 
@@ -32,6 +36,8 @@ class HealthCheck:
     conditions: list[str] = field(default_factory=list)
     live_relative_throughput: float | None = None
     reference_relative_throughput: float | None = None
+    live_work_throughput: float | None = None
+    reference_work_throughput: float | None = None
 
     @property
     def codes(self) -> list[str]:
@@ -47,12 +53,16 @@ def decide(
     hot_words: Sequence[Mapping[str, Any]],
     split_threshold: float | None,
     max_drop: float,
+    live_work: float | None = None,
+    reference_work: float | None = None,
 ) -> HealthCheck:
     """Apply the rule above.
 
     Args:
         live: the published version's merged health over the period (None: no rows).
-        reference: its relative throughput at publish time (None: not evaluated).
+        reference: its model relative throughput at publish time (None: not evaluated).
+        live_work, reference_work: its throughput by counted work over the period and over
+            its first live period (None: not counted; the model decides).
         hot_words: the latest window's reported words (``word``, ``share``, ``versions``).
 
     Raises:
@@ -65,14 +75,25 @@ def decide(
             return HealthCheck(REMAP, ["no_version: posts are ingested but none is published"])
         return HealthCheck(NO_DATA)
     if live is None or live.posts == 0:
-        return HealthCheck(NO_DATA, reference_relative_throughput=reference)
+        return HealthCheck(
+            NO_DATA,
+            reference_relative_throughput=reference,
+            reference_work_throughput=reference_work,
+        )
     conditions = []
     now = live.relative_throughput
-    if reference is not None and not math.isnan(now) and now < (1.0 - max_drop) * reference:
+    if live_work is not None and reference_work:
+        if live_work < (1.0 - max_drop) * reference_work:
+            conditions.append(
+                f"throughput_drop: throughput by matcher work x{live_work / reference_work:.3f} "
+                f"of the version's first live period ({1 - live_work / reference_work:.1%} "
+                f"lower, more than {max_drop:.0%})"
+            )
+    elif reference is not None and not math.isnan(now) and now < (1.0 - max_drop) * reference:
         conditions.append(
-            f"throughput_drop: live relative throughput {now:.3f} is "
-            f"{1 - now / reference:.1%} below {reference:.3f} at publish "
-            f"(more than {max_drop:.0%})"
+            f"throughput_drop: live relative throughput {now:.3f} (posts-only model: the "
+            f"health rows count no matcher work) is {1 - now / reference:.1%} below "
+            f"{reference:.3f} at publish (more than {max_drop:.0%})"
         )
     for word in hot_words:
         conditions.append(
@@ -86,4 +107,6 @@ def decide(
         conditions,
         None if math.isnan(now) else now,
         reference,
+        live_work,
+        reference_work,
     )

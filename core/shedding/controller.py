@@ -16,8 +16,8 @@ is the complement, the stable segment's share).
 Two step rules:
 - ``"one"`` (the paper): one level per period;
 - ``"rate"`` (default): given the measured input rate and the capacity at level 0, go to
-  the least shedding level whose capacity covers the input and drains what waits within one
-  buffer's time, with ``headroom``: one input step needs one or two level changes, not one
+  the least shedding level whose capacity covers the input and drains what waits within a
+  few buffers' time, with ``headroom``: one input step needs one or two level changes, not one
   per period, and at a steady overload it settles on the least level that keeps up, down
   as well as up (the paper's rule holds in the stable segment, and so can carry a backlog
   and shed more than the input demands). The anti-oscillation rule stays: no step down
@@ -61,6 +61,9 @@ class SheddingController:
         step: ``"rate"`` or ``"one"`` (see the module docstring).
         capacity: posts per second the matchers take at level 0 (``"rate"`` rule).
         headroom: capacity to keep above the input rate when jumping (``"rate"`` rule).
+        drain_budgets: what waits is drained within this many buffers' time, b / capacity
+            each (``"rate"`` rule): one sheds hard for a moment, several shed less for
+            longer (and jump less on a noisy reading).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class SheddingController:
         step: str = "rate",
         capacity: float | None = None,
         headroom: float = 1.05,
+        drain_budgets: float = 4.0,
     ) -> None:
         if buffer_size <= 0:
             raise InvalidArgumentError(f"buffer size must be > 0, got {buffer_size}")
@@ -78,6 +82,9 @@ class SheddingController:
             raise InvalidArgumentError(f"step must be one of {STEP_RULES}, got {step!r}")
         if headroom < 1.0:
             raise InvalidArgumentError(f"headroom must be >= 1, got {headroom}")
+        if drain_budgets <= 0:
+            raise InvalidArgumentError(f"drain_budgets must be > 0, got {drain_budgets}")
+        self.drain_budgets = drain_budgets
         self.loads = np.asarray(loads, dtype=np.float64)
         self.ideal_top = ideal_fraction(self.loads) * buffer_size
         self.buffer_size = float(buffer_size)
@@ -157,10 +164,10 @@ class SheddingController:
 
     def _wanted_level(self, fullness: float, input_rate: float | None) -> int | None:
         """The ``"rate"`` rule's level: the least one whose capacity covers the input plus
-        draining the posts waiting within one buffer's time (b / capacity); None without a
+        draining the posts waiting within ``drain_budgets`` buffers' time; None without a
         rate or a capacity."""
         if input_rate is None or self.capacity is None or self.capacity <= 0:
             return None
         waiting = fullness / float(self.loads[self.level])  # posts (Little's law)
-        drain_seconds = self.buffer_size / self.capacity
+        drain_seconds = self.drain_budgets * self.buffer_size / self.capacity
         return self._covering_level(max(0.0, input_rate) + waiting / drain_seconds)

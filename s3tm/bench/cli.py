@@ -107,14 +107,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     _compare_arguments(p)
-    over = p.add_argument_group("overload (--overload F)")
+    over = p.add_argument_group("overload (--overload F[,F...])")
     over.add_argument(
         "--overload",
-        type=float,
-        metavar="F",
-        help="feed the stream at F x its measured capacity, shedding off and on",
+        metavar="F[,F...]",
+        help="feed the stream at F x its measured capacity, one run per factor and drop "
+        "rule (for example 1.25,1.5,2,3)",
     )
-    over.add_argument("--duration", type=float, default=120.0, help="seconds fed per run")
+    over.add_argument(
+        "--overload-modes",
+        default="value,random",
+        help="runs per factor: value (drop the posts of least estimated matches), random "
+        "(drop at random: the baseline), off (no shedding)",
+    )
+    over.add_argument("--duration", type=float, default=60.0, help="seconds fed per run")
     over.add_argument("--trigger-seconds", type=float, default=5.0, help="the trigger interval")
     over.add_argument("--file-seconds", type=float, default=1.0, help="a file lands this often")
     over.add_argument("--shedding", default="yield", help="the utility of the shedding run")
@@ -241,14 +247,21 @@ def _run_stream(args: argparse.Namespace) -> int:
     if args.overload is not None:
         from s3tm.bench import overload
 
-        if args.overload <= 0 or len(workloads) != 1:
-            raise InputDataError("--overload takes F > 0 and one workload (--workloads tweet)")
+        try:
+            factors = [float(f) for f in args.overload.split(",") if f.strip()]
+        except ValueError:
+            raise InputDataError(
+                f"--overload takes factors like 1.5,2, got {args.overload!r}"
+            ) from None
+        if len(workloads) != 1:
+            raise InputDataError("--overload takes one workload (--workloads tweet)")
         overload.run(
             Path(args.corpus) if args.corpus else real_corpus_path(),
             workload=workloads[0],
             nodes=args.nodes,
             subscriptions=args.subscriptions,
-            factor=args.overload,
+            factors=factors,
+            modes=args.overload_modes,
             duration=args.duration,
             trigger=args.trigger_seconds,
             file_seconds=args.file_seconds,

@@ -1,17 +1,23 @@
-"""``s3tm bench stream --overload F``: the real streaming job fed at F times its capacity.
+"""``s3tm bench stream --overload F[,F...]``: the real streaming job fed above its capacity,
+as a curve over overload factors.
 
 Set-up as ``s3tm bench stream`` (real tweets, 100k subscriptions, SALB+split, N matchers).
 1. Capacity: the job works through a landed backlog with shedding off (``availableNow``,
    one file per batch); its steady posts/s after the warm-up batches is R.
-2. For shedding ``off`` and then the chosen utility, on a fresh copy of the lakehouse: a
-   producer thread lands a file every ``--file-seconds`` so that posts arrive at F x R,
-   for ``--duration`` seconds, while the query runs with a processing-time trigger (every
-   batch takes every file landed since the last one) and a latency budget of one trigger
-   interval.
+2. For each factor F and each drop rule (``value``: the posts of least estimated matches go;
+   ``random``: the baseline, at whatever rate its own controller settles on), on a fresh
+   copy of the lakehouse: a producer thread lands a file every ``--file-seconds`` so that
+   posts arrive at F x R for ``--duration`` seconds, while the query runs with a
+   processing-time trigger (every batch takes the files landed since the last one, at
+   most two intervals' worth) and a latency budget of one trigger interval. ``off``
+   (``--overload-modes off,...``) runs without shedding: its backlog grows without bound.
+3. The oracle: for each batch of the ``value`` run, the matches kept had it processed the
+   same number of posts, those with the most true matches, in full.
 Per batch: the backlog the plan saw (posts landed, not yet processed), the shedding level,
 the batch's processing time, and its accuracy: matches written / exact matches of the
-posts it processed (each replayed tweet's exact match count is computed once, with one
-trie over all subscriptions: brute force by construction).
+posts it took (each replayed tweet's exact match count is computed once, with one trie
+over all subscriptions: brute force by construction). Per factor and rule: accuracy, batch
+p95, post delay p95, and posts processed / (R x duration).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import InputDataError
 from core.formatting import format_table
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
@@ -117,6 +124,7 @@ def run_mode(
     file_seconds: float,
     duration: float,
     seed: int,
+    drop_rule: str = "value",
 ) -> list[dict[str, Any]]:
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.stream.config import StreamConfig
@@ -140,6 +148,7 @@ def run_mode(
         seed=seed,
         shedding=mode,
         latency_budget=trigger,
+        drop_rule=drop_rule,
     )
     producer = Producer(
         landing, work / "staged", held_ids, held_texts, rate, file_seconds, duration
@@ -168,10 +177,12 @@ def run_mode(
     clock = 0.0
     for committed in handler.figures:
         batch, figure = committed.batch_id, committed.figures
-        expected = 0
-        for name in files.get(batch, []):
-            first, n = producer.landed[name]
-            expected += int(exact[(first + np.arange(n)) % exact.shape[0]].sum())
+        per_post = [
+            exact[(first + np.arange(n)) % exact.shape[0]]
+            for first, n in (producer.landed[name] for name in files.get(batch, []))
+        ]
+        post_matches = np.concatenate(per_post) if per_post else np.zeros(0, np.int64)
+        expected = int(post_matches.sum())
         clock += figure.seconds_total
         plan = planned.get(batch, {})
         taken = figure.posts + figure.dropped_posts
@@ -191,35 +202,71 @@ def run_mode(
                 "matches": figure.matches,
                 "exact_matches": expected,
                 "accuracy": figure.matches / expected if expected else 1.0,
+                "_post_matches": post_matches,  # for the oracle; not written
             }
         )
     shutil.rmtree(landing, ignore_errors=True)
     return rows
 
 
-def summarise(rows: list[dict[str, Any]], trigger: float, warmup: int) -> dict[str, Any]:
+def oracle_accuracy(rows: list[dict[str, Any]], warmup: int) -> float:
+    """Matches kept had each batch processed as many posts as it did, those with the most
+    true matches, in full (``rows`` carry each batch's true counts per post)."""
+    steady = rows[warmup:] or rows
+    kept = total = 0.0
+    for row in steady:
+        counts = np.sort(row.pop("_post_matches"))[::-1]
+        kept += float(counts[: row["posts"]].sum())
+        total += float(counts.sum())
+    for row in rows:
+        row.pop("_post_matches", None)
+    return round(kept / total, 4) if total else 1.0
+
+
+def summarise(
+    rows: list[dict[str, Any]], trigger: float, warmup: int, capacity: float, duration: float
+) -> dict[str, Any]:
     steady = rows[warmup:] or rows
     seconds = [r["batch_s"] for r in steady]
     delays = [r["delay_s"] for r in steady]
     backlog = [r["backlog_posts"] for r in steady]
     half = len(backlog) // 2
+    processed = sum(r["posts"] for r in rows)
+    taken = processed + sum(r["dropped_posts"] for r in rows)
     return {
+        "factor": rows[0]["factor"],
         "shedding": rows[0]["shedding"],
         "batches": len(rows),
         "batch p50 s": round(float(np.percentile(seconds, 50)), 2),
         "batch p95 s": round(float(np.percentile(seconds, 95)), 2),
         "p95 / trigger": round(float(np.percentile(seconds, 95)) / trigger, 2),
         "post delay p95 s": round(float(np.percentile(delays, 95)), 1),
-        "backlog 1st half max": max(backlog[:half], default=0),
         "backlog 2nd half max": max(backlog[half:], default=0),
         "backlog last": backlog[-1] if backlog else 0,
         "max level": max(r["level"] for r in rows),
         "accuracy": round(
             sum(r["matches"] for r in steady) / max(1, sum(r["exact_matches"] for r in steady)), 4
         ),
-        "posts processed": sum(r["posts"] for r in rows),
-        "posts dropped": sum(r["dropped_posts"] for r in rows),
+        "posts processed": processed,
+        "posts dropped": taken - processed,
+        "dropped share": round((taken - processed) / taken, 3) if taken else 0.0,
+        "processed / capacity": round(processed / (capacity * duration), 3),
     }
+
+
+def _modes(spec: str, utility: str) -> list[tuple[str, str, str]]:
+    """``off,value,random`` -> (label, shedding utility, drop rule) per run."""
+    out = []
+    for mode in (m.strip() for m in spec.split(",") if m.strip()):
+        if mode == "off":
+            out.append(("off", "off", "value"))
+        elif mode in ("value", "random"):
+            out.append((f"{utility} {mode} drop", utility, mode))
+        else:
+            raise InputDataError(f"--overload-modes takes off, value and random, got {mode!r}")
+    if not out:
+        raise InputDataError("--overload-modes names no mode")
+    return out
 
 
 def run(
@@ -228,7 +275,8 @@ def run(
     workload: str,
     nodes: int,
     subscriptions: int,
-    factor: float,
+    factors: list[float],
+    modes: str,
     duration: float,
     trigger: float,
     file_seconds: float,
@@ -246,10 +294,15 @@ def run(
     from spark_jobs.stream.config import StreamConfig
     from spark_jobs.stream.matcher import start
 
+    runs = _modes(modes, utility)
+    if not factors or any(f <= 0 for f in factors):
+        raise InputDataError(f"--overload takes factors > 0, got {factors}")
     print(f"machine: {machine_summary()}")
     ids, texts = _read_posts(corpus, seed)
     spark = build_session("s3tm-bench-overload", master=master)
     root = Path(tempfile.mkdtemp(prefix="s3tm-bench-overload-"))
+    rows: list[dict[str, Any]] = []
+    summary: list[dict[str, Any]] = []
     try:
         lakehouse, held_ids, held_texts, word_sets, _ = prepare_workload(
             spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions,
@@ -276,39 +329,55 @@ def run(
         query.awaitTermination()
         steady = [batch.figures for batch in list(handler.figures)[WARMUP_BATCHES:]]
         capacity = sum(f.posts for f in steady) / sum(f.seconds_total for f in steady)
-        rate = factor * capacity
         print(
             f"capacity (shedding off, steady batches of {per_file:,}): {capacity:,.0f} posts/s; "
-            f"feeding {rate:,.0f} posts/s ({factor:g}x) for {duration:g}s, trigger {trigger:g}s",
+            f"factors {', '.join(f'{f:g}x' for f in factors)}, {duration:g}s each, "
+            f"trigger {trigger:g}s, runs: {', '.join(label for label, _, _ in runs)}",
             flush=True,
         )
-        rows: list[dict[str, Any]] = []
-        for mode in ("off", utility):
-            rows += run_mode(
-                spark, lakehouse.root, root / mode, mode, held_ids, held_texts, exact,
-                rate=rate, trigger=trigger, file_seconds=file_seconds, duration=duration,
-                seed=seed,
-            )  # fmt: skip
+        total = len(factors) * len(runs)
+        for f_i, factor in enumerate(factors):
+            for r_i, (label, mode, rule) in enumerate(runs):
+                print(f"[{f_i * len(runs) + r_i + 1}/{total}] {factor:g}x, {label}", flush=True)
+                mode_rows = run_mode(
+                    spark, lakehouse.root, root / f"{factor:g}-{r_i}", mode, held_ids,
+                    held_texts, exact, rate=factor * capacity, trigger=trigger,
+                    file_seconds=file_seconds, duration=duration, seed=seed, drop_rule=rule,
+                )  # fmt: skip
+                for row in mode_rows:
+                    row.update({"factor": factor, "shedding": label})
+                oracle = oracle_accuracy(mode_rows, WARMUP_BATCHES)
+                row_summary = summarise(mode_rows, trigger, WARMUP_BATCHES, capacity, duration)
+                summary.append(row_summary)
+                if rule == "value" and mode != "off":
+                    summary.append(
+                        {**row_summary, "shedding": "oracle (same posts processed)",
+                         "accuracy": oracle}
+                    )  # fmt: skip
+                rows += mode_rows
+                print(
+                    f"  accuracy {row_summary['accuracy']:.3f}, batch p95 "
+                    f"{row_summary['p95 / trigger']:.2f}x the trigger, processed "
+                    f"{row_summary['processed / capacity']:.0%} of capacity x duration, "
+                    f"dropped {row_summary['dropped share']:.0%}",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    summary = [
-        summarise([r for r in rows if r["shedding"] == mode], trigger, WARMUP_BATCHES)
-        for mode in dict.fromkeys(r["shedding"] for r in rows)
-    ]
     for row in summary:
-        row.update({"workload": workload, "N": nodes, "capacity posts/s": round(capacity),
-                    "input posts/s": round(rate)})  # fmt: skip
+        row.update({"workload": workload, "N": nodes, "capacity posts/s": round(capacity)})
     header = list(summary[0])
-    print(f"\nstreaming matcher at {factor:g}x its capacity, shedding off vs {utility}")
+    print(f"\nstreaming matcher above its capacity ({workload}-based, N={nodes})")
     print(format_table(header, [[r[h] for h in header] for r in summary]))
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "stream_overload.csv")
     write_csv(summary, out / "stream_overload_summary.csv")
     plot_panels(
-        rows, x="time_s", panels=["backlog_posts", "delay_s", "batch_s", "level", "accuracy"],
-        group_by="shedding", split_by="shedding", path=out / "stream_overload.png",
-        title=f"Streaming matcher fed at {factor:g}x capacity ({workload}-based, N={nodes})",
+        summary, x="factor",
+        panels=["accuracy", "processed / capacity", "p95 / trigger", "post delay p95 s"],
+        group_by="shedding", split_by="workload", path=out / "stream_overload.png",
+        title=f"Streaming matcher fed above its capacity ({workload}-based, N={nodes})",
         log_x=False,
     )  # fmt: skip
-    print(f"wrote {out / 'stream_overload.csv'} and {out / 'stream_overload.png'}")
+    print(f"wrote {out / 'stream_overload_summary.csv'} and {out / 'stream_overload.png'}")
     return summary

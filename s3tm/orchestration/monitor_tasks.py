@@ -1,5 +1,9 @@
 """The Python step of the monitor DAG: read ``stream.health``, decide, record the check.
 
+The measure is the publish gate's: throughput by counted matcher work, here the live
+posts per unit of the busiest matcher's lookups + matches, against the same figure over
+the version's first ``period_hours`` of live posts (:mod:`core.monitor.decide`).
+
 Small Delta tables, read and written with delta-rs on the Airflow worker (no Spark)."""
 
 from __future__ import annotations
@@ -26,6 +30,30 @@ def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> flo
     return float(value) if value is not None else None
 
 
+def work_throughput(rows: list[dict[str, Any]]) -> float | None:
+    """Posts per unit of the busiest matcher's counted work (lookups + matches) over health
+    rows; None when the rows count no work (written before the stream counted it)."""
+    counted = [r for r in rows if r.get("work")]
+    if not counted or len(counted) < len(rows):
+        return None
+    width = max(len(r["work"]) for r in counted)
+    work = [0] * width
+    for row in counted:
+        for m, w in enumerate(row["work"]):
+            work[m] += int(w)
+    busiest = max(work)
+    posts = sum(int(r.get("posts") or 0) for r in counted)
+    return posts / busiest if busiest > 0 else None
+
+
+def _first_period(rows: list[dict[str, Any]], hours: float) -> list[dict[str, Any]]:
+    """The version's rows within ``hours`` of its first live row (its reference period)."""
+    if not rows:
+        return []
+    end = rows[0]["recorded_at"] + dt.timedelta(hours=hours)
+    return [r for r in rows if r["recorded_at"] < end]
+
+
 def check_routing_health(
     root: str,
     *,
@@ -46,13 +74,15 @@ def check_routing_health(
     version = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
     has_posts = lakehouse.exists("silver.posts") and lakehouse.row_count("silver.posts") > 0
     rows: list[dict[str, Any]] = []
+    first: list[dict[str, Any]] = []
     if version is not None and lakehouse.exists("stream.health"):
         health = lakehouse.read_arrow("stream.health")
-        mine = pc.and_(
-            pc.equal(health["routing_version"], version),
-            pc.greater_equal(health["recorded_at"], pa.scalar(since, health["recorded_at"].type)),
+        every = sorted(
+            health.filter(pc.equal(health["routing_version"], version)).to_pylist(),
+            key=lambda r: r["recorded_at"],
         )
-        rows = sorted(health.filter(mine).to_pylist(), key=lambda r: r["recorded_at"])
+        rows = [r for r in every if r["recorded_at"] >= since]
+        first = _first_period(every, period_hours)
     live = RoutingHealth.from_rows(rows) if rows else None
     latest = rows[-1] if rows else {}
     reference = (
@@ -66,6 +96,8 @@ def check_routing_health(
         hot_words=latest.get("hot_words") or [],
         split_threshold=latest.get("split_threshold"),
         max_drop=max_drop,
+        live_work=work_throughput(rows) if rows else None,
+        reference_work=work_throughput(first) if first else None,
     )
     record = {
         "checked_at": checked_at,
@@ -76,6 +108,8 @@ def check_routing_health(
         "posts": live.posts if live else 0,
         "live_relative_throughput": check.live_relative_throughput,
         "reference_relative_throughput": reference,
+        "live_work_throughput": check.live_work_throughput,
+        "reference_work_throughput": check.reference_work_throughput,
         "max_drop": max_drop,
         "hot_words": latest.get("hot_words") or [],
         "decision": check.decision,

@@ -21,6 +21,7 @@ capacity and bytes per post; the match tasks' yield counts update the yield esti
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +55,14 @@ DROP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(1, 19))
 # matches than capping further
 DROP_CAP = 4.0
 # What a dropped post still costs, as a share of a post processed in full: read from the
-# source and handed to a Python worker, its raw bytes scanned for its value.
-DROPPED_POST_COST = 0.1
+# source and handed to a Python worker, its raw bytes scanned for its value (measured at
+# 2x on the real tweets: 1.2 of 7.5 us; the no-op query's rate says the same).
+DROPPED_POST_COST = 0.16
+# Recent batches at drop levels the costs of a kept and a dropped post are fitted on
+DROP_FIT_BATCHES = 12
+# Plans the input rate is measured over: a file source lands whole files, so one trigger
+# interval's count is off by a file either way (+-20% at 5 files per interval)
+RATE_WINDOW = 3
 # Batches of a routing version whose time says nothing about capacity: the Python workers
 # build the tries of the matchers they meet and fill their token caches.
 WARMUP_BATCHES = 1
@@ -239,7 +246,9 @@ class StreamShedding:
         self.posts_per_byte: float | None = None
         self.stats = YieldStats()
         self._stats_version: tuple[str, int] | None = None
-        self._last: tuple[float, float] | None = None  # (time, posts landed so far)
+        # (time, posts landed so far) at the last few plans: the input rate is measured
+        # over them, as files land in whole numbers per trigger interval
+        self._landed: deque[tuple[float, float]] = deque(maxlen=RATE_WINDOW + 1)
         self._taken_posts = 0.0  # posts the batches so far took from the source
         self._version: int | None = None
         self._version_batches = 0
@@ -248,6 +257,8 @@ class StreamShedding:
         self.per_post_share = 0.5
         # posts/s measured at each level (after the warm-up): they correct the model of L
         self.level_rates: dict[int, float] = {}
+        # (kept, dropped, seconds) of recent batches at drop levels
+        self._drop_batches: deque[tuple[int, int, float]] = deque(maxlen=DROP_FIT_BATCHES)
 
     @property
     def enabled(self) -> bool:
@@ -279,7 +290,28 @@ class StreamShedding:
             for level, rate in self.level_rates.items():
                 if level < levels:
                     out[level] = min(1.0, base / rate) if level else 1.0
-        return np.maximum(np.minimum.accumulate(out), 1e-6)
+        # the drop levels from what a kept and a dropped post cost in the batches that ran
+        # at them (one fit, so a level never visited is as well known as its neighbours)
+        costs = self._drop_costs()
+        if costs is not None and self.capacity:
+            kept_cost, dropped_cost = costs
+            for level in range(self.ladder.cap_levels + 1, levels):
+                drop = self.ladder.drop(level)
+                out[level] = self.capacity * ((1 - drop) * kept_cost + drop * dropped_cost)
+        return np.maximum(np.minimum.accumulate(np.minimum(out, 1.0)), 1e-6)
+
+    def _drop_costs(self) -> tuple[float, float] | None:
+        """Seconds per kept and per dropped post at the drop levels: least squares over the
+        recent batches that ran at them, None until two drop shares were seen."""
+        rows = list(self._drop_batches)
+        if len({round(d / max(1, k + d), 2) for k, d, _ in rows}) < 2:
+            return None
+        x = np.array([[k, d] for k, d, _ in rows], dtype=np.float64)
+        y = np.array([t for _, _, t in rows], dtype=np.float64)
+        (kept_cost, dropped_cost), *_ = np.linalg.lstsq(x, y, rcond=None)
+        if kept_cost <= 0 or dropped_cost < 0:
+            return None
+        return float(kept_cost), float(dropped_cost)
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
         """Posts landed and not yet processed, this batch's included (what the batch log
@@ -304,6 +336,19 @@ class StreamShedding:
             backlog.waiting_bytes * self.posts_per_byte,
         )
 
+    def input_rate(self, split: tuple[float, float], now: float) -> float | None:
+        """Posts/s landed over the last ``RATE_WINDOW`` plans, from (this batch's posts,
+        posts waiting behind it) now; None at the first plan."""
+        batch, waiting = split
+        landed = self._taken_posts + batch + waiting
+        rate = None
+        if self._landed and now > self._landed[0][0]:
+            first_time, first_landed = self._landed[0]
+            rate = max(0.0, (landed - first_landed) / (now - first_time))
+        self._landed.append((now, landed))
+        self._taken_posts += batch
+        return rate
+
     def choose(self, backlog: Backlog | None, now: float) -> LevelChoice:
         """The level of the next batch (a new plan; a replay reuses its recorded one).
 
@@ -318,14 +363,7 @@ class StreamShedding:
         if not self.options.adaptive:
             return LevelChoice(0, None, posts)
         split = self._split_posts(backlog) if backlog is not None else None
-        input_rate = None
-        if split is not None:
-            batch, waiting = split
-            landed = self._taken_posts + batch + waiting
-            if self._last is not None and now > self._last[0]:
-                input_rate = max(0.0, (landed - self._last[1]) / (now - self._last[0]))
-            self._last = (now, landed)
-            self._taken_posts += batch
+        input_rate = self.input_rate(split, now) if split is not None else None
         if self.controller is None or split is None or self.capacity is None:
             return LevelChoice(0, None, posts)
         loads = self.loads()
@@ -414,6 +452,7 @@ class StreamShedding:
             self._version, self._version_batches = snapshot.routing_version, 0
             self.spread_counts = None
             self.level_rates = {}
+            self._drop_batches.clear()
         self._version_batches += 1
         posts = sum(n["posts"] for n in route_notes)
         taken = posts + sum(n["dropped_posts"] for n in route_notes)  # input absorbed
@@ -436,6 +475,8 @@ class StreamShedding:
         if per_post + per_pair > 0 and self._version_batches > WARMUP_BATCHES:
             self.per_post_share = _smooth(self.per_post_share, per_post / (per_post + per_pair))
         if taken and seconds > 0 and self._version_batches > WARMUP_BATCHES:
+            if level > self.ladder.cap_levels:
+                self._drop_batches.append((posts, taken - posts, seconds))
             rate = taken / seconds
             self.level_rates[level] = _smooth(self.level_rates.get(level), rate)
             self.capacity = self.level_rates.get(0) or rate * float(self.loads()[level])

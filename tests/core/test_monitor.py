@@ -150,3 +150,26 @@ def test_monitor_rule_fires_on_drop_hot_word_or_missing_version_only():
     assert fresh.codes == ["no_version"]
     with pytest.raises(InvalidArgumentError):
         decide(**(base | {"max_drop": 1.0}), live=None, reference=None, hot_words=[])
+
+
+def test_the_monitor_judges_by_counted_work_not_the_model():
+    """The model's relative throughput improves while the busiest matcher's counted work per
+    post grows: the version got worse by the measure the publish gate uses, and the monitor
+    says so; with no counted work in the rows the model decides, and the condition says so."""
+    from core.monitor.decide import HEALTHY, REMAP, decide
+
+    better_model = RoutingHealth(100, np.array([40, 10]), np.array([90, 10]), 100, 100)
+    assert better_model.relative_throughput > 1.9  # x2.25 of hash, above 1.9 at publish
+    base = dict(has_version=True, has_posts=True, split_threshold=0.125, max_drop=0.1)
+    worse = decide(
+        live=better_model, reference=1.9, hot_words=[], live_work=0.8, reference_work=1.0, **base
+    )
+    assert worse.decision == REMAP and worse.codes == ["throughput_drop"]
+    assert "matcher work" in worse.conditions[0]
+    same = decide(
+        live=better_model, reference=1.9, hot_words=[], live_work=0.95, reference_work=1.0, **base
+    )
+    assert same.decision == HEALTHY
+    worse_model = RoutingHealth(100, np.array([60, 10]), np.array([90, 10]), 100, 100)
+    old_rows = decide(live=worse_model, reference=1.9, hot_words=[], **base)
+    assert old_rows.codes == ["throughput_drop"] and "posts-only model" in old_rows.conditions[0]

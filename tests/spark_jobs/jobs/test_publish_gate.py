@@ -1,0 +1,43 @@
+"""The publish gate judges by counted matcher work, as the monitor does: a candidate whose
+posts-only model improves while its counted work gets worse is kept out (delta-rs only)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from spark_jobs.jobs.publish import publish
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.routing_store import add_version, published_version
+
+
+def _version(number: int, status: str, evaluation: dict | None = None):
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return {
+        "routing_version": number, "algorithm": "salb", "n_matchers": 4, "params": "{}",
+        "inputs": "{}", "subscribed_words": None,
+        "metrics": json.dumps({"evaluation": evaluation}) if evaluation else None,
+        "validation": None, "status": status, "created_at": now,
+        "published_at": now if status == "published" else None, "retired_at": None,
+    }  # fmt: skip
+
+
+def test_a_better_model_with_worse_counted_work_is_not_published(tmp_path) -> None:
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "published"))
+    evaluation = {
+        "relative_model_throughput_vs_published": 1.30,  # the model says: better
+        "relative_work_throughput_vs_published": 0.90,  # the matchers' work says: worse
+    }
+    add_version(lakehouse, _version(2, "validated", evaluation))
+    kept = publish(lakehouse, 2, margin=0.05)
+    assert kept["changed"] is False and kept["basis"] == "counted work"
+    assert published_version(lakehouse) == 1
+    # better by counted work (and worse by the model): published
+    evaluation = {
+        "relative_model_throughput_vs_published": 0.95,
+        "relative_work_throughput_vs_published": 1.10,
+    }
+    add_version(lakehouse, _version(3, "validated", evaluation))
+    assert publish(lakehouse, 3, margin=0.05)["changed"] is True
+    assert published_version(lakehouse) == 3
