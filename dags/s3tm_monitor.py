@@ -5,8 +5,10 @@ Schedule: `0 * * * *` (UTC, hourly), or Trigger. Is the published routing versio
 paying? Reads the last `period_hours` of `stream.health` (written by the streaming matcher
 per micro-batch) and decides:
 
-- **remap** when the version's live relative throughput against hash routing has fallen
-  by more than `max_drop` from its value at publish time, when the stream's word sketch
+- **remap** when the version's live throughput by counted matcher work (posts per unit of
+  the busiest matcher's lookups + matches: the measure the publish gate judges versions by)
+  has fallen by more than `max_drop` below the same figure over the version's first
+  `period_hours` of live posts, when the stream's word sketch
   reports a new hot word over the split threshold, or when posts are ingested but no
   version is published. The `request_remap` task then emits the `remap_request` asset
   event (its extra carries the conditions), which triggers `s3tm_remap`; the remap run
@@ -45,7 +47,7 @@ from schemas.assets import asset, signal
             type="number",
             minimum=0,
             maximum=0.99,
-            description="remap when live relative throughput falls by more than this",
+            description="remap when live throughput by matcher work falls by more than this",
         ),
         "recent_window_days": Param(
             1,

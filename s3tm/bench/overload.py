@@ -11,8 +11,10 @@ Set-up as ``s3tm bench stream`` (real tweets, 100k subscriptions, SALB+split, N 
    processing-time trigger (every batch takes the files landed since the last one, at
    most two intervals' worth) and a latency budget of one trigger interval. ``off``
    (``--overload-modes off,...``) runs without shedding: its backlog grows without bound.
-3. The oracle: for each batch of the ``value`` run, the matches kept had it processed the
-   same number of posts, those with the most true matches, in full.
+3. At the ``value`` run's own drop rate, batch by batch: random drop (expected: each batch's
+   share of posts processed of its true matches, without the cap's loss, so an upper
+   bound) and the oracle (the matches kept had it processed as many posts, those with the
+   most true matches, in full).
 Per batch: the backlog the plan saw (posts landed, not yet processed), the shedding level,
 the batch's processing time, and its accuracy: matches written / exact matches of the
 posts it took (each replayed tweet's exact match count is computed once, with one trie
@@ -209,6 +211,20 @@ def run_mode(
     return rows
 
 
+def random_at_same_rate(rows: list[dict[str, Any]], warmup: int) -> float:
+    """Matches a random drop keeps in expectation at each batch's own drop rate: its share
+    of posts processed of each batch's true matches (no cap loss counted: an upper bound
+    for random drop, which also caps spreads at its levels)."""
+    steady = rows[warmup:] or rows
+    kept = total = 0.0
+    for row in steady:
+        taken = row["posts"] + row["dropped_posts"]
+        if taken:
+            kept += row["exact_matches"] * row["posts"] / taken
+        total += row["exact_matches"]
+    return round(kept / total, 4) if total else 1.0
+
+
 def oracle_accuracy(rows: list[dict[str, Any]], warmup: int) -> float:
     """Matches kept had each batch processed as many posts as it did, those with the most
     true matches, in full (``rows`` carry each batch's true counts per post)."""
@@ -347,9 +363,14 @@ def run(
                 for row in mode_rows:
                     row.update({"factor": factor, "shedding": label})
                 oracle = oracle_accuracy(mode_rows, WARMUP_BATCHES)
+                same_rate = random_at_same_rate(mode_rows, WARMUP_BATCHES)
                 row_summary = summarise(mode_rows, trigger, WARMUP_BATCHES, capacity, duration)
                 summary.append(row_summary)
                 if rule == "value" and mode != "off":
+                    summary.append(
+                        {**row_summary, "shedding": "random drop at the same rate (expected)",
+                         "accuracy": same_rate}
+                    )  # fmt: skip
                     summary.append(
                         {**row_summary, "shedding": "oracle (same posts processed)",
                          "accuracy": oracle}

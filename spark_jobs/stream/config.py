@@ -73,6 +73,7 @@ class StreamConfig:
             latency_budget=self.latency_budget,
             adaptive=not self.available_now,
             drop_rule=self.drop_rule,
+            trigger_seconds=self.trigger_seconds,
         )
 
     def health_options(self) -> HealthOptions:

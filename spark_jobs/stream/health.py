@@ -22,7 +22,7 @@ from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
 
 if TYPE_CHECKING:
-    from spark_jobs.stream.notes import RouteNote
+    from spark_jobs.stream.notes import MatchNote, RouteNote
 
 # 4 x 16384 int64 counters and 512 candidates: 520 KiB per route task
 SKETCH_SPEC = SketchSpec(width=1 << 14, depth=4, capacity=512, seed=0)
@@ -51,6 +51,19 @@ class HealthFigures:
     columns: dict[str, object]
     hot_words: list[HotWord]
     split_threshold: float
+
+
+def counted_work(
+    n_matchers: int, posts: int, match_notes: Sequence[MatchNote]
+) -> dict[str, object]:
+    """``work`` per matcher and ``work_throughput`` (posts per unit of the busiest matcher's
+    work): the columns the monitor judges a version by, as the publish gate does."""
+    work = [0] * n_matchers
+    for note in match_notes:
+        for matcher, count in (note.get("work") or {}).items():
+            work[int(matcher)] += int(count)
+    busiest = max(work, default=0)
+    return {"work": work, "work_throughput": posts / busiest if busiest else None}
 
 
 class StreamHealth:
@@ -88,8 +101,10 @@ class StreamHealth:
         n_matchers: int,
         words: Sequence[str],
         route_notes: Sequence[RouteNote],
+        match_notes: Sequence[MatchNote] = (),
     ) -> HealthFigures:
-        """The batch's ``stream.health`` figures (without the identifying columns)."""
+        """The batch's ``stream.health`` figures (without the identifying columns); the
+        match tasks' notes give each matcher's counted work (lookups + matches)."""
         if self._table is None:
             raise InvalidArgumentError("no routing version in use")
         health = RoutingHealth.empty(n_matchers)
@@ -123,5 +138,6 @@ class StreamHealth:
             "sketch_bytes": max((n["sketch_bytes"] for n in route_notes), default=0),
             "sketch_seconds": round(sum(n["sketch_seconds"] for n in route_notes), 6),
             "route_seconds": round(sum(n["task_seconds"] for n in route_notes), 6),
+            **counted_work(n_matchers, health.posts, match_notes),
         }
         return HealthFigures(columns, hot, threshold)

@@ -39,7 +39,7 @@ from spark_jobs.lake.routing_store import now_utc, published_version
 from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, CommittedBatch
 from spark_jobs.stream.config import StreamConfig
 from spark_jobs.stream.health import StreamHealth
-from spark_jobs.stream.notes import QuarantineNote, RouteNote, TaskNote
+from spark_jobs.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
 from spark_jobs.stream.pipeline import STREAM_CONF, MatchPipeline, source, task_slots
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
 from spark_jobs.stream.shedding import Backlog, StreamShedding, file_backlog, kafka_backlog
@@ -258,7 +258,7 @@ class StreamMatcher:
         )
         self.log.record(plan, "committed", self.state.epoch, figures)
         failpoints.crash_driver("after-record", batch_id)
-        self._record_health(plan, snapshot, route)
+        self._record_health(plan, snapshot, route, match)
         self.shedding.learn(
             snapshot,
             plan.shedding_level,
@@ -300,9 +300,15 @@ class StreamMatcher:
             self.prefetch()
 
     def _record_health(
-        self, plan: BatchPlan, snapshot: MatcherSnapshot, route_notes: list[RouteNote]
+        self,
+        plan: BatchPlan,
+        snapshot: MatcherSnapshot,
+        route_notes: list[RouteNote],
+        match_notes: list[MatchNote],
     ) -> None:
-        health = self.health.row(plan.batch_id, snapshot.n_matchers, snapshot.words, route_notes)
+        health = self.health.row(
+            plan.batch_id, snapshot.n_matchers, snapshot.words, route_notes, match_notes
+        )
         self.log.record_health(plan, health.columns)
         if health.hot_words:
             log.info(

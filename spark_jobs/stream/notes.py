@@ -60,6 +60,7 @@ class MatchNote(TypedDict):
     payload_bytes: int  # shuffled to the dispatch tasks
     seconds: float
     matchers: NotRequired[list[int]]
+    work: NotRequired[dict[str, int]]  # per matcher id: index lookups + matches
     yield_counts: NotRequired[YieldCounts]
     task_seconds: NotRequired[float]
     cpu_seconds: NotRequired[float]

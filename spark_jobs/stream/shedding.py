@@ -64,7 +64,10 @@ DROP_FIT_BATCHES = 12
 # interval's count is off by a file either way (+-20% at 5 files per interval)
 RATE_WINDOW = 3
 # Batches of a routing version whose time says nothing about capacity: the Python workers
-# build the tries of the matchers they meet and fill their token caches.
+# build the tries of the matchers they meet and fill their token caches. Even after the
+# warm-up job the first batch runs ~1.5x slower than a steady one (bench stream), and under
+# overload no later batch runs at level 0 to correct a capacity measured on it (tried:
+# counting it sheds 30% at 1.25x where 20% is enough).
 WARMUP_BATCHES = 1
 
 
@@ -79,6 +82,8 @@ class SheddingOptions:
     step: the controller's step rule (``rate`` | ``one``).
     drop_rule: how drop levels pick posts: ``value`` (the least estimated matches, from
         the learned yields; the ``yield`` utility only) or ``random`` (the baseline).
+    trigger_seconds: the query's trigger interval (0: as fast as it can, then the latency
+        budget stands for it): what one batch brings at the input rate.
     adaptive: False for a catch-up run (``--available-now``): a landed backlog worked
         through on purpose is not overload, so only a fixed ``max_spread`` sheds.
     """
@@ -92,6 +97,11 @@ class SheddingOptions:
     step: str = "rate"
     adaptive: bool = True
     drop_rule: str = "value"
+    trigger_seconds: float = 0.0
+
+    @property
+    def interval_seconds(self) -> float:
+        return self.trigger_seconds if self.trigger_seconds > 0 else self.latency_budget
 
     def __post_init__(self) -> None:
         if self.mode not in SHEDDING_MODES:
@@ -281,15 +291,6 @@ class StreamShedding:
         a = self.per_post_share
         kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
         out = kept * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
-        # where a level ran, its measured rate says what its load is
-        base = self.level_rates.get(0)
-        if base is None and self.level_rates:
-            level, rate = next(iter(self.level_rates.items()))
-            base = rate * out[level]
-        if base:
-            for level, rate in self.level_rates.items():
-                if level < levels:
-                    out[level] = min(1.0, base / rate) if level else 1.0
         # the drop levels from what a kept and a dropped post cost in the batches that ran
         # at them (one fit, so a level never visited is as well known as its neighbours)
         costs = self._drop_costs()
@@ -298,20 +299,30 @@ class StreamShedding:
             for level in range(self.ladder.cap_levels + 1, levels):
                 drop = self.ladder.drop(level)
                 out[level] = self.capacity * ((1 - drop) * kept_cost + drop * dropped_cost)
+        # where a level ran, its measured rate says what its load is (a value drop keeps
+        # the costlier posts, the more so the more it drops: no fit over levels sees that)
+        base = self.level_rates.get(0)
+        if base is None and self.level_rates:
+            level, rate = next(iter(self.level_rates.items()))
+            base = rate * out[level]
+        if base:
+            for level, rate in self.level_rates.items():
+                if level < levels:
+                    out[level] = min(1.0, base / rate) if level else 1.0
         return np.maximum(np.minimum.accumulate(np.minimum(out, 1.0)), 1e-6)
 
     def _drop_costs(self) -> tuple[float, float] | None:
-        """Seconds per kept and per dropped post at the drop levels: least squares over the
-        recent batches that ran at them, None until two drop shares were seen."""
-        rows = list(self._drop_batches)
-        if len({round(d / max(1, k + d), 2) for k, d, _ in rows}) < 2:
+        """Seconds per kept and per dropped post at the drop levels. A dropped post costs
+        ``DROPPED_POST_COST`` of a level-0 post; a kept one what the recent batches at drop
+        levels say (one parameter: every such batch informs it, none can tip it over)."""
+        if not self._drop_batches or not self.capacity:
             return None
-        x = np.array([[k, d] for k, d, _ in rows], dtype=np.float64)
-        y = np.array([t for _, _, t in rows], dtype=np.float64)
-        (kept_cost, dropped_cost), *_ = np.linalg.lstsq(x, y, rcond=None)
-        if kept_cost <= 0 or dropped_cost < 0:
+        dropped_cost = DROPPED_POST_COST / self.capacity
+        kept = sum(k for k, _, _ in self._drop_batches)
+        spent = sum(t - d * dropped_cost for _, d, t in self._drop_batches)
+        if kept <= 0 or spent <= 0:
             return None
-        return float(kept_cost), float(dropped_cost)
+        return spent / kept, dropped_cost
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
         """Posts landed and not yet processed, this batch's included (what the batch log
@@ -352,8 +363,10 @@ class StreamShedding:
     def choose(self, backlog: Backlog | None, now: float) -> LevelChoice:
         """The level of the next batch (a new plan; a replay reuses its recorded one).
 
-        The controller's buffer is what waits *behind* this batch: the batch itself is in
-        service, as the paper's matcher holds the post it works on outside its buffer.
+        The controller's buffer is what waits beyond one interval's input: the posts behind
+        this batch, and the part of the batch itself past what an interval brings at the
+        measured rate (a catch-up batch takes several intervals' files at once, and they
+        are backlog as much as the files still waiting).
         """
         posts = self.backlog_posts(backlog)
         if not self.enabled:
@@ -368,9 +381,12 @@ class StreamShedding:
             return LevelChoice(0, None, posts)
         loads = self.loads()
         self.controller.retune(loads, self.options.latency_budget * self.capacity, self.capacity)
+        batch, waiting = split
+        if input_rate is not None:
+            waiting = max(0.0, batch + waiting - input_rate * self.options.interval_seconds)
         # the buffer in work, not posts: a backlog at level l takes L(l) of the time it
         # would at level 0 (Little's law, as the segments assume)
-        work = split[1] * float(loads[self.controller.level])
+        work = waiting * float(loads[self.controller.level])
         decision = self.controller.adapt(work, input_rate)
         if decision.moved:
             log.info(
@@ -378,7 +394,7 @@ class StreamShedding:
                 "capacity %d posts/s, %s segment)",
                 decision.level - decision.moved,
                 decision.level,
-                round(split[1]),
+                round(waiting),
                 "?" if input_rate is None else f"{input_rate:,.0f}",
                 round(self.capacity),
                 decision.segment,

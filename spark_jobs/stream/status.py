@@ -37,9 +37,16 @@ def print_status(lakehouse: Lakehouse, last: int) -> None:
         if (row["query_id"], row["batch_id"]) not in wanted:
             continue
         hot = ", ".join(f"{h['word']} {h['share']:.1%}/{h['versions']}v" for h in row["hot_words"])
+        work = [w for w in row.get("work") or [] if w is not None]
+        counted = (
+            f"matcher work: the busiest x{max(work) / (sum(work) / len(work)):.2f} of the mean, "
+            f"{1000 * row['work_throughput']:.1f} posts per 1,000 of its lookups + matches; "
+            if work and sum(work) and row.get("work_throughput")
+            else ""
+        )
         print(
-            f"health: batch {row['batch_id']} v{row['routing_version']}: relative "
-            f"throughput x{row['relative_throughput'] or float('nan'):.2f} of hash, "
+            f"health: batch {row['batch_id']} v{row['routing_version']}: {counted}model: "
+            f"x{row['relative_throughput'] or float('nan'):.2f} of hash, "
             f"spread {row['spread'] or float('nan'):.2f}, imbalance "
             f"{row['imbalance'] or float('nan'):.2f}; hot words: {hot or 'none'}"
         )

@@ -333,6 +333,7 @@ def _match_run(
         "seconds": 0.0,
     }
     seen: set[int] = set()
+    work: dict[int, int] = {}
     found: dict[int, list[pa.RecordBatch]] = {}
     observed: list[YieldObservation] = []
     for batch in batches:
@@ -354,6 +355,8 @@ def _match_run(
             result = CACHE.match(snapshot, matcher, offsets, flat)
             figures["rows"] += posts.num_rows
             figures["matches"] += result.n_matches
+            # counted work, the publish gate's measure: the index's lookups + matches
+            work[matcher] = work.get(matcher, 0) + result.operations + result.n_matches
             if learn_yield:
                 sampled = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
                 observed.append(
@@ -400,6 +403,7 @@ def _match_run(
         )
     figures["seconds"] += time.perf_counter() - started
     figures["matchers"] = sorted(seen)
+    figures["work"] = {str(m): w for m, w in sorted(work.items())}
     if observed:
         merged = YieldObservation.merge(observed)
         figures["yield_counts"] = {

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from core.errors import InputDataError
-from s3tm.bench.overload import _modes, oracle_accuracy, summarise
+from s3tm.bench.overload import _modes, oracle_accuracy, random_at_same_rate, summarise
 
 
 def _row(batch: int, posts: int, dropped: int, matches: int, truth: list[int]) -> dict:
@@ -23,6 +23,8 @@ def test_the_oracle_keeps_the_posts_with_most_matches() -> None:
     # warm-up batch 0 left out: batch 1 keeps 5 + 3 of 9, batch 2 keeps 4 of 6
     assert oracle_accuracy(rows, warmup=1) == pytest.approx(12 / 15, abs=1e-4)
     assert all("_post_matches" not in r for r in rows)  # not written to the CSV
+    # random drop at each batch's rate: half of batch 1's 9 true matches, half of batch 2's 6
+    assert random_at_same_rate(rows, warmup=1) == pytest.approx((4.5 + 3) / 15, abs=1e-4)
 
 
 def test_summary_counts_processed_posts_against_capacity() -> None:

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from core.errors import InvalidArgumentError
-from spark_jobs.stream.shedding import SheddingOptions, StreamShedding
+from spark_jobs.stream.shedding import (
+    DROPPED_POST_COST,
+    Backlog,
+    SheddingOptions,
+    StreamShedding,
+)
 
 
 def test_the_ladder_caps_down_to_four_then_drops_in_small_steps() -> None:
@@ -26,18 +31,21 @@ def test_a_fixed_level_may_drop_posts_too() -> None:
         SheddingOptions(drop_fraction=0.3)  # a fixed drop needs a fixed cap
 
 
-def test_drop_level_loads_come_from_what_kept_and_dropped_posts_cost() -> None:
+def test_drop_level_loads_come_from_what_kept_posts_cost() -> None:
     shedding = StreamShedding(SheddingOptions())
     shedding.capacity = 100_000.0  # posts/s at level 0: 10 us a post
-    kept_cost, dropped_cost = 8e-6, 1.5e-6
-    for kept, dropped in [(600_000, 400_000), (400_000, 600_000), (500_000, 500_000)]:
+    dropped_cost = DROPPED_POST_COST / shedding.capacity
+    kept_cost = 12e-6  # the posts a value drop keeps are the costly ones
+    for kept, dropped in [(600_000, 400_000), (400_000, 600_000)]:
         shedding._drop_batches.append((kept, dropped, kept * kept_cost + dropped * dropped_cost))
     loads = shedding.loads()
     ladder = shedding.ladder
     for level in range(ladder.cap_levels + 1, ladder.max_level + 1):
         d = ladder.drop(level)
-        assert loads[level] == pytest.approx(1e5 * ((1 - d) * kept_cost + d * dropped_cost))
+        want = min(1.0, 1e5 * ((1 - d) * kept_cost + d * dropped_cost))
+        assert loads[level] == pytest.approx(min(want, loads[level - 1]))
     assert (np.diff(loads) <= 1e-12).all()  # never more load at a higher level
+    assert loads[-1] < 0.5
 
 
 def test_the_input_rate_is_measured_over_a_few_plans() -> None:
@@ -48,3 +56,25 @@ def test_the_input_rate_is_measured_over_a_few_plans() -> None:
     assert rates[0] is None
     assert rates[1] == 1200.0  # one interval: off by a file
     assert rates[-1] == pytest.approx(1000.0, rel=0.1)  # over three: about right
+
+
+def _catch_up_level(trigger_seconds: float) -> int:
+    from core.shedding.controller import SheddingController
+
+    shedding = StreamShedding(SheddingOptions(trigger_seconds=trigger_seconds, latency_budget=5.0))
+    shedding.capacity = 1000.0  # posts/s at level 0: one 5 s interval at 1x is 5,000 posts
+    shedding.controller = SheddingController(
+        shedding.loads(), 5.0 * 1000.0, capacity=1000.0, step="rate"
+    )
+    for t in range(4):  # steady at 0.9x: level 0
+        choice = shedding.choose(Backlog(0, 0, batch_posts=4500, waiting_posts=0), 5.0 * t)
+        assert choice.level == 0
+    # then a batch of two intervals (the one before took too long), nothing behind it
+    return shedding.choose(Backlog(0, 0, batch_posts=9000, waiting_posts=0), 20.0).level
+
+
+def test_a_catch_up_batch_counts_as_backlog() -> None:
+    """A batch that takes two intervals' files at once carries an interval of backlog in
+    it, though nothing waits behind it: the controller sheds for it, beyond what the input
+    rate alone asks (an interval so long that no batch exceeds it stands for that)."""
+    assert _catch_up_level(5.0) > _catch_up_level(1e9) > 0

@@ -316,7 +316,12 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     rows = [json.loads(line) for line in lines if line.startswith("{")]
     health = [line for line in lines if line.startswith("health: ")]
     assert [h.split(":")[1].split()[1] for h in health] == ["0", "1"]
-    assert all("relative throughput x" in h and "hot words:" in h for h in health)
+    assert all("matcher work: the busiest x" in h and "model: x" in h for h in health)
+    assert all("hot words:" in h for h in health)
+    # each matcher's counted work (index lookups + matches), as the publish gate counts it
+    for row in lakehouse.read_arrow("stream.health").to_pylist():
+        assert len(row["work"]) == 4 and sum(row["work"]) > 0
+        assert row["work_throughput"] == pytest.approx(row["posts"] / max(row["work"]))
     assert [r["batch_id"] for r in rows] == [0, 1]
     assert [r["posts"] for r in rows] == [200, 200]
     assert {r["stage"] for r in rows} == {"committed"}

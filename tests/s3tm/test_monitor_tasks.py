@@ -1,0 +1,58 @@
+"""The monitor's check on a lakehouse (delta-rs, no Spark): it judges the published version
+by counted matcher work against the version's first live period, as the gate judges by
+counted work; the posts-only model is recorded beside it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+
+from s3tm.orchestration.monitor_tasks import check_routing_health, work_throughput
+from schemas import table
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.routing_store import add_version
+
+T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
+
+
+def _health(batch: int, at: dt.datetime, work: list[int], loads: list[int]) -> dict:
+    return {
+        "query_id": "q", "batch_id": batch, "routing_version": 1, "n_matchers": 2,
+        "recorded_at": at, "posts": 100, "routed_posts": 100, "pairs": sum(loads),
+        "loads": loads, "hash_routed_posts": 100, "hash_pairs": 180, "hash_loads": [90, 90],
+        "hot_words": [], "work": work, "work_throughput": 100 / max(work),
+    }  # fmt: skip
+
+
+def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, {
+        "routing_version": 1, "algorithm": "salb2", "n_matchers": 2, "params": "{}",
+        "inputs": "{}", "subscribed_words": None,
+        "metrics": '{"evaluation": {"relative_model_throughput_vs_hash": 1.2}}',
+        "validation": None, "status": "published", "created_at": T0, "published_at": T0,
+        "retired_at": None,
+    })  # fmt: skip
+    rows = [
+        # its first live hour: balanced work
+        _health(0, T0, [500, 500], [60, 60]),
+        _health(1, T0 + dt.timedelta(minutes=30), [500, 500], [60, 60]),
+        # a day later: the posts-only model looks better (lower max load), but one matcher
+        # now does most of the lookups and matches
+        _health(2, T0 + dt.timedelta(days=1), [900, 200], [50, 50]),
+    ]
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("stream.health").schema), "stream.health"
+    )
+    assert work_throughput(rows[:2]) == 200 / 1000
+    check = check_routing_health(
+        str(tmp_path / "lake"), now=T0 + dt.timedelta(days=1, minutes=10), run_id="t"
+    )
+    assert check["decision"] == "remap"
+    assert any("matcher work" in c for c in check["conditions"])
+    assert check["live_work_throughput"] == 100 / 900
+    assert check["reference_work_throughput"] == 200 / 1000
+    assert check["live_relative_throughput"] > 1.2  # the model alone would have said healthy
+    recorded = lakehouse.read_arrow("stream.monitor").to_pylist()
+    assert recorded[-1]["live_work_throughput"] == 100 / 900
