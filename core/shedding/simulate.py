@@ -36,9 +36,13 @@ class SimulatedRun:
     dropped: np.ndarray
 
     def level_changes(self, start: float, stop: float) -> int:
-        inside = (self.time >= start) & (self.time < stop)
-        levels = self.level[inside]
-        return int((np.diff(levels) != 0).sum()) if levels.size else 0
+        """Level changes from the period before ``start`` (a change at the step itself
+        counts) to the last period before ``stop``."""
+        inside = np.flatnonzero((self.time >= start) & (self.time < stop))
+        if not inside.size:
+            return 0
+        levels = self.level[max(0, int(inside[0]) - 1) : int(inside[-1]) + 1]
+        return int((np.diff(levels) != 0).sum())
 
 
 def rate_at(steps: Sequence[RateStep], t: float) -> float:

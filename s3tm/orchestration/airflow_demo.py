@@ -38,6 +38,8 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
             # paused in `s3tm airflow` and a run triggered there would wait in `queued`.
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            # the run reports' tab and pages (s3tm.orchestration.report_views)
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "infra" / "airflow" / "plugins"),
             # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the
             # scheduler, the API server and the first scheduled runs all write at once, and
             # a REST trigger then failed with a 500 on "database is locked"

@@ -7,7 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from core.errors import S3TMError
-from s3tm.orchestration import reports
+from s3tm.orchestration import report_charts, reports
+from spark_jobs.common import log
 from spark_jobs.lake.delta_io import Lakehouse
 
 if TYPE_CHECKING:
@@ -142,41 +143,56 @@ def write_report(
     latest = rows[-1] if rows else None
     metrics = json.loads(latest["metrics"] or "{}") if latest else {}
     evaluation = metrics.get("evaluation", {})
-    path = reports.write_report(
+    lines = [
+        f"# s3tm_remap run {run_id}",
+        "",
+        "## Why it ran",
+        "",
+        *(
+            [f"- requested by s3tm_monitor: {t}" for t in triggers]
+            if triggers
+            else ["- the nightly schedule (or a manual trigger): no monitor request"]
+        ),
+        "",
+        f"Decision: `{json.dumps(outcome)}`",
+        "",
+        "## Remap",
+        "",
+        *remap_lines(latest, metrics),
+        "",
+        "## Routing versions",
+        "",
+        "```",
+        render_versions(lakehouse),
+        "```",
+        "",
+        "## Evaluation of the latest candidate",
+        "",
+        "```json",
+        json.dumps(evaluation, indent=2),
+        "```",
+        "",
+        f"Data Docs: {data_docs_index(lakehouse)}",
+        "",
+    ]
+    path = reports.write_report(root, "remap", run_id, lines)
+    work = {
+        name: evaluation[key]["matcher_work"]
+        for name, key in (("published", "published"), ("candidate", "candidate"))
+        if isinstance(evaluation.get(key), dict) and evaluation[key].get("matcher_work")
+    }
+    pictures = reports.write_report(
         root,
         "remap",
         run_id,
         [
-            f"# s3tm_remap run {run_id}",
-            "",
-            "## Why it ran",
-            "",
-            *(
-                [f"- requested by s3tm_monitor: {t}" for t in triggers]
-                if triggers
-                else ["- the nightly schedule (or a manual trigger): no monitor request"]
-            ),
-            "",
-            f"Decision: `{json.dumps(outcome)}`",
-            "",
-            "## Remap",
-            "",
-            *remap_lines(latest, metrics),
-            "",
-            "## Routing versions",
-            "",
-            "```",
-            render_versions(lakehouse),
-            "```",
-            "",
-            "## Evaluation of the latest candidate",
-            "",
-            "```json",
-            json.dumps(evaluation, indent=2),
-            "```",
-            "",
-            f"Data Docs: {data_docs_index(lakehouse)}",
-            "",
+            report_charts.report_html(
+                f"s3tm_remap run {run_id}",
+                lines,
+                [report_charts.work_per_matcher(work), report_charts.throughput_by_version(rows)],
+            )
         ],
+        suffix=".html",
     )
+    log.info("run report: %s (with pictures: %s)", path, pictures)
     return str(path)

@@ -6,14 +6,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def write_report(root: str | Path, kind: str, run_id: str, lines: Sequence[str]) -> Path | str:
-    """Write a Markdown report named by the run (characters unsafe in file names become
-    ``_``) under ``<lakehouse>/reports``; returns its path (its URI on object storage,
-    where a Kubernetes task pod's own disk would vanish with the pod)."""
+def report_name(kind: str, run_id: str, suffix: str = ".md") -> str:
+    """``<kind>-<run id><suffix>``, characters unsafe in file names as ``_``."""
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    return f"{kind}-{safe_id}{suffix}"
+
+
+def read_report(root: str | Path, kind: str, run_id: str, suffix: str = ".md") -> str | None:
+    """A run's report text, None when the run wrote none."""
     from spark_jobs.lake import storage
 
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-    name = f"{kind}-{safe_id}.md"
+    name = report_name(kind, run_id, suffix)
+    if storage.is_remote(str(root)):
+        location = storage.join(storage.normalise_root(str(root)), "reports", name)
+        store, key = storage.filesystem(location)
+        try:
+            with store.open_input_stream(key) as stream:
+                return bytes(stream.read()).decode()
+        except FileNotFoundError:
+            return None
+    path = Path(root) / "reports" / name
+    return path.read_text() if path.is_file() else None
+
+
+def write_report(
+    root: str | Path, kind: str, run_id: str, lines: Sequence[str], *, suffix: str = ".md"
+) -> Path | str:
+    """Write a report (Markdown, or the ``suffix`` given) named by the run (characters
+    unsafe in file names become ``_``) under ``<lakehouse>/reports``; returns its path (its
+    URI on object storage, where a Kubernetes task pod's own disk would vanish with the
+    pod)."""
+    from spark_jobs.lake import storage
+
+    name = report_name(kind, run_id, suffix)
     if storage.is_remote(str(root)):
         location = storage.join(storage.normalise_root(str(root)), "reports", name)
         store, key = storage.filesystem(location)

@@ -106,6 +106,8 @@ def _measure(
         result["replay_posts_per_s"] = measured.throughput
         # counted work (lookups + matches) of the busiest matcher: deterministic (the publish gate)
         result["work_throughput"] = measured.work_throughput
+        # each matcher's counted work, for the run report's picture of the loads
+        result["matcher_work"] = (measured.matcher_operations + measured.matcher_matches).tolist()
         result["matches"] = int(measured.match_pairs.shape[0])
     return result
 

@@ -14,9 +14,11 @@ import math
 import os
 import shutil
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -146,6 +148,21 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     reports = (airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md")
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in clicked_id)
     assert any(safe_id in r.name for r in reports), clicked_id
+    # ... with its pictures beside it (the demo registered subscriptions: counted work)
+    pictures = [
+        p
+        for p in (airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.html")
+        if safe_id in p.name
+    ]
+    assert pictures and "Throughput by matcher work" in pictures[0].read_text()
+    # ... and reachable from the run in the UI: the plugin's "Run report" tab on every DAG
+    # run opens s3tm/reports/{DAG_ID}/{RUN_ID}, served by the API server
+    plugins = api._call("GET", "/api/v2/plugins")["plugins"]
+    views = [v for p in plugins if p["name"] == "s3tm_reports" for v in p["external_views"]]
+    assert [(v["name"], v["destination"]) for v in views] == [("Run report", "dag_run")]
+    href = views[0]["href"].replace("{DAG_ID}", "s3tm_remap").replace("{RUN_ID}", quote(clicked_id))
+    with urllib.request.urlopen(f"{airflow_ui['base_url']}/{href}", timeout=60) as response:
+        assert "Throughput by matcher work" in response.read().decode()
 
     screenshot_dir = Path(os.environ.get("S3TM_SCREENSHOT_DIR", tmp_path))
     text = _dags_page(

@@ -1,0 +1,59 @@
+"""Run reports in the Airflow UI: a small FastAPI app the ``s3tm_reports`` Airflow plugin
+(``infra/airflow/plugins``) mounts under ``/s3tm`` on the API server, and a "Run report"
+tab on every DAG run that shows it (the UI fills in the DAG and run ids).
+
+The reports live under the lakehouse (``$S3TM_LAKEHOUSE/reports``, local or object
+storage): the remap run's page with its pictures, the maintenance run's text. The app
+reads nothing else. Like every plugin app it is not behind Airflow's login: put the API
+server behind the deployment's own access control (the reports hold figures, not data).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+
+from s3tm.orchestration.dag_support import DEFAULT_LAKEHOUSE
+from s3tm.orchestration.reports import read_report
+
+# which DAG writes which kind of report
+REPORT_KINDS = {"s3tm_remap": "remap", "s3tm_maintenance": "maintenance"}
+
+app = FastAPI(title="s3tm run reports")
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title></head><body style='font-family: sans-serif'>{body}</body></html>",
+        status_code=status,
+    )
+
+
+@app.get("/reports/{dag_id}/{run_id}", response_class=HTMLResponse)
+def run_report(dag_id: str, run_id: str) -> HTMLResponse:
+    """The run's report page (404 with a reason when there is none)."""
+    kind = REPORT_KINDS.get(dag_id)
+    if kind is None:
+        return _page(
+            "no run report",
+            f"<p>{html.escape(dag_id)} writes no run report; s3tm_remap and "
+            "s3tm_maintenance do.</p>",
+            404,
+        )
+    root = os.environ.get("S3TM_LAKEHOUSE", DEFAULT_LAKEHOUSE)
+    page = read_report(root, kind, run_id, ".html")
+    if page is not None:
+        return HTMLResponse(page)
+    text = read_report(root, kind, run_id)
+    if text is not None:
+        return _page(f"{dag_id} {run_id}", f"<pre>{html.escape(text)}</pre>")
+    return _page(
+        "no run report",
+        f"<p>No report for {html.escape(dag_id)} run {html.escape(run_id)} under "
+        f"{html.escape(root)}/reports yet: it is written by the run's last task.</p>",
+        404,
+    )

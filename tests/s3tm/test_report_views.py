@@ -1,0 +1,25 @@
+"""The run-report pages the Airflow plugin serves (FastAPI test client, no Airflow): a
+remap run's page with its pictures, a report in text only, and a clear 404 otherwise."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from s3tm.orchestration.report_views import app
+from s3tm.orchestration.reports import write_report
+
+
+def test_run_report_pages(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("S3TM_LAKEHOUSE", str(tmp_path))
+    run_id = "manual__2026-11-26T10:00:00+00:00"
+    write_report(tmp_path, "remap", run_id, ["<html><svg>chart</svg></html>"], suffix=".html")
+    write_report(tmp_path, "maintenance", run_id, ["# s3tm_maintenance", "kept 30 days"])
+    client = TestClient(app)
+    page = client.get(f"/reports/s3tm_remap/{run_id}")
+    assert page.status_code == 200 and "<svg>chart</svg>" in page.text
+    text = client.get(f"/reports/s3tm_maintenance/{run_id}")
+    assert text.status_code == 200 and "kept 30 days" in text.text
+    missing = client.get("/reports/s3tm_remap/another-run")
+    assert missing.status_code == 404 and "written by the run's last task" in missing.text
+    other = client.get(f"/reports/s3tm_ingest/{run_id}")
+    assert other.status_code == 404 and "writes no run report" in other.text
