@@ -121,6 +121,26 @@ def remap_lines(latest: VersionRow | None, metrics: dict[str, Any]) -> list[str]
     return lines
 
 
+def headline(rows: list[VersionRow]) -> str:
+    """The report's first line: the published version against hash routing, by matcher
+    work (the measure the gate and the monitor use), or why there is none."""
+    live = next((r for r in reversed(rows) if r["status"] == "published"), None)
+    if live is None:
+        return "No version is published."
+    evaluation = json.loads(live["metrics"] or "{}").get("evaluation", {})
+    work = evaluation.get("relative_work_throughput_vs_hash")
+    version = live["routing_version"]
+    if work is not None:
+        return f"Published: version {version}, x{work:.2f} of hash routing, by matcher work."
+    model = evaluation.get("relative_model_throughput_vs_hash")
+    if model is None:
+        return f"Published: version {version}, not evaluated."
+    return (
+        f"Published: version {version}, x{model:.2f} of hash routing by the posts-only model "
+        "(no subscriptions to count matcher work with)."
+    )
+
+
 def write_report(
     root: str, run_id: str, outcome: dict[str, Any] | None, *, triggers: list[str] | None = None
 ) -> str:
@@ -145,6 +165,8 @@ def write_report(
     evaluation = metrics.get("evaluation", {})
     lines = [
         f"# s3tm_remap run {run_id}",
+        "",
+        headline(rows),
         "",
         "## Why it ran",
         "",

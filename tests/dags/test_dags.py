@@ -142,6 +142,7 @@ def test_remap_end_to_end_with_airflow_dags_test(airflow_runs):
     assert "below the required" in report
     assert "full remap (--no-incremental)" in report  # hash cannot refine incrementally
     assert "(model)" in report  # no subscriptions to replay: the gate went by the model
+    assert f"Published: version {first}, x" in report and "posts-only model" in report
     page = sorted((lakehouse / "reports").glob("remap-*.html"))[-1].read_text()
     assert "below the required" in page  # the same report as a page (no pictures: no work)
 

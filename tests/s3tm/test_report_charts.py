@@ -30,3 +30,18 @@ def test_throughput_by_version_draws_the_evaluated_versions() -> None:
     assert throughput_by_version([]) == ""
     page = report_html("run <1>", ["# text & more"], [svg, ""])
     assert "<svg" in page and "run &lt;1&gt;" in page and "# text &amp; more" in page
+
+
+def test_the_report_opens_with_the_published_version_by_matcher_work() -> None:
+    from s3tm.orchestration.remap_tasks import headline
+
+    def row(version: int, status: str, evaluation: dict) -> dict:
+        metrics = json.dumps({"evaluation": evaluation})
+        return {"routing_version": version, "status": status, "metrics": metrics}
+
+    both = {"relative_work_throughput_vs_hash": 4.31, "relative_model_throughput_vs_hash": 1.1}
+    rows = [row(1, "retired", both), row(2, "published", both), row(3, "rejected", {})]
+    assert headline(rows) == "Published: version 2, x4.31 of hash routing, by matcher work."  # type: ignore[arg-type]
+    model_only = [row(1, "published", {"relative_model_throughput_vs_hash": 1.8})]
+    assert "x1.80 of hash routing by the posts-only model" in headline(model_only)  # type: ignore[arg-type]
+    assert headline([row(1, "rejected", {})]) == "No version is published."  # type: ignore[arg-type]
