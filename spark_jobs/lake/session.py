@@ -26,12 +26,19 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.enabled": os.environ.get("S3TM_SPARK_UI", "false"),
-    "spark.ui.showConsoleProgress": "false",
     # Delta-rs commits the files Spark writes: no _SUCCESS markers or summary files.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
 }
+
+
+def console_progress() -> str:
+    """Spark's stage progress bar on a terminal (a long ingest or chain run by hand shows
+    how far it is), never in logs (Airflow tasks, tests, pipes)."""
+    return "true" if sys.stderr.isatty() else "false"
+
+
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -70,7 +77,7 @@ def build_session(
     # (Airflow's ``spark_default``) stands: setting one here would quietly override it.
     if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(chosen or "local[*]")
-    settings = dict(LOCAL_DEFAULTS)
+    settings = {**LOCAL_DEFAULTS, "spark.ui.showConsoleProgress": console_progress()}
     if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
         settings.update(DELTA_CONF)
     # S3A (the cluster image's s3a:// lakehouse) talks to the endpoint delta-rs and pyarrow
