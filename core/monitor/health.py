@@ -155,6 +155,13 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+def work_throughput(posts: int, work: Sequence[int]) -> float | None:
+    """Posts per unit of the busiest matcher's counted work (lookups + matches): the measure
+    the publish gate and the monitor judge a version by; None when nothing was counted."""
+    busiest = max(work, default=0)
+    return posts / busiest if busiest > 0 else None
+
+
 def split_threshold(n_matchers: int) -> float:
     """Sect. 5.1's rule as a share of all subscribed-word occurrences: a word is hot when
     its frequency exceeds half the per-matcher share, ``f(w) > sum(f) / (2N)``."""

@@ -95,21 +95,22 @@ def keep_most_valuable(
 
 
 def _binary_buffers(lines: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets int64, data uint8) of a binary or string array; nulls read as empty."""
+    """(offsets, data uint8) of a binary or string array, without copying the bytes or the
+    offsets (int32 or int64, as the array has them; the kernels take either); nulls read as
+    empty."""
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
-    if (
-        pa.types.is_string(lines.type)
-        or pa.types.is_large_string(lines.type)
-        or pa.types.is_binary(lines.type)
-    ):
+    if pa.types.is_string(lines.type):
+        lines = lines.cast(pa.binary())
+    elif pa.types.is_large_string(lines.type):
         lines = lines.cast(pa.large_binary())
-    elif not pa.types.is_large_binary(lines.type):
+    elif not (pa.types.is_binary(lines.type) or pa.types.is_large_binary(lines.type)):
         raise InvalidArgumentError(f"lines must be strings or bytes, got {lines.type}")
     if lines.null_count:
         lines = lines.fill_null(b"")
     _, offset_buffer, data_buffer = lines.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[
+    width = np.int64 if pa.types.is_large_binary(lines.type) else np.int32
+    offsets = np.frombuffer(offset_buffer, dtype=width)[
         lines.offset : lines.offset + len(lines) + 1
     ]
     data = (

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.monitor.decide import decide
-from core.monitor.health import RoutingHealth
+from core.monitor.health import RoutingHealth, work_throughput
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import get_version, now_utc, published_version
@@ -30,7 +30,7 @@ def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> flo
     return float(value) if value is not None else None
 
 
-def work_throughput(rows: list[dict[str, Any]]) -> float | None:
+def period_work_throughput(rows: list[dict[str, Any]]) -> float | None:
     """Posts per unit of the busiest matcher's counted work (lookups + matches) over health
     rows; None when the rows count no work (written before the stream counted it)."""
     counted = [r for r in rows if r.get("work")]
@@ -41,9 +41,7 @@ def work_throughput(rows: list[dict[str, Any]]) -> float | None:
     for row in counted:
         for m, w in enumerate(row["work"]):
             work[m] += int(w)
-    busiest = max(work)
-    posts = sum(int(r.get("posts") or 0) for r in counted)
-    return posts / busiest if busiest > 0 else None
+    return work_throughput(sum(int(r.get("posts") or 0) for r in counted), work)
 
 
 def _first_period(rows: list[dict[str, Any]], hours: float) -> list[dict[str, Any]]:
@@ -96,8 +94,8 @@ def check_routing_health(
         hot_words=latest.get("hot_words") or [],
         split_threshold=latest.get("split_threshold"),
         max_drop=max_drop,
-        live_work=work_throughput(rows) if rows else None,
-        reference_work=work_throughput(first) if first else None,
+        live_work=period_work_throughput(rows) if rows else None,
+        reference_work=period_work_throughput(first) if first else None,
     )
     record = {
         "checked_at": checked_at,

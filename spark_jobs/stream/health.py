@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from core.monitor.health import HotWord, RoutingHealth, hot_words, split_threshold
+from core.monitor.health import (
+    HotWord,
+    RoutingHealth,
+    hot_words,
+    split_threshold,
+    work_throughput,
+)
 from core.monitor.sketch import SketchSpec, WordSketch
 from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
@@ -62,8 +68,7 @@ def counted_work(
     for note in match_notes:
         for matcher, count in (note.get("work") or {}).items():
             work[int(matcher)] += int(count)
-    busiest = max(work, default=0)
-    return {"work": work, "work_throughput": posts / busiest if busiest else None}
+    return {"work": work, "work_throughput": work_throughput(posts, work)}
 
 
 class StreamHealth:

@@ -8,7 +8,7 @@ import datetime as dt
 
 import pyarrow as pa
 
-from s3tm.orchestration.monitor_tasks import check_routing_health, work_throughput
+from s3tm.orchestration.monitor_tasks import check_routing_health, period_work_throughput
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import add_version
@@ -45,7 +45,7 @@ def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
     lakehouse.write_arrow(
         pa.Table.from_pylist(rows, schema=table("stream.health").schema), "stream.health"
     )
-    assert work_throughput(rows[:2]) == 200 / 1000
+    assert period_work_throughput(rows[:2]) == 200 / 1000
     check = check_routing_health(
         str(tmp_path / "lake"), now=T0 + dt.timedelta(days=1, minutes=10), run_id="t"
     )
