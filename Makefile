@@ -1,9 +1,13 @@
-# All set-up goes through `make`: a fresh machine needs only Python 3.11, Java 17 and make.
-# Versions are pinned in pyproject.toml; this file only says how to install them.
+# All set-up goes through `make`: a fresh machine needs only Python 3.11, Java 17, Maven and
+# make. Versions are pinned in pyproject.toml (Python) and docker/jars/pom.xml (JVM jars);
+# this file only says how to install them.
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 UV_VERSION := 0.13.9
+MVN    ?= mvn
+# The classpaths of docker/jars/pom.xml's two profiles (jars stay in Maven's local cache)
+JARS   := .jars
 
 .PHONY: setup demo check test lint typecheck bench-learn bench-quality clean
 
@@ -14,13 +18,26 @@ QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # module fixtures are built once.
 WORKERS ?= 2
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(JARS)/.resolved
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
+	@touch $@
+
+# Delta, S3A and the Kafka source for Spark; the KRaft broker of `s3tm kafka` and the tests.
+$(JARS)/.resolved: docker/jars/pom.xml
+	@command -v $(MVN) >/dev/null 2>&1 || { echo "make setup: Maven (mvn) is needed to resolve the JVM jars of docker/jars/pom.xml; install it (apt-get install maven)" >&2; exit 1; }
+	@mkdir -p $(JARS)
+	@echo "resolving docker/jars/pom.xml with Maven (first time: about 700 MB into ~/.m2)"
+	@$(MVN) --batch-mode --quiet -Dstyle.color=never --file docker/jars/pom.xml dependency:build-classpath \
+	    -Dmdep.outputFile=$(CURDIR)/$(JARS)/spark.classpath \
+	  || { echo "make setup: Maven could not resolve docker/jars/pom.xml (Spark jars): see its error above" >&2; exit 1; }
+	@$(MVN) --batch-mode --quiet -Dstyle.color=never --file docker/jars/pom.xml --activate-profiles kafka-broker \
+	    dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$(JARS)/kafka-broker.classpath \
+	  || { echo "make setup: Maven could not resolve docker/jars/pom.xml (Kafka broker): see its error above" >&2; exit 1; }
 	@touch $@
 
 ## README command one: set up and run the demo on generated data.
@@ -56,4 +73,4 @@ bench-quality: setup
 	$(BIN)/s3tm bench quality
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(JARS) .pytest_cache .hypothesis build *.egg-info

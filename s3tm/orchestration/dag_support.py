@@ -13,6 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from spark_jobs.lake.jars import spark_classpath_conf
+
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "spark_jobs" / "jobs"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
@@ -77,6 +79,8 @@ def spark_job(
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "S3TM_LAKEHOUSE": "{{ params.lakehouse }}",
         },
+        # spark-submit starts the driver's JVM: the resolved jars go on its classpath here
+        conf=spark_classpath_conf(),
         outlets=list(outlets),
         **kwargs,
     )

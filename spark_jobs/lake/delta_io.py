@@ -16,6 +16,7 @@ metadata, locks, Arrow reads and writes on the driver) with a Spark session for 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,18 @@ __all__ = [
     "WriteResult",
     "default_lakehouse",
 ]
+
+
+# How far back a delta-spark write looks for its own commit (concurrent writers commit too)
+WRITE_HISTORY_DEPTH = 50
+
+
+def _metric(metrics: Mapping[str, object], *names: str) -> int | None:
+    """The first of ``names`` in a commit's operation metrics (delta-spark writes strings)."""
+    for name in names:
+        if metrics.get(name) is not None:
+            return int(str(metrics[name]))
+    return None
 
 
 def _session_has_delta(spark: SparkSession | None) -> bool:
@@ -104,6 +117,8 @@ class Lakehouse(DeltaStore):
         spec = table(name)
         location = storage.spark_uri(self.path(name))
         if self.engine == "spark":
+            if not self.exists(name):
+                self.delta_table(name)  # raises the lakehouse's "does not exist" error
             reader = self.spark.read.format("delta")
             if version is not None:
                 reader = reader.option("versionAsOf", version)
@@ -192,7 +207,12 @@ class Lakehouse(DeltaStore):
         app_id: str | None,
         batch_id: int | None,
     ) -> WriteResult:
-        writer = frame.write.format("delta").mode(mode)
+        # The commit is found again by a token in its commitInfo (another writer may have
+        # committed since): its version and metrics fill the result; no commit means
+        # delta-spark skipped an application transaction it had already seen.
+        self.create(spec.name)
+        token = f"s3tm-write-{uuid.uuid4().hex}"
+        writer = frame.write.format("delta").mode(mode).option("userMetadata", token)
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
         if replace_where:
@@ -200,7 +220,16 @@ class Lakehouse(DeltaStore):
         if app_id is not None:
             writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
         writer.save(storage.spark_uri(self.path(spec.name)))
-        return WriteResult(spec.name, self.version(spec.name), None, None)
+        for commit in self.delta_table(spec.name).history(WRITE_HISTORY_DEPTH):
+            if commit.get("userMetadata") == token:
+                metrics = commit.get("operationMetrics") or {}
+                return WriteResult(
+                    spec.name,
+                    int(commit["version"]),
+                    _metric(metrics, "numFiles", "numAddedFiles"),
+                    _metric(metrics, "numOutputRows"),
+                )
+        return WriteResult(spec.name, self.version(spec.name), 0, 0, skipped=True)
 
     def _write_rs(
         self,

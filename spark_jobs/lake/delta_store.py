@@ -167,6 +167,29 @@ class DeltaStore:
         log.info("%s: added columns %s", name, [f.name for f in missing])
         return [f.name for f in missing]
 
+    def create(self, name: str) -> bool:
+        """Create table ``name`` empty, in its spec's schema (nullability and partitioning
+        included), unless it exists. Returns whether this call created it.
+
+        delta-spark would take the schema of the first DataFrame written, where every
+        column is nullable: the spec's constraints would be lost."""
+        import deltalake
+
+        spec = table(name)
+        with self.locked(name):
+            if self.exists(name):
+                return False
+            deltalake.DeltaTable.create(
+                self.path(name),
+                spec.delta_schema(),
+                mode="ignore",
+                partition_by=list(spec.partition_by) or None,
+                name=name,
+                description=spec.description or None,
+                storage_options=self.storage_options,
+            )
+        return True
+
     def write_arrow(
         self,
         data: pa.Table,

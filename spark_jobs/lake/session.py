@@ -1,18 +1,19 @@
 """The one SparkSession builder every job uses.
 
 Embedded default: ``local[*]`` with settings for a small machine; any master by argument or
-``S3TM_SPARK_MASTER``. Delta's JVM classes are configured only when their jars are present
-(a cluster image); otherwise Delta I/O goes through delta-rs (see ``delta_io``).
+``S3TM_SPARK_MASTER``. The jars ``make setup`` resolved (Delta, S3A, the Kafka source:
+``jars``) go on the classpath; Delta's session extension is configured when its jar is
+there, else Delta I/O goes through delta-rs (see ``delta_io``).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from spark_jobs.lake import jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,13 +47,8 @@ DELTA_CONF = {
 
 
 def delta_jars_present() -> bool:
-    """Whether Delta's JVM jars are on the local Spark classpath (never downloaded)."""
-    import pyspark
-
-    folders = [Path(pyspark.__file__).parent / "jars"]
-    if os.environ.get("SPARK_HOME"):
-        folders.append(Path(os.environ["SPARK_HOME"]) / "jars")
-    return any(glob.glob(str(f / "delta-spark_*.jar")) for f in folders)
+    """Whether Delta's JVM jars reach Spark here (never downloaded)."""
+    return jars.has_jar("delta-spark_")
 
 
 def build_session(
@@ -77,7 +73,11 @@ def build_session(
     # (Airflow's ``spark_default``) stands: setting one here would quietly override it.
     if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(chosen or "local[*]")
-    settings = {**LOCAL_DEFAULTS, "spark.ui.showConsoleProgress": console_progress()}
+    settings = {
+        **LOCAL_DEFAULTS,
+        "spark.ui.showConsoleProgress": console_progress(),
+        **jars.spark_classpath_conf(),
+    }
     if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
         settings.update(DELTA_CONF)
     # S3A (the cluster image's s3a:// lakehouse) talks to the endpoint delta-rs and pyarrow
