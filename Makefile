@@ -32,12 +32,14 @@ $(JARS)/.resolved: docker/jars/pom.xml
 	@command -v $(MVN) >/dev/null 2>&1 || { echo "make setup: Maven (mvn) is needed to resolve the JVM jars of docker/jars/pom.xml; install it (apt-get install maven)" >&2; exit 1; }
 	@mkdir -p $(JARS)
 	@echo "resolving docker/jars/pom.xml with Maven (first time: about 700 MB into ~/.m2)"
-	@$(MVN) --batch-mode --quiet -Dstyle.color=never --file docker/jars/pom.xml dependency:build-classpath \
-	    -Dmdep.outputFile=$(CURDIR)/$(JARS)/spark.classpath \
-	  || { echo "make setup: Maven could not resolve docker/jars/pom.xml (Spark jars): see its error above" >&2; exit 1; }
-	@$(MVN) --batch-mode --quiet -Dstyle.color=never --file docker/jars/pom.xml --activate-profiles kafka-broker \
-	    dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$(JARS)/kafka-broker.classpath \
-	  || { echo "make setup: Maven could not resolve docker/jars/pom.xml (Kafka broker): see its error above" >&2; exit 1; }
+	@$(MVN) --batch-mode --file docker/jars/pom.xml dependency:build-classpath \
+	    -Dmdep.outputFile=$(CURDIR)/$(JARS)/spark.classpath > $(JARS)/maven.log 2>&1 \
+	  || { tail -40 $(JARS)/maven.log >&2; echo "make setup: Maven could not resolve docker/jars/pom.xml (Spark jars): its error is above" >&2; exit 1; }
+	@$(MVN) --batch-mode --file docker/jars/pom.xml --activate-profiles kafka-broker \
+	    dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$(JARS)/kafka-broker.classpath >> $(JARS)/maven.log 2>&1 \
+	  || { tail -40 $(JARS)/maven.log >&2; echo "make setup: Maven could not resolve docker/jars/pom.xml (Kafka broker): its error is above" >&2; exit 1; }
+	@cp=$$(cat $(JARS)/spark.classpath); \
+	  printf '# written by make setup: the jars of docker/jars/pom.xml for spark-submit (Airflow tasks)\nspark.driver.extraClassPath %s\nspark.executor.extraClassPath %s\n' "$$cp" "$$cp" > $(JARS)/spark-defaults.conf
 	@touch $@
 
 ## README command one: set up and run the demo on generated data.

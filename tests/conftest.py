@@ -29,6 +29,7 @@ RESOURCE_FIXTURES: dict[str, str] = {
     "chromium": "browser",  # headless Chromium driven by Playwright
     "postgres_url": "postgres",  # a PostgreSQL server on loopback
     "s3_endpoint": "s3",  # an S3-compatible server on loopback
+    "kafka_broker": "kafka",  # a Kafka broker (KRaft) on loopback, from the resolved jars
     "real_corpus": "realdata",  # ../shared/data
 }
 CHECK_TIER = os.environ.get("S3TM_TEST_TIER") == "check"
@@ -103,6 +104,66 @@ def chromium() -> str:
     if path is None:
         pytest.skip("Chromium is absent (Debian package 'chromium'; .ci/run installs it)")
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server (moto's, from PyPI) on a loopback port: conditional puts and
+    all that delta-rs, pyarrow and S3A use."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert server.poll() is None, "moto server exited"
+            assert time.monotonic() < deadline, "moto server did not start"
+            time.sleep(0.2)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def s3_environment(endpoint: str) -> dict[str, str]:
+    """The variables every engine reads an S3 endpoint and its credentials from (the same
+    names the deployment sets)."""
+    return {
+        "AWS_ACCESS_KEY_ID": "s3tm-test",
+        "AWS_SECRET_ACCESS_KEY": "s3tm-test-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Kafka broker (KRaft, one node) from the jars `make setup` resolved, on free ports;
+    tests make their own topics. Fails (not skips) when the jars are missing: CI has them."""
+    from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
+
+    folder = tmp_path_factory.mktemp("kafka")
+    broker = KafkaBroker(
+        BrokerSettings(folder=folder, port=free_port(), controller_port=free_port())
+    )
+    broker.start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -80,6 +80,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _compare_arguments(p)
     p.set_defaults(handler=_run_learn_job)
 
+    p = kinds.add_parser(
+        "delta-engines", help="[spark] the remap chain with delta-spark vs the delta-rs bridge"
+    )
+    p.add_argument("--posts", type=int, default=200_000, help="demo posts the chain ingests")
+    p.add_argument("--runs", type=int, default=2, help="alternating runs per engine")
+    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_delta_engines)
+
     p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--workloads", default="tweet,topic", help="tweet and/or topic")
@@ -164,6 +173,13 @@ def _compare_arguments(p: argparse.ArgumentParser) -> None:
 def _check_runs(args: argparse.Namespace) -> None:
     if args.runs < 1:
         raise InputDataError("--runs must be at least 1")
+
+
+def _run_delta_engines(args: argparse.Namespace) -> int:
+    from s3tm.bench.delta_engines import bench_delta_engines
+
+    bench_delta_engines(args.posts, args.runs, args.nodes, Path(args.out))
+    return 0
 
 
 def _run_sizing(args: argparse.Namespace) -> int:

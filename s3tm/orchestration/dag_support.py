@@ -13,10 +13,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.lake.jars import spark_classpath_conf
-
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "spark_jobs" / "jobs"
+# Written by `make setup`: the resolved jars (docker/jars/pom.xml) on the classpath of the
+# drivers spark-submit starts and their executors. Absent in the image, whose Spark holds
+# the jars (and whose spark-defaults.conf then applies).
+SPARK_PROPERTIES = REPO / ".jars" / "spark-defaults.conf"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
 SPARK_CONN_ID = "spark_default"
@@ -79,8 +81,7 @@ def spark_job(
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "S3TM_LAKEHOUSE": "{{ params.lakehouse }}",
         },
-        # spark-submit starts the driver's JVM: the resolved jars go on its classpath here
-        conf=spark_classpath_conf(),
+        properties_file=str(SPARK_PROPERTIES) if SPARK_PROPERTIES.is_file() else None,
         outlets=list(outlets),
         **kwargs,
     )

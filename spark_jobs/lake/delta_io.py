@@ -98,7 +98,13 @@ class Lakehouse(DeltaStore):
     ) -> None:
         super().__init__(root)
         self._spark = spark
-        self.engine: Engine = engine or ("spark" if _session_has_delta(spark) else "rs")
+        # On an object store every commit goes through delta-rs: its S3 commits are
+        # conditional puts (safe with any number of writers), where delta-spark's S3 log
+        # store is safe only while one driver writes, and the stream, maintenance and the
+        # CLI commit to the same tables with delta-rs.
+        self.engine: Engine = engine or (
+            "spark" if _session_has_delta(spark) and not self.remote else "rs"
+        )
         if self.engine == "spark" and not _session_has_delta(spark):
             raise InvalidArgumentError("engine 'spark' needs Delta's JVM classes in the session")
 

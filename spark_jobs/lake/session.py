@@ -46,6 +46,21 @@ DELTA_CONF = {
 }
 
 
+def s3a_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """S3A (an ``s3a://`` lakehouse, landing or checkpoint) reads the same variables as
+    delta-rs and pyarrow: the keys (S3A's default credential chain reads them itself), the
+    region, and an endpoint for MinIO or another S3-compatible store (AWS itself when unset),
+    addressed by path (``http://host:port/bucket/key``: no per-bucket DNS names)."""
+    settings: dict[str, str] = {}
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region:
+        settings["spark.hadoop.fs.s3a.endpoint.region"] = region
+    if environ.get("AWS_ENDPOINT_URL"):
+        settings["spark.hadoop.fs.s3a.endpoint"] = environ["AWS_ENDPOINT_URL"]
+        settings["spark.hadoop.fs.s3a.path.style.access"] = "true"
+    return settings
+
+
 def delta_jars_present() -> bool:
     """Whether Delta's JVM jars reach Spark here (never downloaded)."""
     return jars.has_jar("delta-spark_")
@@ -80,10 +95,7 @@ def build_session(
     }
     if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
         settings.update(DELTA_CONF)
-    # S3A (the cluster image's s3a:// lakehouse) talks to the endpoint delta-rs and pyarrow
-    # use: MinIO or another S3-compatible store; AWS itself when unset
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        settings["spark.hadoop.fs.s3a.endpoint"] = os.environ["AWS_ENDPOINT_URL"]
+    settings.update(s3a_settings(os.environ))
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

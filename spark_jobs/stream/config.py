@@ -30,6 +30,7 @@ class StreamConfig:
         checkpoint: the query's checkpoint location (None: ``<lakehouse>/_checkpoints/
             <query_name>``, filled by :meth:`with_checkpoint`).
         max_files_per_trigger: files a micro-batch takes at most (0: all that landed).
+        max_offsets_per_trigger: Kafka records a micro-batch takes at most (0: all).
         trigger_seconds: the processing-time trigger (0: batches back to back).
         available_now: process what has landed, then stop (no adaptive shedding then).
         seed: seeds the choice of split-word versions.
@@ -47,6 +48,7 @@ class StreamConfig:
     checkpoint: str | None = None
     query_name: str = "s3tm_matcher"
     max_files_per_trigger: int = 0
+    max_offsets_per_trigger: int = 0
     trigger_seconds: float = 0.0
     available_now: bool = False
     seed: int = 0
@@ -136,6 +138,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.max_files_per_trigger,
         help="landed files a micro-batch takes at most (0: all)",
+    )
+    run_p.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=defaults.max_offsets_per_trigger,
+        help="Kafka records a micro-batch takes at most (0: all)",
     )
     run_p.add_argument(
         "--trigger-seconds",

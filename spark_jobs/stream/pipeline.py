@@ -20,6 +20,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.shedding.plan import NO_SHEDDING, ShedPlan
 from core.stream.snapshot import MatcherSnapshot
 from spark_jobs import failpoints
+from spark_jobs.lake import storage
 from spark_jobs.stream import tasks as stream_tasks
 
 if TYPE_CHECKING:
@@ -134,6 +135,9 @@ class MatchPipeline:
         )
 
 
+KAFKA_OFFSET_RETRIES = 60
+
+
 def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
     """The streaming DataFrame of raw input: ``line`` (a record's bytes) and ``source_file``.
 
@@ -144,36 +148,45 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
     from pyspark.sql import functions as F
 
     if config.source == "kafka":
-        # Needs the spark-sql-kafka package on the cluster image (it cannot be fetched here).
+        # spark-sql-kafka-0-10 comes with the jars `make setup` resolves (the image: baked in)
         try:
-            raw = (
+            reader = (
                 spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", config.kafka_bootstrap)
                 .option("subscribe", config.kafka_topic)
                 .option("startingOffsets", "earliest")
-                .load()
+                # records deleted by retention before they were read: say so, do not stop
+                .option("failOnDataLoss", "false")
+                # a broker restarting (seconds) must not fail the query: offsets are asked
+                # again for up to a minute
+                .option("fetchOffset.numRetries", KAFKA_OFFSET_RETRIES)
+                .option("fetchOffset.retryIntervalMs", 1000)
             )
+            if config.max_offsets_per_trigger:
+                reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
+            raw = reader.load()
         except Exception as err:
             if "kafka" not in str(err).lower() or "data source" not in str(err).lower():
                 raise
             raise InputDataError(
                 "the Kafka source needs Spark's spark-sql-kafka-0-10 jar, which this Spark "
-                "installation lacks: run in the platform image (docker/Dockerfile bakes it "
-                "in), or read landing files with --source files"
+                "lacks: run `make setup` (it resolves docker/jars/pom.xml), or read landing "
+                "files with --source files"
             ) from err
+        # a record's place names it in the quarantine: topic:partition:offset
         return raw.select(
             F.col("value").alias("line"),
             F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
         )
-    landing = Path(config.landing)
-    if not landing.is_dir():
+    landing = config.landing
+    if not storage.is_remote(landing) and not Path(landing).is_dir():
         raise InputDataError(f"landing directory not found: {landing}")
     # the text source splits lines at LF, CRLF and a lone CR, like the ingest, and keeps
     # blank ones; a cast to binary keeps bytes that are not UTF-8 as they were
     reader = spark.readStream.format("text")
     if config.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
-    lines = reader.load(str(landing))
+    lines = reader.load(storage.spark_uri(landing))
     return lines.select(
         F.col("value").cast("binary").alias("line"),
         F.col("_metadata.file_path").alias("source_file"),

@@ -54,15 +54,44 @@ def test_jar_versions_match_pyspark_delta_and_the_hadoop_pyspark_ships():
     assert props["spark.version"] == pins["pyspark"]
     assert props["delta.version"] == pins["delta-spark"]
     assert props["hadoop.version"] == _shipped_jar_version("hadoop-client-api")
+    assert props["jackson.version"] == _shipped_jar_version("jackson-databind")
     scala = _shipped_jar_version("scala-library")
     assert scala.startswith(props["scala.binary.version"] + ".")
     # every dependency's version is a property above (none floats)
     root = ET.parse(DOCKER / "jars" / "pom.xml").getroot()
     for dependency in root.iterfind(".//m:dependencies/m:dependency", POM_NS):
         version = dependency.findtext("m:version", namespaces=POM_NS) or ""
-        assert re.fullmatch(r"\$\{[a-z.]+\}", version), ET.tostring(dependency)
+        assert re.fullmatch(r"\$\{[a-z0-9.]+\}", version), ET.tostring(dependency)
     for plugin in root.iterfind(".//m:plugin", POM_NS):
         assert re.fullmatch(r"\d+(\.\d+)+", plugin.findtext("m:version", namespaces=POM_NS) or "")
+
+
+def test_set_up_resolved_the_pom_and_adds_no_jar_spark_already_ships():
+    """`make setup` resolved both profiles; the Spark profile brings Delta, S3A and the Kafka
+    source and nothing pyspark ships already (a second Parquet or Jackson on the classpath
+    fails at run time, far from the cause)."""
+    from spark_jobs.lake.jars import KAFKA_BROKER, SPARK, classpath
+
+    props = _pom_properties()
+    entries = [Path(e) for e in classpath(SPARK)]
+    assert entries, "run `make setup`: .jars/spark.classpath is missing"
+    spark_jars = [e.name for e in entries]
+    names = {e.parent.parent.name for e in entries}  # Maven's <artifact>/<version>/<jar>
+    scala = props["scala.binary.version"]
+    assert {
+        f"delta-spark_{scala}",
+        "delta-storage",
+        "hadoop-aws",
+        f"spark-sql-kafka-0-10_{scala}",
+    } <= names
+    assert f"delta-spark_{scala}-{props['delta.version']}.jar" in spark_jars
+    shipped = [j.name for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")]
+    twice = [
+        (name, jar) for name in names for jar in shipped if re.match(re.escape(name) + r"-\d", jar)
+    ]
+    assert not twice, twice
+    broker = [Path(e).name for e in classpath(KAFKA_BROKER)]
+    assert f"kafka_{scala}-{props['kafka.version']}.jar" in broker
 
 
 def test_dockerfile_images_are_pinned_and_consistent():
@@ -90,6 +119,8 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
     pins = _pins()
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     platform = compose["x-platform"]["image"]
+    kafka_images = {s["image"] for s in compose["services"].values() if "kafka" in s["image"]}
+    assert kafka_images == {f"apache/kafka:{_pom_properties()['kafka.version']}"}
     assert platform.endswith(f":${{S3TM_VERSION:-{pins['s3tm']}}}"), platform
     for name, service in compose["services"].items():
         image = service["image"]

@@ -1,20 +1,17 @@
 """A lakehouse on object storage (``s3://``), against a real S3-compatible server on loopback
 (moto's server, from PyPI): delta-rs commits with conditional puts, driver-side tables,
 staged commits with their app transaction, time travel, the cross-machine lock, and
-``s3tm sql`` reading it. Spark's half (``s3a://``) needs hadoop-aws, which a cluster image
-bakes in and this machine cannot fetch: ``docs/DEPLOY.md`` says so."""
+``s3tm sql`` reading it. Spark's half (``s3a://``): tests/spark_jobs/test_s3a.py."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,40 +22,9 @@ from core.errors import InvalidArgumentError
 from spark_jobs.lake import storage
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
+from tests.conftest import s3_environment
 
 BUCKET = "s3tm-lake"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """An S3-compatible server (moto) on a loopback port, for this module's tests."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None, "moto server exited"
-            assert time.monotonic() < deadline, "moto server did not start"
-            time.sleep(0.2)
-    try:
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.fixture
@@ -67,12 +33,7 @@ def s3_root(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
     import boto3
 
     for key, value in {
-        "AWS_ACCESS_KEY_ID": "s3tm-test",
-        "AWS_SECRET_ACCESS_KEY": "s3tm-test-secret",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ALLOW_HTTP": "true",
+        **s3_environment(s3_endpoint),
         "S3TM_STATE_DIR": str(tmp_path / "state"),
     }.items():
         monkeypatch.setenv(key, value)

@@ -145,8 +145,15 @@ def run_all(query) -> None:
 
 
 def run_stream_process(
-    lakehouse, landing: Landing, checkpoint: Path, crash: str | None, extra: list[str] = ()
+    lakehouse,
+    landing: Landing,
+    checkpoint: Path,
+    crash: str | None,
+    extra: list[str] = (),
+    source: list[str] | None = None,
 ):
+    """``spark_jobs.stream.job run --available-now`` in a child process (killed by ``crash``);
+    ``source``: the source's arguments (default: ``landing``, one file a batch)."""
     env = dict(os.environ)
     env.pop("S3TM_CRASH", None)
     if crash:
@@ -161,12 +168,9 @@ def run_stream_process(
             "--master",
             "local[2]",
             "run",
-            "--landing",
-            str(landing.root),
+            *(source or ["--landing", str(landing.root), "--max-files-per-trigger", "1"]),
             "--checkpoint",
             str(checkpoint),
-            "--max-files-per-trigger",
-            "1",
             "--available-now",
             *extra,
         ],

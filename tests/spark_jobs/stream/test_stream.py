@@ -27,7 +27,7 @@ from spark_jobs.stream import matcher as stream_matcher
 from spark_jobs.stream import tasks as stream_tasks
 from spark_jobs.stream.config import StreamCommand, StreamConfig
 from spark_jobs.stream.matcher import start
-from spark_jobs.stream.pipeline import source, task_slots
+from spark_jobs.stream.pipeline import task_slots
 from tests.spark_jobs.stream.harness import (
     Landing,
     active_subscriptions,
@@ -374,17 +374,3 @@ def test_two_streams_in_one_spark_application_do_not_share_worker_caches(lakehou
         results.append((sum(expected.values()), matches_of(lake) == expected))
     assert all(n > 100 for n, _ in results)
     assert [same for _, same in results] == [True, True]
-
-
-def test_kafka_source_without_its_jar_says_what_is_missing(spark):
-    from core.errors import InputDataError
-
-    try:  # an installation with the jar (the platform image) has nothing to report
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-        pytest.skip("this Spark has the Kafka source")
-    except Exception as err:
-        if "Skipped" in type(err).__name__:
-            raise
-    config = StreamConfig(source="kafka", kafka_bootstrap="127.0.0.1:9", kafka_topic="posts")
-    with pytest.raises(InputDataError, match="spark-sql-kafka-0-10"):
-        source(spark, config)

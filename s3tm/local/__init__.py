@@ -1,0 +1,1 @@
+"""The production topology as local processes (no Docker): a Kafka broker from its jars."""

@@ -1,0 +1,381 @@
+"""A single-node Kafka broker (KRaft: broker and controller in one process) on loopback,
+run from the jars ``make setup`` resolved (``docker/jars/pom.xml``, profile
+``kafka-broker``): what ``docker/compose.yaml``'s ``kafka`` service runs, without Docker.
+
+``s3tm kafka start|stop|status`` and the tests' broker fixture use it. The broker's folder
+holds its config, data, log and pid file; ``start`` formats it on first use and is a no-op
+when a broker already runs there.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs.lake.jars import KAFKA_BROKER, classpath
+
+DEFAULT_DIR = Path(".kafka")
+DEFAULT_PORT = 9092
+START_TIMEOUT_S = 90.0
+# the broker's heap: a test broker holds a few topics of a few MB
+HEAP = "-Xmx512m"
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = {level}
+logger.apache.name = org.apache.kafka
+logger.apache.level = {level}
+"""
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """Where a broker lives and listens. ``controller_port`` 0: ``port + 1``."""
+
+    folder: Path = DEFAULT_DIR
+    port: int = DEFAULT_PORT
+    controller_port: int = 0
+    log_level: str = "INFO"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def quorum_port(self) -> int:
+        return self.controller_port or self.port + 1
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """A broker's folder as ``status`` finds it."""
+
+    running: bool
+    pid: int | None
+    bootstrap: str
+    log: Path
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for tests and parallel brokers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise InputDataError("the Kafka broker needs Java 17 (java on PATH or JAVA_HOME)")
+    return java
+
+
+def _broker_classpath() -> str:
+    entries = classpath(KAFKA_BROKER)
+    if not entries:
+        raise InputDataError(
+            "the Kafka broker's jars are not resolved here: run `make setup` "
+            "(it resolves docker/jars/pom.xml's kafka-broker profile with Maven)"
+        )
+    return os.pathsep.join(entries)
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid,
+    which also avoids a leading '-': it reads as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _properties(settings: BrokerSettings, data: Path) -> str:
+    listeners = (
+        f"PLAINTEXT://127.0.0.1:{settings.port},CONTROLLER://127.0.0.1:{settings.quorum_port}"
+    )
+    values = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{settings.quorum_port}",
+        "listeners": listeners,
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{settings.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data),
+        # one node: every internal topic has one replica
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # topics are made on purpose (a typo in a topic name must not create one)
+        "auto.create.topics.enable": "false",
+        "num.partitions": "1",
+    }
+    return "".join(f"{key}={value}\n" for key, value in values.items())
+
+
+class KafkaBroker:
+    """One broker folder: start, stop, status, topics."""
+
+    def __init__(self, settings: BrokerSettings | None = None) -> None:
+        self.settings = settings or BrokerSettings()
+        self.folder = self.settings.folder.resolve()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.settings.bootstrap
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "broker.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.folder / "broker.pid"
+
+    def pid(self) -> int | None:
+        """The running broker's process id (None: not running)."""
+        try:
+            pid = int(self._pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        # a zombie child of this process counts as gone (and is reaped)
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return None
+        except ChildProcessError:
+            pass  # not our child
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+        except (OSError, IndexError):
+            return pid
+        return None if state == "Z" else pid
+
+    def status(self) -> BrokerStatus:
+        pid = self.pid()
+        return BrokerStatus(pid is not None, pid, self.bootstrap, self.log)
+
+    def _format(self, config: Path, data: Path) -> None:
+        if (data / "meta.properties").exists():
+            return
+        command = [
+            _java(),
+            "-cp",
+            _broker_classpath(),
+            f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            _cluster_id(),
+            "--config",
+            str(config),
+            "--ignore-formatted",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise InputDataError(
+                f"formatting the Kafka storage in {data} failed: {done.stderr.strip()[-800:]}"
+            )
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> BrokerStatus:
+        """Start the broker in the background (formatting its storage the first time) and
+        wait until it answers. Already running: nothing to do.
+
+        Raises:
+            InputDataError: no Java or jars, a port in use, or the broker died or did not
+                answer within ``timeout_s`` (the end of its log is in the message).
+        """
+        running = self.status()
+        if running.running:
+            return running
+        for port in (self.settings.port, self.settings.quorum_port):
+            # a broker killed a moment ago may still hold its ports while it exits
+            deadline = time.monotonic() + 10
+            while _listening(port):
+                if time.monotonic() > deadline:
+                    raise InputDataError(f"port {port} is in use: pick another (--port)")
+                time.sleep(0.2)
+        data = self.folder / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "server.properties"
+        config.write_text(_properties(self.settings, data))
+        (self.folder / "log4j2.properties").write_text(
+            LOG4J2.format(log=self.log, level=self.settings.log_level)
+        )
+        self._format(config, data)
+        command = [
+            _java(),
+            HEAP,
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
+            "-cp",
+            _broker_classpath(),
+            "kafka.Kafka",
+            str(config),
+        ]
+        with open(self.folder / "broker.out", "ab") as out:
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # outlives the command that started it
+            )
+        self._pid_file.write_text(f"{process.pid}\n")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise InputDataError(
+                    f"the Kafka broker exited with {process.returncode}: {self._tail()}"
+                )
+            if _listening(self.settings.port) and self._answers():
+                return self.status()
+            time.sleep(0.5)
+        self.stop()
+        raise InputDataError(f"the Kafka broker did not answer in {timeout_s:.0f}s: {self._tail()}")
+
+    def _answers(self) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=[self.bootstrap], request_timeout_ms=3000)
+        except (KafkaError, OSError):
+            return False
+        try:
+            admin.list_topics()
+            return True
+        except (KafkaError, OSError):
+            return False
+        finally:
+            admin.close()
+
+    def _tail(self, lines: int = 15) -> str:
+        for path in (self.folder / "broker.out", self.log):
+            if path.exists():
+                text = path.read_text(errors="replace").strip().splitlines()
+                errors = [line for line in text if "ERROR" in line or "Exception" in line]
+                if errors or path == self.log:
+                    return "\n".join((errors or text)[-lines:])
+        return "(no log)"
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Stop the broker (SIGTERM: a clean shutdown; SIGKILL after ``timeout_s``).
+        Returns whether one was running."""
+        pid = self.pid()
+        if pid is None:
+            self._pid_file.unlink(missing_ok=True)
+            return False
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.pid() is not None:
+            time.sleep(0.2)
+        if self.pid() is not None:
+            _signal(pid, signal.SIGKILL)
+            while self.pid() is not None:
+                time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash, for tests); ``start`` brings it back on its data."""
+        pid = self.pid()
+        if pid is not None:
+            _signal(pid, signal.SIGKILL)
+            while self.pid() is not None:
+                time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+
+    def create_topic(self, topic: str, partitions: int) -> bool:
+        """Create ``topic`` with ``partitions`` partitions (one replica). Returns False when it
+        exists already with that many partitions.
+
+        Raises:
+            InvalidArgumentError: it exists with another partition count.
+        """
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        if partitions < 1:
+            raise InvalidArgumentError(f"partitions must be >= 1, got {partitions}")
+        admin = KafkaAdminClient(bootstrap_servers=[self.bootstrap])
+        try:
+            try:
+                admin.create_topics([NewTopic(topic, partitions, 1)])
+                created = True
+            except TopicAlreadyExistsError:
+                created = False
+            # the partitions' leaders are elected asynchronously: wait for them
+            deadline = time.monotonic() + 30
+            while True:
+                described = admin.describe_topics([topic])[0]
+                ready = [p for p in described["partitions"] if p["leader_id"] >= 0]
+                if not described["error_code"] and len(ready) == len(described["partitions"]):
+                    break
+                if time.monotonic() > deadline:
+                    raise InputDataError(f"topic {topic}: partitions without a leader")
+                time.sleep(0.2)
+        finally:
+            admin.close()
+        have = len(described["partitions"])
+        if not created and have != partitions:
+            raise InvalidArgumentError(
+                f"topic {topic} exists with {have} partitions, not {partitions}"
+            )
+        return created
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's end offset (records written so far)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=[self.bootstrap])
+        try:
+            partitions = consumer.partitions_for_topic(topic) or set()
+            ends = consumer.end_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+            return {tp.partition: int(offset) for tp, offset in ends.items()}
+        finally:
+            consumer.close()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.3)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)  # the broker leads its own session
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)

@@ -1,0 +1,214 @@
+"""The streaming matcher reading a real Kafka broker (KRaft, from the resolved jars):
+`s3tm produce` -> topic -> `stream run --source kafka` equals brute force; bad records are
+quarantined with their topic, partition and offset; killed at every kill point and
+restarted, or with the broker restarted under it, nothing is lost or duplicated."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from spark_jobs.lake.subscription_store import register_word_sets
+from spark_jobs.stream.matcher import start
+from tests.spark_jobs.stream import harness
+from tests.spark_jobs.stream.test_stream_chaos import SEED, kill_schedule
+
+
+def _topic(broker, partitions: int) -> str:
+    name = f"posts-{uuid.uuid4().hex[:8]}"
+    assert broker.create_topic(name, partitions)
+    return name
+
+
+def _produce(broker, topic: str, landing: harness.Landing, env) -> None:
+    """Every landed file into the topic through the CLI (keys: post ids)."""
+    for path in sorted(landing.root.glob("posts-*.jsonl")):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "s3tm.cli.main",
+                "produce",
+                "--corpus",
+                str(path),
+                "--bootstrap",
+                broker.bootstrap,
+                "--topic",
+                topic,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _kafka_config(tmp_path, landing, broker, topic, **extra):
+    return harness.stream_config(
+        tmp_path,
+        landing,
+        source="kafka",
+        kafka_bootstrap=broker.bootstrap,
+        kafka_topic=topic,
+        max_files_per_trigger=0,
+        **extra,
+    )
+
+
+def _record_at(broker, topic: str, partition: int, offset: int) -> bytes:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=[broker.bootstrap], consumer_timeout_ms=10_000)
+    try:
+        where = TopicPartition(topic, partition)
+        consumer.assign([where])
+        consumer.seek(where, offset)
+        record = next(iter(consumer))
+        assert (record.partition, record.offset) == (partition, offset)
+        return bytes(record.value)
+    finally:
+        consumer.close()
+
+
+def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_quarantine(
+    lakehouse, scene, tmp_path, kafka_broker, spark_process_env
+):
+    landing = scene
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
+    bad = ["{not json", json.dumps({"id": "e1", "text": "   "}), json.dumps({"text": "no id"})]
+    posts = landing.write(500, bad=bad) + landing.write(400)
+    topic = _topic(kafka_broker, 3)
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    assert sum(kafka_broker.end_offsets(topic).values()) == len(posts) + len(bad)
+
+    config = _kafka_config(tmp_path, landing, kafka_broker, topic)
+    query, _handler = start(lakehouse.spark, lakehouse, config)
+    try:
+        harness.run_all(query)
+    finally:
+        query.stop()
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
+    assert sum(expected.values()) > 400
+    assert harness.matches_of(lakehouse) == expected
+    harness.check_deliveries(lakehouse)
+    quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
+    assert sorted(r["reason"].split(" (")[0] for r in quarantine) == [
+        "empty text",
+        "invalid JSON",
+        "no 'id' field",
+    ]
+    for row in quarantine:  # topic:partition:offset finds the very record
+        name, partition, offset = row["source_file"].rsplit(":", 2)
+        assert name == topic
+        raw = _record_at(kafka_broker, topic, int(partition), int(offset))
+        assert raw.decode() in bad and raw.decode().startswith(row["raw"][:5])
+
+
+def test_kafka_stream_killed_at_every_point_restarts_exactly(
+    lakehouse, tmp_path, kafka_broker, spark_process_env
+):
+    landing = harness.Landing(tmp_path / "landing", seed=5)
+    sets = harness.subscription_sets(landing, 200, seed=6)
+    for owner in range(3):
+        register_word_sets(
+            lakehouse, [" ".join(s) for s in sets[owner::3]], sets[owner::3], f"user{owner}"
+        )
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
+    batches, per_batch = 6, 121
+    posts: list[str] = []
+    for k in range(batches):  # posts plus one bad record each (the quarantine commit)
+        posts += landing.write(per_batch - 1, bad=[json.dumps({"id": f"bad{k}", "text": " "})])
+    topic = _topic(kafka_broker, 2)
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    checkpoint = tmp_path / "checkpoint"
+    source = [
+        "--source",
+        "kafka",
+        "--kafka-bootstrap",
+        kafka_broker.bootstrap,
+        "--kafka-topic",
+        topic,
+        "--max-offsets-per-trigger",
+        str(per_batch),
+    ]
+
+    killed = []
+    for batch, point in kill_schedule(SEED, batches):
+        run = harness.run_stream_process(
+            lakehouse, landing, checkpoint, f"{point}:{batch}", source=source
+        )
+        killed.append((point, batch, run.returncode))
+        assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
+    final = harness.run_stream_process(lakehouse, landing, checkpoint, None, source=source)
+    assert final.returncode == 0, final.stderr[-2000:]
+    assert {code for _, _, code in killed} <= {137, -9}, killed
+
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
+    assert sum(expected.values()) > 200
+    assert harness.matches_of(lakehouse) == expected
+    harness.check_deliveries(lakehouse)
+    quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
+    assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
+
+
+def test_a_broker_restart_under_a_running_stream_loses_nothing(
+    lakehouse, scene, tmp_path, kafka_broker, spark_process_env
+):
+    landing = scene
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
+    topic = _topic(kafka_broker, 2)
+    posts = landing.write(300)
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    config = _kafka_config(tmp_path, landing, kafka_broker, topic, available_now=False)
+    query, handler = start(lakehouse.spark, lakehouse, config)
+    try:
+        harness.run_all(query)
+        kafka_broker.kill()  # a crash, not a clean shutdown
+        kafka_broker.start()
+        for path in landing.root.glob("posts-*.jsonl"):  # the next file only
+            path.rename(path.with_suffix(".sent"))
+        posts += landing.write(300)
+        _produce(kafka_broker, topic, landing, spark_process_env)
+        harness.run_all(query)
+        assert query.isActive, query.exception()
+    finally:
+        query.stop()
+    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
+    assert sum(expected.values()) > 300
+    assert harness.matches_of(lakehouse) == expected
+    harness.check_deliveries(lakehouse)
+    assert len(handler.figures) >= 2
+
+
+def test_without_the_kafka_jar_the_source_says_how_to_get_it(tmp_path, spark_process_env):
+    """A Spark without spark-sql-kafka (no resolved jars): a clear error, not a stack trace."""
+    script = (
+        "from spark_jobs.lake.session import build_session\n"
+        "from spark_jobs.stream.config import StreamConfig\n"
+        "from spark_jobs.stream.pipeline import source\n"
+        "spark = build_session('no-kafka', master='local[1]')\n"
+        "try:\n"
+        "    source(spark, StreamConfig(source='kafka', kafka_bootstrap='127.0.0.1:9'))\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+    )
+    env = {**spark_process_env, "S3TM_JARS_DIR": str(tmp_path / "none")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "InputDataError" in done.stdout and "make setup" in done.stdout, done.stdout
+
+
+@pytest.fixture(autouse=True)
+def _quiet_kafka_client():
+    import logging
+
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    os.environ.setdefault("S3TM_SPARK_LOG_LEVEL", "WARN")
