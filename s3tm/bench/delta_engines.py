@@ -2,7 +2,7 @@
 
 The same demo corpus and subscriptions go through ``s3tm pipeline`` (ingest -> publish, one
 fresh process and lakehouse per run) with delta-spark committing the jobs' DataFrame writes
-(``S3TM_DELTA_ENGINE=auto`` with the resolved jars) and with the delta-rs bridge
+(``S3TM_DELTA_ENGINE=spark``, with the resolved jars) and with the delta-rs bridge
 (``S3TM_DELTA_ENGINE=rs``: executors write Parquet, the driver commits with delta-rs).
 Runs alternate (spark, rs, rs, spark, ...) so drift on a shared machine falls on both; the
 figures are medians per step with their min-max, and the ratio rs / spark (above 1: the
@@ -75,7 +75,7 @@ def run_chain(engine: str, landing: Path, work: Path, run: int, nodes: int) -> E
     lakehouse = work / f"lake-{engine}-{run}"
     phrases = (work / "phrases.txt").read_text().splitlines()
     add_subscriptions(Lakehouse(None, lakehouse, engine="rs"), phrases, "bench")
-    env = {**os.environ, "S3TM_DELTA_ENGINE": "rs" if engine == "rs" else "auto"}
+    env = {**os.environ, "S3TM_DELTA_ENGINE": engine}
     env["S3TM_SPARK_LOG_LEVEL"] = "ERROR"
     out = _s3tm(
         ["pipeline", "--master", "local[2]", "--lakehouse", str(lakehouse),

@@ -60,6 +60,25 @@ def application_path(job: str) -> str:
     return f"{scheme}://{path}" if scheme else str(path)
 
 
+# what a Spark job's driver and executors need from the submitting pod's environment (on
+# Kubernetes they start in pods of their own): the object store's endpoint and region
+FORWARDED_ENV = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP", "S3TM_LAKEHOUSE")
+
+
+def submit_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """spark-submit settings from the environment: the image (``S3TM_IMAGE``) and the
+    forwarded variables, for drivers (``spark.kubernetes.driverEnv``) and executors."""
+    env = dict(os.environ if environ is None else environ)
+    conf: dict[str, str] = {}
+    if env.get("S3TM_IMAGE"):
+        conf["spark.kubernetes.container.image"] = env["S3TM_IMAGE"]
+    for name in FORWARDED_ENV:
+        if env.get(name):
+            conf[f"spark.kubernetes.driverEnv.{name}"] = env[name]
+            conf[f"spark.executorEnv.{name}"] = env[name]
+    return conf
+
+
 def spark_job(
     task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (), **kwargs: Any
 ) -> Any:
@@ -82,6 +101,7 @@ def spark_job(
             "S3TM_LAKEHOUSE": "{{ params.lakehouse }}",
         },
         properties_file=str(SPARK_PROPERTIES) if SPARK_PROPERTIES.is_file() else None,
+        conf=submit_conf(),
         outlets=list(outlets),
         **kwargs,
     )

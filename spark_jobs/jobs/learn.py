@@ -137,19 +137,24 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
 def training_corpus(edges: pa.Table) -> Corpus:
     """The training edges (post_id, word: strings or dictionary-encoded) as a
     :class:`Corpus`; word ids by frequency (most frequent first, ties by word), posts in
-    dictionary order (first appearance). Arrow and numpy only: no Python object per edge.
+    post id order. Arrow and numpy only: no Python object per edge.
 
     Raises:
         InputDataError: no edges.
     """
     if edges.num_rows == 0:
         raise InputDataError("no training edges in the learning window")
-    post_codes, _ = _codes(edges["post_id"])
+    post_codes, post_dictionary = _codes(edges["post_id"])
     word_codes, vocabulary = _codes(edges["word"])
-    # dense post numbers in dictionary order (a dictionary may hold ids no edge uses)
-    used = np.zeros(int(post_codes.max()) + 1, dtype=bool)
+    # dense post numbers in post id order (a dictionary may hold ids no edge uses): the
+    # learned mapping must not depend on the order the table's files are read in, which
+    # differs between the engines and layouts that wrote the same rows
+    used = np.zeros(len(post_dictionary), dtype=bool)
     used[post_codes] = True
-    dense = np.cumsum(used) - 1
+    present_posts = np.flatnonzero(used)
+    by_id = np.asarray(pc.sort_indices(post_dictionary.take(pa.array(present_posts))))
+    dense = np.full(len(post_dictionary), -1, dtype=np.int64)
+    dense[present_posts[by_id]] = np.arange(present_posts.shape[0])
     counts = np.bincount(word_codes, minlength=len(vocabulary))
     present = np.flatnonzero(counts)
     # gold.post_words holds an edge once, so a word's edge count is its post frequency

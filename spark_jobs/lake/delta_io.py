@@ -71,10 +71,15 @@ def _metric(metrics: Mapping[str, object], *names: str) -> int | None:
     return None
 
 
+ENGINE_ENV = "S3TM_DELTA_ENGINE"
+# The engine of the jobs' DataFrame writes where both can serve: the delta-rs bridge, the
+# faster of the two on the remap chain (`s3tm bench delta-engines`: 0.81x delta-spark's time
+# at 200k posts, 0.88x at 1M, docs/RESULTS.md "Delta engines").
+DEFAULT_ENGINE: Engine = "rs"
+
+
 def _session_has_delta(spark: SparkSession | None) -> bool:
     if spark is None:
-        return False
-    if os.environ.get("S3TM_DELTA_ENGINE") == "rs":
         return False
     jvm = spark._jvm
     if jvm is None:  # a Spark Connect session: no JVM gateway here
@@ -84,6 +89,18 @@ def _session_has_delta(spark: SparkSession | None) -> bool:
     except Exception:  # py4j raises a generic Py4JJavaError for ClassNotFoundException
         return False
     return True
+
+
+def configured_engine() -> Engine:
+    """``$S3TM_DELTA_ENGINE`` (``rs`` or ``spark``), else :data:`DEFAULT_ENGINE`.
+
+    Raises:
+        InvalidArgumentError: another value.
+    """
+    value = os.environ.get(ENGINE_ENV, "").strip() or DEFAULT_ENGINE
+    if value not in ("rs", "spark"):
+        raise InvalidArgumentError(f"{ENGINE_ENV}={value!r}: expected 'rs' or 'spark'")
+    return "spark" if value == "spark" else "rs"
 
 
 class Lakehouse(DeltaStore):
@@ -98,15 +115,19 @@ class Lakehouse(DeltaStore):
     ) -> None:
         super().__init__(root)
         self._spark = spark
-        # On an object store every commit goes through delta-rs: its S3 commits are
-        # conditional puts (safe with any number of writers), where delta-spark's S3 log
-        # store is safe only while one driver writes, and the stream, maintenance and the
-        # CLI commit to the same tables with delta-rs.
-        self.engine: Engine = engine or (
-            "spark" if _session_has_delta(spark) and not self.remote else "rs"
-        )
+        chosen = engine or ("rs" if spark is None else configured_engine())
+        if chosen == "spark" and self.remote and engine is None:
+            # On an object store every commit goes through delta-rs: its S3 commits are
+            # conditional puts (safe with any number of writers), where delta-spark's S3
+            # log store is safe only while one driver writes, and the stream, maintenance
+            # and the CLI commit to the same tables with delta-rs.
+            chosen = "rs"
+        self.engine: Engine = chosen
         if self.engine == "spark" and not _session_has_delta(spark):
-            raise InvalidArgumentError("engine 'spark' needs Delta's JVM classes in the session")
+            raise InvalidArgumentError(
+                "engine 'spark' needs Delta's JVM classes in the session (run `make setup`), "
+                f"or set {ENGINE_ENV}=rs"
+            )
 
     @property
     def spark(self) -> SparkSession:

@@ -43,6 +43,9 @@ def console_progress() -> str:
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # a table's state is rebuilt from its log by a Spark job with this many partitions
+    # (default 50: fifty tasks for a log of a few files, at every snapshot)
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 
@@ -93,7 +96,8 @@ def build_session(
         "spark.ui.showConsoleProgress": console_progress(),
         **jars.spark_classpath_conf(),
     }
-    if delta_jars_present() and os.environ.get("S3TM_DELTA_ENGINE", "auto") != "rs":
+    # Delta's SQL and format("delta") whenever its jars are here, whichever engine commits
+    if delta_jars_present():
         settings.update(DELTA_CONF)
     settings.update(s3a_settings(os.environ))
     settings.update(conf or {})

@@ -12,3 +12,23 @@ def test_application_path_is_a_file_by_default_and_local_uri_on_kubernetes(monke
     assert (JOBS / "learn.py").is_file()
     monkeypatch.setenv("S3TM_SPARK_APPLICATION_SCHEME", "local")
     assert application_path("learn") == f"local://{JOBS / 'learn.py'}"
+
+
+def test_spark_submit_gets_the_image_and_the_object_store_settings_from_the_pod():
+    """On Kubernetes the drivers and executors start in pods of their own: the task pod's
+    image and object-store settings are handed on, nothing else."""
+    from s3tm.orchestration.dag_support import submit_conf
+
+    conf = submit_conf(
+        {
+            "S3TM_IMAGE": "s3tm/platform:1.2.3",
+            "AWS_ENDPOINT_URL": "http://minio:9000",
+            "AWS_REGION": "eu-west-1",
+            "AWS_SECRET_ACCESS_KEY": "never-forwarded",
+        }
+    )
+    assert conf["spark.kubernetes.container.image"] == "s3tm/platform:1.2.3"
+    assert conf["spark.kubernetes.driverEnv.AWS_ENDPOINT_URL"] == "http://minio:9000"
+    assert conf["spark.executorEnv.AWS_REGION"] == "eu-west-1"
+    assert not any("SECRET" in key for key in conf)
+    assert submit_conf({}) == {}

@@ -111,3 +111,28 @@ def _items(node):
     elif isinstance(node, list):
         for item in node:
             yield from _items(item)
+
+
+def test_the_image_makes_every_folder_compose_mounts_for_its_user():
+    """A fresh named volume takes the owner of the image folder it is mounted on: a folder
+    the image lacks comes up owned by root, and the image's user (uid 185) cannot write."""
+    compose = _compose()
+    platform = compose["x-platform"]["image"]
+    text = (DOCKER / "Dockerfile").read_text()
+    uid = re.search(r"^ARG S3TM_UID=(\d+)$", text, flags=re.M)
+    home = re.search(r"S3TM_HOME=(\S+)", text)
+    assert uid and home
+    made = re.search(
+        r"RUN mkdir -p ([^\n\\]+)\\\n\s+&& chown \$\{S3TM_UID\}:\$\{S3TM_UID\} (.+)", text
+    )
+    assert made, "the Dockerfile makes no folder for the volumes"
+    folders = {f.replace("${S3TM_HOME}", home.group(1)) for f in made.group(1).split()}
+    owned = {f.replace("${S3TM_HOME}", home.group(1)) for f in made.group(2).split()}
+    mounted = {
+        mount.split(":")[1]
+        for service in compose["services"].values()
+        if service["image"] == platform
+        for mount in service.get("volumes", [])
+        if mount.split(":", 1)[0] in compose["volumes"]
+    }
+    assert mounted and mounted <= folders and mounted <= owned, (mounted, folders, owned)

@@ -142,10 +142,10 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
     values = yaml.safe_load((INFRA / "helm" / "airflow-values.yaml").read_text())
     assert values["defaultAirflowTag"] == pins["s3tm"]
     assert values["airflowVersion"] == pins["apache-airflow"]
-    spark_defaults = next(
-        d for d in documents if d.get("metadata", {}).get("name") == "s3tm-spark-defaults"
-    )
-    assert f"s3tm/platform:{pins['s3tm']}" in spark_defaults["data"]["spark-defaults.conf"]
+    # the image of the Spark pods the tasks submit is the chart's own image
+    task_env = {e["name"]: e["value"] for e in values["env"]}
+    chart_image = f"{values['defaultAirflowRepository']}:{values['defaultAirflowTag']}"
+    assert task_env["S3TM_IMAGE"] == chart_image == f"s3tm/platform:{pins['s3tm']}"
 
 
 def _walk(node, key=None):

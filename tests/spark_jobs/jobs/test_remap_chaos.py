@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import published_version, versions
 
@@ -60,9 +62,12 @@ def _complete(lake: Lakehouse) -> None:
     assert {r["routing_version"] for r in versions(lake)} <= mapped
 
 
+@pytest.mark.parametrize("engine", ["rs", "spark"])
 def test_remap_killed_in_every_step_leaves_the_published_version_intact(
-    tmp_path, spark_process_env
+    tmp_path, spark_process_env, engine
 ):
+    """With each Delta engine committing the jobs' DataFrame writes."""
+    spark_process_env = {**spark_process_env, "S3TM_DELTA_ENGINE": engine}
     from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, write_demo_corpus
     from spark_jobs.lake.subscription_store import add_subscriptions
 

@@ -186,6 +186,43 @@ def test_a_broker_restart_under_a_running_stream_loses_nothing(
     assert len(handler.figures) >= 2
 
 
+def test_the_controller_reads_the_consumer_lag_and_raises_the_level(
+    lakehouse, scene, tmp_path, kafka_broker, spark_process_env
+):
+    """Under a backlog on the topic (records a batch does not take), the shedding plan's
+    backlog is the consumer lag the Kafka source reports, and the level goes up."""
+    from tests.spark_jobs.stream.test_stream_shedding import _committed, _subset_of_brute_force
+
+    landing = scene
+    harness.publish_learned(lakehouse, landing, 6, "hash", split=False)
+    posts = [p for _ in range(6) for p in landing.write(200)]
+    topic = _topic(kafka_broker, 2)
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    config = _kafka_config(
+        tmp_path,
+        landing,
+        kafka_broker,
+        topic,
+        available_now=False,
+        max_offsets_per_trigger=200,
+        shedding="subscription",
+        latency_budget=0.001,  # a millisecond of work: the lag is overload
+    )
+    query, _ = start(lakehouse.spark, lakehouse, config)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    batches = _committed(lakehouse)
+    assert len(batches) >= 6  # 200 records a batch at most, split over the partitions
+    lags = [r["backlog_posts"] for r in batches]
+    assert all(lag is not None for lag in lags[1:]), lags
+    assert lags[1] >= 600, lags  # 1,200 records, 200 a batch: most still waiting
+    assert max(r["shedding_level"] for r in batches) > 0
+    _subset_of_brute_force(lakehouse, landing, posts)
+    harness.check_deliveries(lakehouse)
+
+
 def test_without_the_kafka_jar_the_source_says_how_to_get_it(tmp_path, spark_process_env):
     """A Spark without spark-sql-kafka (no resolved jars): a clear error, not a stack trace."""
     script = (
