@@ -73,7 +73,7 @@ def _metric(metrics: Mapping[str, object], *names: str) -> int | None:
 
 ENGINE_ENV = "S3TM_DELTA_ENGINE"
 # The engine of the jobs' DataFrame writes where both can serve: the delta-rs bridge, the
-# faster of the two on the remap chain (`s3tm bench delta-engines`: 0.81x delta-spark's time
+# faster of the two on the remap chain (`s3tm bench delta-engines`: 0.78x delta-spark's time
 # at 200k posts, 0.88x at 1M, docs/RESULTS.md "Delta engines").
 DEFAULT_ENGINE: Engine = "rs"
 
