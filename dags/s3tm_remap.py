@@ -29,7 +29,13 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule, spark_job
+from s3tm.orchestration.dag_support import (
+    DEFAULT_ARGS,
+    DEFAULT_LAKEHOUSE,
+    DEFAULT_MATCHERS,
+    cron_schedule,
+    spark_job,
+)
 from schemas.assets import asset, signal
 
 # the learning window this run uses: the `learning_window` task's result
@@ -48,7 +54,12 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
     tags=["s3tm", "remap", "spark", "routing"],
     doc_md=__doc__,
     params={
-        "nodes": Param(16, type="integer", minimum=1, description="matchers N"),
+        "nodes": Param(
+            DEFAULT_MATCHERS,
+            type="integer",
+            minimum=1,
+            description="matchers N (default: the deployment's S3TM_MATCHERS)",
+        ),
         "algorithm": Param(
             "salb2",
             enum=["salb2", "salb", "hash", "gC", "gFC", "gFCL", "gNFCL"],

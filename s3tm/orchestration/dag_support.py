@@ -22,6 +22,9 @@ SPARK_PROPERTIES = REPO / ".jars" / "spark-defaults.conf"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
 SPARK_CONN_ID = "spark_default"
+# N matchers: the deployment says it once (compose: POSTS_PARTITIONS; Kubernetes:
+# s3tm-config), the remap DAG's `nodes` defaults to it
+DEFAULT_MATCHERS = int(os.environ.get("S3TM_MATCHERS") or 16)
 # The ingest batch id of a run: its run_after time to the second. Not ``logical_date``: a
 # run triggered from the UI or the REST API has none (the template then failed), and two
 # manual runs in one minute must not share a batch id (the second would be skipped).

@@ -32,3 +32,27 @@ def test_spark_submit_gets_the_image_and_the_object_store_settings_from_the_pod(
     assert conf["spark.executorEnv.AWS_REGION"] == "eu-west-1"
     assert not any("SECRET" in key for key in conf)
     assert submit_conf({}) == {}
+
+
+def test_the_remap_dags_n_follows_the_deployment(tmp_path):
+    """S3TM_MATCHERS (compose: POSTS_PARTITIONS; Kubernetes: s3tm-config) is the `nodes`
+    param's default: N said once per deployment."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, 'dags')\n"
+        "import s3tm_remap\n"
+        "dag = s3tm_remap.s3tm_remap()\n"
+        "print(json.dumps(dag.params.dump()['nodes']))\n"
+    )
+    for value, expected in (("64", 64), ("", 16)):
+        env = {**os.environ, "S3TM_MATCHERS": value}
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == expected

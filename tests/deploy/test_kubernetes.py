@@ -85,7 +85,11 @@ def test_rendered_overlays_are_valid_and_sized(overlay):
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
     app = by_kind[("SparkApplication", "s3tm-matcher")]["spec"]
     topic = by_kind[("Job", "posts-topic")]["spec"]["template"]["spec"]["containers"][0]
-    partitions = int(next(e["value"] for e in topic["env"] if e["name"] == "POSTS_PARTITIONS"))
+    config = by_kind[("ConfigMap", "s3tm-config")]["data"]
+    # N is said once, in s3tm-config: the topic's partitions and the remap's `nodes`
+    source = next(e for e in topic["env"] if e["name"] == "POSTS_PARTITIONS")["valueFrom"]
+    assert source["configMapKeyRef"]["key"] == "S3TM_MATCHERS"
+    partitions = int(config["S3TM_MATCHERS"])
     slots = app["executor"]["instances"] * app["executor"]["cores"]
     # N matchers = Kafka partitions = route tasks; at least one task slot per matcher
     # partition in prod, and the shuffle partitions follow N
