@@ -114,9 +114,9 @@ def s3_endpoint() -> Iterator[str]:
     import subprocess
     import time
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    from s3tm.local.kafka_broker import free_port
+
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from s3tm.cli.text import plain
 
+# the broker's defaults without importing it (command registration stays light)
+DEFAULT_DIR, DEFAULT_PORT = Path(".kafka"), 9092
+
 DIR_ENV = "S3TM_KAFKA_DIR"
 
 
@@ -27,10 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a.add_argument(
             "--dir",
             type=Path,
-            default=Path(os.environ.get(DIR_ENV, ".kafka")),
+            default=Path(os.environ.get(DIR_ENV) or DEFAULT_DIR),
             help=f"the broker's folder: config, data, log (default ${DIR_ENV} or .kafka)",
         )
-        a.add_argument("--port", type=int, default=9092, help="the client port (127.0.0.1)")
+        a.add_argument("--port", type=int, default=DEFAULT_PORT, help="the client port (127.0.0.1)")
         if action == "start":
             a.add_argument("--topic", default="posts", help="the topic to create")
             a.add_argument(

@@ -5,13 +5,10 @@ Spark writes Parquet through S3A; every commit is delta-rs' conditional put."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
@@ -19,6 +16,7 @@ from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
 from tests.conftest import s3_environment
+from tests.spark_jobs.test_standalone_cluster import _posts, _stable
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "s3tm-s3a"
@@ -56,17 +54,6 @@ def _upload(local: Path, key: str) -> str:
 
     boto3.client("s3").upload_file(str(local), BUCKET, key)
     return f"s3://{BUCKET}/{key}"
-
-
-def _stable(table: pa.Table, key: list[str]) -> list[dict]:
-    drop = {"ingested_at", "ingest_batch", "source_file"}
-    kept = table.select([c for c in table.column_names if c not in drop])
-    return kept.sort_by([(k, "ascending") for k in key]).to_pylist()
-
-
-def _posts(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as lines:
-        return [json.loads(line) for line in lines]
 
 
 def test_remap_chain_and_a_stream_batch_on_s3a_equal_a_local_run(s3_env, tmp_path):

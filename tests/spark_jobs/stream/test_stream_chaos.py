@@ -31,7 +31,9 @@ def test_the_schedule_covers_every_kill_point_in_batch_order():
     assert [b for b, _ in schedule] == sorted(b for b, _ in schedule)
 
 
-def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
+def chaos_scene(lakehouse, tmp_path, batches: int, per_batch: int):
+    """Registered subscriptions, a published version, and ``batches`` landed files of
+    ``per_batch`` records each, one of them bad (for the quarantine commit)."""
     landing = harness.Landing(tmp_path / "landing", seed=5)
     sets = harness.subscription_sets(landing, 200, seed=6)
     for owner in range(3):
@@ -40,16 +42,22 @@ def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
         )
     harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
     posts: list[str] = []
-    for k in range(FILES):  # each file: posts plus one bad record (for the quarantine commit)
-        posts += landing.write(120, bad=[json.dumps({"id": f"bad{k}", "text": "  "})])
-    checkpoint = tmp_path / "checkpoint"
+    for k in range(batches):
+        posts += landing.write(per_batch - 1, bad=[json.dumps({"id": f"bad{k}", "text": "  "})])
+    return landing, posts
 
+
+def kill_at_every_point_then_check(lakehouse, landing, posts, checkpoint, batches, source=None):
+    """Run the stream killed at each scheduled point, restart it once more to the end, and
+    check matches and deliveries against brute force and each bad record quarantined once."""
     killed = []
-    for batch, point in kill_schedule(SEED, FILES):
-        run = harness.run_stream_process(lakehouse, landing, checkpoint, f"{point}:{batch}")
+    for batch, point in kill_schedule(SEED, batches):
+        run = harness.run_stream_process(
+            lakehouse, landing, checkpoint, f"{point}:{batch}", source=source
+        )
         killed.append((point, batch, run.returncode))
         assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
-    final = harness.run_stream_process(lakehouse, landing, checkpoint, None)
+    final = harness.run_stream_process(lakehouse, landing, checkpoint, None, source=source)
     assert final.returncode == 0, final.stderr[-2000:]
     assert {code for _, _, code in killed} <= {137, -9}, killed
 
@@ -58,4 +66,9 @@ def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
     assert harness.matches_of(lakehouse) == expected
     harness.check_deliveries(lakehouse)
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
-    assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(FILES))
+    assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
+
+
+def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
+    landing, posts = chaos_scene(lakehouse, tmp_path, FILES, 121)
+    kill_at_every_point_then_check(lakehouse, landing, posts, tmp_path / "checkpoint", FILES)

@@ -6,17 +6,15 @@ restarted, or with the broker restarted under it, nothing is lost or duplicated.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
 
 import pytest
 
-from spark_jobs.lake.subscription_store import register_word_sets
 from spark_jobs.stream.matcher import start
 from tests.spark_jobs.stream import harness
-from tests.spark_jobs.stream.test_stream_chaos import SEED, kill_schedule
+from tests.spark_jobs.stream.test_stream_chaos import chaos_scene, kill_at_every_point_then_check
 
 
 def _topic(broker, partitions: int) -> str:
@@ -113,20 +111,10 @@ def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_qua
 def test_kafka_stream_killed_at_every_point_restarts_exactly(
     lakehouse, tmp_path, kafka_broker, spark_process_env
 ):
-    landing = harness.Landing(tmp_path / "landing", seed=5)
-    sets = harness.subscription_sets(landing, 200, seed=6)
-    for owner in range(3):
-        register_word_sets(
-            lakehouse, [" ".join(s) for s in sets[owner::3]], sets[owner::3], f"user{owner}"
-        )
-    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
     batches, per_batch = 6, 121
-    posts: list[str] = []
-    for k in range(batches):  # posts plus one bad record each (the quarantine commit)
-        posts += landing.write(per_batch - 1, bad=[json.dumps({"id": f"bad{k}", "text": " "})])
+    landing, posts = chaos_scene(lakehouse, tmp_path, batches, per_batch)
     topic = _topic(kafka_broker, 2)
     _produce(kafka_broker, topic, landing, spark_process_env)
-    checkpoint = tmp_path / "checkpoint"
     source = [
         "--source",
         "kafka",
@@ -137,24 +125,9 @@ def test_kafka_stream_killed_at_every_point_restarts_exactly(
         "--max-offsets-per-trigger",
         str(per_batch),
     ]
-
-    killed = []
-    for batch, point in kill_schedule(SEED, batches):
-        run = harness.run_stream_process(
-            lakehouse, landing, checkpoint, f"{point}:{batch}", source=source
-        )
-        killed.append((point, batch, run.returncode))
-        assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
-    final = harness.run_stream_process(lakehouse, landing, checkpoint, None, source=source)
-    assert final.returncode == 0, final.stderr[-2000:]
-    assert {code for _, _, code in killed} <= {137, -9}, killed
-
-    expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
-    assert sum(expected.values()) > 200
-    assert harness.matches_of(lakehouse) == expected
-    harness.check_deliveries(lakehouse)
-    quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
-    assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
+    kill_at_every_point_then_check(
+        lakehouse, landing, posts, tmp_path / "checkpoint", batches, source=source
+    )
 
 
 def test_a_broker_restart_under_a_running_stream_loses_nothing(
@@ -248,4 +221,3 @@ def _quiet_kafka_client():
     import logging
 
     logging.getLogger("kafka").setLevel(logging.WARNING)
-    os.environ.setdefault("S3TM_SPARK_LOG_LEVEL", "WARN")
