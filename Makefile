@@ -9,7 +9,7 @@ MVN    ?= mvn
 # The classpaths of docker/jars/pom.xml's two profiles (jars stay in Maven's local cache)
 JARS   := .jars
 
-.PHONY: setup demo check test lint typecheck bench-learn bench-quality clean
+.PHONY: setup demo cluster-demo check test lint typecheck bench-learn bench-quality clean
 
 # The quick tier: every test that starts no JVM, Airflow, browser or server (tests are
 # marked by the fixtures they use: tests/conftest.py).
@@ -45,6 +45,11 @@ $(JARS)/.resolved: docker/jars/pom.xml
 ## README command one: set up and run the demo on generated data.
 demo: setup
 	$(BIN)/s3tm demo
+
+## README command three: the production topology (compose's services) as local processes
+## (needs PostgreSQL's server: apt-get install postgresql).
+cluster-demo: setup
+	$(BIN)/s3tm cluster-demo
 
 ## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
 check: setup

@@ -1,13 +1,19 @@
 """
 ## s3tm_ingest
 
-Schedule: `0 * * * *` (UTC, hourly), or Trigger. Lands new JSON-lines files into
-`bronze.posts` (bad records go to `silver.posts_quarantine` with a reason), then normalises
-and samples them into `silver.posts`, the posts `s3tm_remap` learns from. Ingesting does not
-start a remap: `s3tm_monitor` asks for one when the live routing stops paying.
+Schedule: `0 * * * *` (UTC, hourly), or Trigger. Brings new posts into `bronze.posts`
+(bad records go to `silver.posts_quarantine` with a reason), then normalises and samples
+them into `silver.posts`, the posts `s3tm_remap` learns from. Ingesting does not start a
+remap: `s3tm_monitor` asks for one when the live routing stops paying.
 
-Params: `landing` (directory or s3:// prefix of JSON-lines files), `lakehouse` (root),
-`sample_rate`.
+The posts come from new JSON-lines files in `landing` (`source` = files), or from the posts
+topic on Kafka (`source` = kafka): the records between the offsets the last run read up to
+and the topic's end now, recorded in `bronze.kafka_offsets` before they are read, so a
+retried or killed run reads each record once.
+
+Params: `source`, `landing` (directory or s3:// prefix), `kafka_bootstrap`, `kafka_topic`,
+`lakehouse` (root), `sample_rate` (the fraction of posts learned from, by post id; a topic
+is sampled as it is read into bronze).
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from airflow.sdk import Param, dag
 from s3tm.orchestration.dag_support import (
     BATCH_ID_TEMPLATE,
     DEFAULT_ARGS,
+    DEFAULT_KAFKA_BOOTSTRAP,
     DEFAULT_LAKEHOUSE,
     DEFAULT_LANDING,
+    DEFAULT_POSTS_SOURCE,
+    DEFAULT_POSTS_TOPIC,
     cron_schedule,
     spark_job,
 )
@@ -35,9 +44,18 @@ from schemas.assets import asset
     tags=["s3tm", "ingest", "spark"],
     doc_md=__doc__,
     params={
+        "source": Param(
+            DEFAULT_POSTS_SOURCE,
+            enum=["files", "kafka"],
+            description="landing files, or the posts topic on Kafka",
+        ),
         "landing": Param(
             DEFAULT_LANDING, type="string", description="landing directory or s3:// prefix"
         ),
+        "kafka_bootstrap": Param(
+            DEFAULT_KAFKA_BOOTSTRAP, type="string", description="Kafka brokers, host:port[,...]"
+        ),
+        "kafka_topic": Param(DEFAULT_POSTS_TOPIC, type="string", description="the posts topic"),
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string", description="lakehouse root"),
         "sample_rate": Param(1.0, type="number", minimum=0.0001, maximum=1.0),
     },
@@ -47,12 +65,24 @@ def s3tm_ingest() -> None:
         "ingest",
         "ingest",
         [
+            "--source",
+            "{{ params.source }}",
             "--landing",
             "{{ params.landing }}",
+            "--kafka-bootstrap",
+            "{{ params.kafka_bootstrap }}",
+            "--kafka-topic",
+            "{{ params.kafka_topic }}",
+            "--sample-rate",
+            "{{ params.sample_rate }}",
             "--batch-id",
             BATCH_ID_TEMPLATE,
         ],
-        outlets=[asset("bronze.posts"), asset("silver.posts_quarantine")],
+        outlets=[
+            asset("bronze.posts"),
+            asset("bronze.kafka_offsets"),
+            asset("silver.posts_quarantine"),
+        ],
     )
     normalise = spark_job(
         "normalise",

@@ -74,6 +74,23 @@ BRONZE_POSTS = TableSpec(
     description="raw posts as landed, one row per accepted record",
 )
 
+KAFKA_OFFSETS = TableSpec(
+    "bronze.kafka_offsets",
+    pa.schema(
+        [
+            _f("topic", pa.string(), False),
+            _f("partition", pa.int32(), False),
+            _f("start_offset", pa.int64(), False),
+            _f("end_offset", pa.int64(), False),
+            _f("ingest_batch", pa.string(), False),
+            _f("planned_at", _UTC, False),
+        ]
+    ),
+    key=("topic", "partition", "ingest_batch"),
+    description="the Kafka offsets [start_offset, end_offset) each ingest batch read into "
+    "bronze.posts, recorded before it read them",
+)
+
 SILVER_POSTS = TableSpec(
     "silver.posts",
     pa.schema(
@@ -387,6 +404,7 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         BRONZE_POSTS,
+        KAFKA_OFFSETS,
         SILVER_POSTS,
         POSTS_QUARANTINE,
         WORD_STATS,

@@ -2,7 +2,9 @@
 cut or an OOM kill would (exit code 137). Unset, each point costs one dict lookup.
 
 Batch jobs: ``learn:after-mapping`` (a candidate's mapping written, its row not),
-``place:before-commit``, ``publish:before-commit`` (decided, not committed).
+``place:before-commit``, ``publish:before-commit`` (decided, not committed); the Kafka
+ingest: ``ingest:after-plan`` (its offsets recorded, nothing read), ``ingest:after-quarantine``
+(the quarantine committed, bronze not).
 
 The streaming job, ``S3TM_CRASH=<point>:<batch id>``: driver points (in ``foreachBatch``,
 in order): ``before-plan``, ``after-plan`` (the batch plan is in ``stream.batches``),

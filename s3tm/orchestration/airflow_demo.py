@@ -160,7 +160,8 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
     )
 
 
-def summarize(lakehouse_root: Path) -> None:
+def summarize(lakehouse_root: Path | str) -> None:
+    from s3tm.orchestration.reports import list_reports
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import published_version, versions
@@ -180,13 +181,13 @@ def summarize(lakehouse_root: Path) -> None:
             f"{evaluation.get('posts', 0):,} held-out posts "
             "(`s3tm routing list --details`: the model and timed replay beside it)"
         )
-    reports = sorted((lakehouse_root / "reports").glob("remap-*.md"))
+    reports = list_reports(lakehouse_root, "remap")
     if reports:
         print(f"run report: {reports[-1]}")
     print(f"Data Docs: {data_docs_index(store)}")
 
 
-def summarize_stream(lakehouse_root: Path) -> None:
+def summarize_stream(lakehouse_root: Path | str) -> None:
     from spark_jobs.lake.delta_io import Lakehouse
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
@@ -213,7 +214,7 @@ def summarize_stream(lakehouse_root: Path) -> None:
         )
 
 
-def summarize_monitor(lakehouse_root: Path) -> None:
+def summarize_monitor(lakehouse_root: Path | str) -> None:
     from core.monitor.health import RoutingHealth
     from spark_jobs.lake.delta_io import Lakehouse
 

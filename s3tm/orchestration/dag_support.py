@@ -21,6 +21,11 @@ JOBS = REPO / "spark_jobs" / "jobs"
 SPARK_PROPERTIES = REPO / ".jars" / "spark-defaults.conf"
 DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
 DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
+# Where learning posts come from: landing files, or the posts topic (a Kafka deployment:
+# compose and Kubernetes set S3TM_POSTS_SOURCE=kafka beside KAFKA_BOOTSTRAP/POSTS_TOPIC)
+DEFAULT_POSTS_SOURCE = os.environ.get("S3TM_POSTS_SOURCE") or "files"
+DEFAULT_KAFKA_BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP") or "localhost:9092"
+DEFAULT_POSTS_TOPIC = os.environ.get("POSTS_TOPIC") or "posts"
 SPARK_CONN_ID = "spark_default"
 # N matchers: the deployment says it once (compose: POSTS_PARTITIONS; Kubernetes:
 # s3tm-config), the remap DAG's `nodes` defaults to it

@@ -49,3 +49,23 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     return path
+
+
+def list_reports(root: str | Path, kind: str, suffix: str = ".md") -> list[str]:
+    """The reports of ``kind`` under ``<lakehouse>/reports``, sorted by name: local paths,
+    or URIs on object storage."""
+    from spark_jobs.lake import storage
+
+    if storage.is_remote(str(root)):
+        import pyarrow.fs as pafs
+
+        location = storage.join(storage.normalise_root(str(root)), "reports")
+        store, key = storage.filesystem(location)
+        infos = store.get_file_info(pafs.FileSelector(key, allow_not_found=True))
+        names = sorted(
+            i.base_name
+            for i in infos
+            if i.base_name.startswith(f"{kind}-") and i.base_name.endswith(suffix)
+        )
+        return [storage.join(location, name) for name in names]
+    return [str(p) for p in sorted((Path(root) / "reports").glob(f"{kind}-*{suffix}"))]

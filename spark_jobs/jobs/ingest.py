@@ -14,17 +14,19 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import pyarrow as pa
 
 from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
-from core.errors import InputDataError
+from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs import failpoints
 from spark_jobs.common import job_main, log
 
 if TYPE_CHECKING:
@@ -35,18 +37,32 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    """landing: directory or s3:// prefix of JSON-lines files; pattern: their glob;
-    batch_id: monotonic batch number (None: the epoch second now); default_day: the event
-    day of posts without ``created_at`` (None: today, UTC)."""
+    """source: ``files`` (JSON-lines files in ``landing``, matching ``pattern``) or
+    ``kafka`` (the topic ``kafka_topic`` at ``kafka_bootstrap``, from where the last batch
+    ended); batch_id: monotonic batch number (None: the epoch second now); default_day: the
+    event day of posts without ``created_at`` (None: today, UTC); sample_rate: the fraction
+    of a topic's posts kept in bronze (by post id; landing files are kept whole)."""
 
-    landing: str
+    landing: str | None = None
     pattern: str = "*.jsonl*"
     batch_id: int | None = None
     default_day: dt.date | None = None
+    source: Literal["files", "kafka"] = "files"
+    kafka_bootstrap: str = "localhost:9092"
+    kafka_topic: str = "posts"
+    sample_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.source not in ("files", "kafka"):
+            raise InvalidArgumentError(f"source must be files or kafka, got {self.source!r}")
+        if self.source == "files" and not self.landing:
+            raise InvalidArgumentError("--landing is needed to ingest files (--source files)")
+        if not 0.0 < self.sample_rate <= 1.0:
+            raise InvalidArgumentError(f"sample rate must be in (0, 1], got {self.sample_rate}")
 
 
 APP_ID = "s3tm.ingest"
-_PARSED_SCHEMA = (
+PARSED_SCHEMA = (
     "ok boolean, post_id string, text string, source string, created_at string, "
     "source_file string, line_number long, reason string, raw string"
 )
@@ -58,7 +74,7 @@ def _gunzip_if_needed(content: bytes) -> bytes:
     return gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
 
 
-_PARSED_ARROW = pa.schema(
+PARSED_ARROW = pa.schema(
     [
         ("ok", pa.bool_()),
         ("post_id", pa.string()),
@@ -85,55 +101,67 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
+class ParsedRow(TypedDict, total=False):
+    """A row of ``PARSED_SCHEMA``: a good record's fields, or a bad one's reason."""
+
+    ok: bool
+    post_id: str
+    text: str
+    source: str | None
+    created_at: str | None
+    source_file: str
+    line_number: int
+    reason: str
+    raw: str
+
+
+def judge_record(raw: bytes, source_file: str, line_number: int) -> ParsedRow:
+    """One record (a landing line or a Kafka value) as a parsed row: ``ok`` with its fields,
+    or not ``ok`` with the reason (``core.corpus.io.parse_json_record``'s rules)."""
+    record, reason = parse_json_record(raw) if raw.strip() else (None, "blank line")
+    row: ParsedRow = {
+        "ok": record is not None,
+        "source_file": source_file,
+        "line_number": line_number,
+        "raw": raw[: 2 * MAX_TEXT_CHARS].decode("utf-8", errors="replace"),
+    }
+    if record is None:
+        row["reason"] = reason
+        return row
+    post_id = record.get("id")
+    row["post_id"] = str(post_id) if post_id is not None else f"{source_file}:{line_number}"
+    row["text"] = record["text"]
+    row["source"] = str(record["source"]) if record.get("source") is not None else None
+    created = record.get("created_at")
+    row["created_at"] = str(created) if created is not None else None
+    return row
+
+
 def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (path, content) of landing files -> one row per non-blank line."""
     for batch in batches:
-        out: list[dict[str, Any]] = []
         columns = batch.to_pydict()
-        for path, content in zip(columns["path"], columns["content"], strict=True):
-            for number, raw in enumerate(split_lines(_gunzip_if_needed(bytes(content))), 1):
-                record, reason = parse_json_record(raw) if raw.strip() else (None, "blank line")
-                preview = raw[: 2 * MAX_TEXT_CHARS].decode("utf-8", errors="replace")
-                if record is None:
-                    out.append(
-                        {
-                            "ok": False,
-                            "source_file": path,
-                            "line_number": number,
-                            "reason": reason,
-                            "raw": preview,
-                        }
-                    )
-                    continue
-                post_id = record.get("id")
-                out.append(
-                    {
-                        "ok": True,
-                        "source_file": path,
-                        "line_number": number,
-                        "raw": preview,
-                        "post_id": str(post_id) if post_id is not None else f"{path}:{number}",
-                        "text": record["text"],
-                        "source": str(record["source"])
-                        if record.get("source") is not None
-                        else None,
-                        "created_at": (
-                            str(record["created_at"])
-                            if record.get("created_at") is not None
-                            else None
-                        ),
-                    }
-                )
-        yield pa.RecordBatch.from_pylist(out, schema=_PARSED_ARROW)
+        out = [
+            judge_record(raw, path, number)
+            for path, content in zip(columns["path"], columns["content"], strict=True)
+            for number, raw in enumerate(split_lines(_gunzip_if_needed(bytes(content))), 1)
+        ]
+        yield pa.RecordBatch.from_pylist(out, schema=PARSED_ARROW)
+
+
+def parse_landing(files: DataFrame) -> DataFrame:
+    """Landing files (``path``, binary ``content``: Spark's binaryFile source) -> parsed
+    rows (``PARSED_SCHEMA``), one per line."""
+    return files.select("path", "content").mapInArrow(parse_files, PARSED_SCHEMA)
 
 
 def split_records(
-    files: DataFrame, known_ids: DataFrame, *, batch: str, default_day: dt.date, now: dt.datetime
+    parsed: DataFrame, known_ids: DataFrame, *, batch: str, default_day: dt.date, now: dt.datetime
 ) -> tuple[DataFrame, DataFrame]:
-    """Pure transform: landing files (path, content) -> (bronze rows, quarantine rows).
+    """Pure transform: parsed records -> (bronze rows, quarantine rows).
 
     Args:
-        files: DataFrame with ``path`` and binary ``content`` (Spark's binaryFile source).
+        parsed: rows of ``PARSED_SCHEMA`` (``parse_landing``, ``ingest_kafka.parse_kafka``).
         known_ids: DataFrame of ``post_id`` already in bronze.
         batch: the ingest batch label written on every row.
         default_day: event day of posts without ``created_at``.
@@ -142,7 +170,6 @@ def split_records(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    parsed = files.select("path", "content").mapInArrow(parse_files, _PARSED_SCHEMA)
     # ISO 8601, or Twitter's "Wed Oct 10 20:19:24 +0000 2018" (Spark cannot parse weekday
     # names, so the first four characters are cut off).
     created = F.coalesce(
@@ -230,10 +257,30 @@ def landing_files(landing: str | Path, pattern: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--landing", required=True, help="directory (or s3:// prefix) of JSON-lines files"
+        "--source",
+        choices=("files", "kafka"),
+        default=IngestConfig.source,
+        help="landing files, or the posts topic on Kafka",
     )
+    parser.add_argument("--landing", help="directory (or s3:// prefix) of JSON-lines files")
     parser.add_argument(
         "--pattern", default=IngestConfig.pattern, help="file glob in the landing dir"
+    )
+    parser.add_argument(
+        "--kafka-bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP") or IngestConfig.kafka_bootstrap,
+        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or %(default)s)",
+    )
+    parser.add_argument(
+        "--kafka-topic",
+        default=os.environ.get("POSTS_TOPIC") or IngestConfig.kafka_topic,
+        help="the posts topic (default: $POSTS_TOPIC or %(default)s)",
+    )
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=IngestConfig.sample_rate,
+        help="fraction of the topic's posts kept in bronze, by post id (Kafka only)",
     )
     parser.add_argument(
         "--batch-id",
@@ -249,13 +296,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def commit_records(
+    lakehouse: Lakehouse,
+    parsed: DataFrame,
+    *,
+    app_id: str,
+    batch_id: int,
+    default_day: dt.date | None,
+    now: dt.datetime,
+) -> dict[str, object]:
+    """Judges parsed records and commits the quarantine, then bronze, under ``batch_id``
+    (a batch already committed by ``app_id`` writes nothing). Returns the batch's figures."""
+    spark = lakehouse.spark
+    batch = str(batch_id)
+    known = (
+        lakehouse.read("bronze.posts").select("post_id")
+        if lakehouse.exists("bronze.posts")
+        else spark.createDataFrame([], "post_id string")
+    )
+    bronze, quarantine = split_records(
+        parsed, known, batch=batch, default_day=default_day or now.date(), now=now
+    )
+    bronze = bronze.cache()
+    quarantine = quarantine.cache()
+    q = lakehouse.write(quarantine, "silver.posts_quarantine", app_id=app_id, batch_id=batch_id)
+    failpoints.crash("ingest:after-quarantine")
+    b = lakehouse.write(bronze, "bronze.posts", app_id=app_id, batch_id=batch_id)
+    summary: dict[str, object] = {
+        "batch": batch,
+        "bronze_rows": b.rows,
+        "quarantined": q.rows,
+        "bronze_version": b.version,
+        "skipped": b.skipped and q.skipped,
+    }
+    if q.rows != 0:  # some, or not counted (delta-spark)
+        reasons = quarantine.groupBy("reason").count().collect()
+        summary["quarantine_reasons"] = {r.reason: r["count"] for r in reasons}
+    bronze.unpersist()
+    quarantine.unpersist()
+    return summary
+
+
 def run(config: IngestConfig, lakehouse: Lakehouse) -> int:
+    batch_id = config.batch_id if config.batch_id is not None else int(time.time())
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    if config.source == "kafka":
+        return _run_kafka(config, lakehouse, batch_id, now)
+    return _run_files(config, lakehouse, batch_id, now)
+
+
+def _run_files(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: dt.datetime) -> int:
     from pyspark.sql import functions as F
 
-    batch_id = config.batch_id if config.batch_id is not None else int(time.time())
+    assert config.landing is not None  # IngestConfig checks it
     batch = str(batch_id)
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    spark = lakehouse.spark
     files = landing_files(config.landing, config.pattern)
     seen: set[str] = set()
     for name in ("bronze.posts", "silver.posts_quarantine"):
@@ -273,31 +367,53 @@ def run(config: IngestConfig, lakehouse: Lakehouse) -> int:
     if not new_files:
         print(json.dumps({"batch": batch, "files": 0, "bronze_rows": 0, "quarantined": 0}))
         return 0
-    known = (
-        lakehouse.read("bronze.posts").select("post_id")
-        if lakehouse.exists("bronze.posts")
-        else spark.createDataFrame([], "post_id string")
+    raw = lakehouse.spark.read.format("binaryFile").load(new_files)
+    summary = commit_records(
+        lakehouse,
+        parse_landing(raw),
+        app_id=APP_ID,
+        batch_id=batch_id,
+        default_day=config.default_day,
+        now=now,
     )
-    raw = spark.read.format("binaryFile").load(new_files)
-    bronze, quarantine = split_records(
-        raw, known, batch=batch, default_day=config.default_day or now.date(), now=now
-    )
-    bronze = bronze.cache()
-    quarantine = quarantine.cache()
-    q = lakehouse.write(quarantine, "silver.posts_quarantine", app_id=APP_ID, batch_id=batch_id)
-    b = lakehouse.write(bronze, "bronze.posts", app_id=APP_ID, batch_id=batch_id)
-    summary: dict[str, object] = {
-        "batch": batch,
-        "files": len(new_files),
-        "bronze_rows": b.rows,
-        "quarantined": q.rows,
-        "bronze_version": b.version,
-        "skipped": b.skipped and q.skipped,
-    }
-    if q.rows != 0:  # some, or not counted (delta-spark)
-        reasons = quarantine.groupBy("reason").count().collect()
-        summary["quarantine_reasons"] = {r.reason: r["count"] for r in reasons}
-    print(json.dumps(summary))
+    print(json.dumps({"files": len(new_files), **summary}))
+    return 0
+
+
+def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: dt.datetime) -> int:
+    from spark_jobs.jobs import ingest_kafka
+
+    committed = 0
+    for ranges in ingest_kafka.batches_to_run(
+        lakehouse,
+        bootstrap=config.kafka_bootstrap,
+        topic=config.kafka_topic,
+        batch_id=batch_id,
+        now=now,
+    ):
+        parsed = ingest_kafka.read_ranges(lakehouse.spark, config.kafka_bootstrap, ranges)
+        summary = commit_records(
+            lakehouse,
+            ingest_kafka.sampled(parsed, config.sample_rate),
+            app_id=ingest_kafka.APP_ID,
+            batch_id=ranges[0].batch_id,
+            default_day=config.default_day,
+            now=now,
+        )
+        committed += 1
+        print(
+            json.dumps(
+                {
+                    "topic": config.kafka_topic,
+                    "records": sum(r.records for r in ranges),
+                    "offsets": {str(r.partition): [r.start, r.end] for r in ranges},
+                    "sample_rate": config.sample_rate,
+                    **summary,
+                }
+            )
+        )
+    if committed == 0:
+        print(json.dumps({"topic": config.kafka_topic, "records": 0, "skipped": True}))
     return 0
 
 

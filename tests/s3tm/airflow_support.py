@@ -3,19 +3,17 @@ folder), and the REST API the UI uses. Shared by the Airflow UI tests."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-RUN_TIMEOUT_S = 900
+from s3tm.orchestration.airflow_api import RUN_TIMEOUT_S, AirflowApi
+
 PROJECT_DAGS = sorted(p.stem for p in (Path(__file__).parents[2] / "dags").glob("s3tm_*.py"))
 
 
@@ -23,76 +21,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-class AirflowApi:
-    """The REST API the UI uses (``/auth/token``, ``/api/v2``), as the admin user."""
-
-    def __init__(self, base_url: str, password: str) -> None:
-        self.base_url = base_url
-        token = self._call("POST", "/auth/token", {"username": "admin", "password": password})
-        self.token = token["access_token"]
-
-    def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, conflict_ok=False
-    ) -> Any:
-        """One REST call, retried as a user retries a click: the embedded SQLite serialises
-        every writer, so on a loaded 2-core machine a call can time out or get a 500 while
-        the scheduler and the first runs write. Retried calls are idempotent (a trigger names
-        its run id; a 409 for it means the earlier try created the run)."""
-        attempts = 4
-        for attempt in range(attempts):
-            request = urllib.request.Request(
-                self.base_url + path,
-                data=None if body is None else json.dumps(body).encode(),
-                method=method,
-                headers={"Content-Type": "application/json"},
-            )
-            if getattr(self, "token", None):
-                request.add_header("Authorization", f"Bearer {self.token}")
-            try:
-                with urllib.request.urlopen(request, timeout=90) as response:
-                    return json.loads(response.read() or b"{}")
-            except urllib.error.HTTPError as error:
-                if error.code == 409 and conflict_ok and attempt > 0:
-                    return body
-                if error.code < 500 or attempt == attempts - 1:
-                    raise
-            except (TimeoutError, urllib.error.URLError):
-                if attempt == attempts - 1:
-                    raise
-            time.sleep(5)
-        raise AssertionError("unreachable")
-
-    def dag_ids(self) -> list[str]:
-        return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags")["dags"])
-
-    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-        run_id = f"manual__rest_{time.time_ns()}"
-        run = self._call(
-            "POST",
-            f"/api/v2/dags/{dag_id}/dagRuns",
-            {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}},
-            conflict_ok=True,
-        )
-        assert run["dag_run_id"] == run_id
-        return run_id
-
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"])
-
-    def wait_for(self, dag_id: str, run_id: str) -> str:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            state = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
-            if state in ("success", "failed"):
-                return str(state)
-            time.sleep(3)
-        return "timeout"
-
-    def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
-        tasks = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        return [t["task_id"] for t in tasks["task_instances"] if t["state"] == "failed"]
 
 
 def _run_demo(out: Path, base_env: dict[str, str]) -> None:

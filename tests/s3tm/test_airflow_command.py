@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -60,21 +60,28 @@ def _logged_in(base_url: str, password: str, path: str, height: int) -> Iterator
             browser.close()
 
 
-def _click_trigger(base_url: str, password: str, screenshot_dir: Path) -> None:
-    """Opens s3tm_remap, clicks Trigger and confirms the dialog."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+def _click_trigger(
+    base_url: str, password: str, screenshot_dir: Path, run_created: Callable[[], bool]
+) -> None:
+    """Opens s3tm_remap, clicks Trigger and confirms the dialog, once.
+
+    The dialog's Trigger is disabled while the form validates the DAG's params and while its
+    POST is in flight; on a loaded machine either takes long. So it is clicked only when
+    enabled, and clicked again only if no run exists yet (a second click on a slow POST would
+    make two runs)."""
+    from playwright.sync_api import Error as PlaywrightError
 
     with _logged_in(base_url, password, "/dags/s3tm_remap", 900) as page:
         page.get_by_role("button", name="Trigger").first.click()
-        dialog = page.get_by_role("dialog")
+        submit = page.get_by_role("dialog").get_by_role("button", name="Trigger")
         page.wait_for_load_state("networkidle")  # the form loads the DAG's params first
-        for _ in range(3):  # on a loaded machine the form may still be validating
-            dialog.get_by_role("button", name="Trigger").click()
-            try:
-                dialog.wait_for(state="hidden", timeout=20_000)  # closes once the run exists
-                break
-            except PlaywrightTimeout:  # still open: click again
-                continue
+        deadline = time.monotonic() + 300
+        while not run_created():
+            assert time.monotonic() < deadline, "the Trigger dialog made no run in 300 s"
+            with contextlib.suppress(PlaywrightError):  # closed or re-rendered meanwhile
+                if submit.is_visible() and submit.is_enabled(timeout=1_000):
+                    submit.click(timeout=5_000)
+            page.wait_for_timeout(5_000)
         page.screenshot(path=str(screenshot_dir / "trigger.png"))
 
 
@@ -116,18 +123,19 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     assert caught_up == [], "starting Airflow ran a slot from before the DAGs existed"
 
     before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
-    _click_trigger(airflow_ui["base_url"], airflow_ui["password"], tmp_path)
-    clicked: list[dict[str, Any]] = []
-    for _ in range(30):  # the UI's POST may land a moment after the dialog closed
-        clicked = [
+
+    def clicked_runs() -> list[dict[str, Any]]:
+        return [
             r
             for r in api.runs("s3tm_remap")
             if r["dag_run_id"] not in before and r["run_type"] == "manual"
         ]
-        if clicked:
-            break
-        time.sleep(1)
-    assert len(clicked) == 1, "the Trigger button created no run"
+
+    _click_trigger(
+        airflow_ui["base_url"], airflow_ui["password"], tmp_path, lambda: bool(clicked_runs())
+    )
+    clicked = clicked_runs()
+    assert len(clicked) == 1, "one click on Trigger, one run"
     clicked_id = clicked[0]["dag_run_id"]
     assert api.wait_for("s3tm_remap", clicked_id) == "success", api.failed_tasks(
         "s3tm_remap", clicked_id

@@ -1,0 +1,137 @@
+"""A Spark standalone cluster on loopback: a master and workers started from pyspark's own
+distribution (``bin/spark-class ...Master`` / ``...Worker``), what ``docker/compose.yaml``'s
+``spark-master`` and ``spark-worker`` services run, without Docker.
+
+``s3tm cluster-demo`` and the standalone-cluster tests use it. Every application gets one
+core unless it asks for more (``spark.deploy.defaultCores``): the stream and an Airflow
+task share two 1-core workers instead of the first taking both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+from core.errors import S3TMError
+from s3tm.local.kafka_broker import free_port
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+START_TIMEOUT_S = 180.0
+
+
+class ClusterStartFailed(S3TMError):
+    """A daemon exited, or the workers did not register in time."""
+
+
+@dataclass
+class StandaloneCluster:
+    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each, their logs
+    and work folders under ``folder``; ``env``: added to the daemons' environment."""
+
+    folder: Path
+    workers: int = 2
+    cores: int = 1
+    memory: str = "2g"
+    port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    # variables the daemons pass on to executors (S3A reads the object store's keys there)
+    env: dict[str, str] = field(default_factory=dict)
+    _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SPARK_HOME": str(SPARK_CLASS.parent.parent),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOG_DIR": str(self.folder / "logs"),
+            "SPARK_MASTER_OPTS": "-Dspark.deploy.defaultCores=1",
+            "PYSPARK_PYTHON": sys.executable,  # executors run the project's interpreter
+            **self.env,
+        }
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        with (self.folder / f"{name}.log").open("w") as log:
+            self._processes.append(
+                subprocess.Popen(
+                    [str(SPARK_CLASS), *argv],
+                    env=self._env(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+
+    def start(self) -> str:
+        """Starts the daemons and waits until every worker registered; returns the master
+        URL.
+
+        Raises:
+            ClusterStartFailed: with the daemons' last log lines.
+        """
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._start(
+            "master",
+            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(self.port), "--webui-port", str(self.ui_port)],
+        )  # fmt: skip
+        for k in range(self.workers):
+            self._start(
+                f"worker{k}",
+                ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                 "--cores", str(self.cores), "--memory", self.memory,
+                 "--work-dir", str(self.folder / f"work{k}"),
+                 "--webui-port", str(free_port()), self.master_url],
+            )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.alive_workers() < self.workers:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
+                logs = {p.name: p.read_text()[-1500:] for p in self.folder.glob("*.log")}
+                self.stop()
+                raise ClusterStartFailed(f"the Spark cluster did not come up: {logs}")
+            time.sleep(1)
+        return self.master_url
+
+    def state(self) -> dict[str, Any]:
+        """The master's JSON status page (workers, applications); empty when it is down."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+                return dict(json.load(r))
+        except OSError:
+            return {}
+
+    def alive_workers(self) -> int:
+        workers = self.state().get("workers") or []
+        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
+
+    def applications(self) -> list[str]:
+        """Names of the applications the master has run or runs."""
+        state = self.state()
+        apps = [*(state.get("completedapps") or []), *(state.get("activeapps") or [])]
+        return [str(app["name"]) for app in apps if isinstance(app, dict)]
+
+    def stop(self) -> None:
+        """SIGTERM to every daemon's process group, then SIGKILL to those still up."""
+        for process in self._processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self._processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+        self._processes.clear()
