@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import logging
 import os
 import shutil
 import signal
@@ -60,6 +61,7 @@ TOPOLOGY_VARIABLES = (
     "AIRFLOW__CORE__EXECUTOR",
 )
 SWITCH_TIMEOUT_S = 300.0
+DEMO_MARK = "S3TM_CLUSTER_DEMO"
 
 
 class ClusterDemoFailed(S3TMError):
@@ -164,11 +166,14 @@ def _wait(
 
 def run(config: ClusterDemoConfig) -> int:
     started = time.perf_counter()
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's connection chatter
     out = config.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     log = out / "cluster-demo.log"
     lakehouse = f"s3://{BUCKET}/main"
+    # every process the demo starts inherits this: what is left of a demo can be found
+    os.environ[DEMO_MARK] = str(out)
     _say(f"S3-TM cluster demo: the compose topology as local processes; log: {log}")
     with contextlib.ExitStack() as running:
         with _timed("S3 server (moto), bucket " + BUCKET):

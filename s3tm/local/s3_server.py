@@ -71,6 +71,7 @@ class LocalS3:
             region=REGION,
             endpoint_override=self.endpoint,
             scheme="http",
+            allow_bucket_creation=True,
         )
         store.create_dir(bucket)
 

@@ -191,9 +191,10 @@ def summarize_stream(lakehouse_root: Path | str) -> None:
     from spark_jobs.lake.delta_io import Lakehouse
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
-    batches = [
-        r for r in store.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"
-    ]
+    batches = sorted(
+        (r for r in store.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"),
+        key=lambda r: r["batch_id"],
+    )
     if not batches:
         print("\nstreaming matcher: no batch committed")
         return
@@ -220,7 +221,7 @@ def summarize_monitor(lakehouse_root: Path | str) -> None:
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
     if store.exists("stream.health"):
-        rows = store.read_arrow("stream.health").to_pylist()
+        rows = sorted(store.read_arrow("stream.health").to_pylist(), key=lambda r: r["batch_id"])
         if rows:
             live = RoutingHealth.from_rows(
                 [r for r in rows if r["routing_version"] == rows[-1]["routing_version"]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -63,6 +64,7 @@ def topic_offsets(bootstrap: str, topic: str) -> tuple[dict[int, int], dict[int,
     from kafka import KafkaConsumer, TopicPartition
     from kafka.errors import KafkaError
 
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # its connection chatter
     try:
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap.split(","), request_timeout_ms=BROKER_TIMEOUT_MS

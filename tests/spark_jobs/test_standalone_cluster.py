@@ -10,102 +10,36 @@ import gzip
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyspark
 import pytest
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.text import normalize
+from s3tm.local.spark_cluster import StandaloneCluster
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _alive_workers(ui_port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as reply:
-            state = json.load(reply)
-    except OSError:
-        return 0
-    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
-
-
-_UI_PORTS: dict[str, int] = {}  # master URL -> its web UI port
+_CLUSTERS: dict[str, StandaloneCluster] = {}  # master URL -> its cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """spark://127.0.0.1:PORT of a master with two registered 1-core workers."""
-    base = tmp_path_factory.mktemp("cluster")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_CLASS.parent.parent),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(base / "logs"),
-        "PYSPARK_PYTHON": sys.executable,  # executors run the project's interpreter
-    }
-    port, ui_port = _free_port(), _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    processes = []
-
-    def start(name: str, argv: list[str]) -> None:
-        log = (base / f"{name}.log").open("w")
-        processes.append(
-            subprocess.Popen(
-                [str(SPARK_CLASS), *argv],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-
-    start(
-        "master",
-        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(ui_port)],
-    )  # fmt: skip
-    for k in range(2):
-        start(
-            f"worker{k}",
-            ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-             "--memory", "2g", "--work-dir", str(base / f"work{k}"),
-             "--webui-port", str(_free_port()), url],
-        )  # fmt: skip
+    started = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
+    url = started.start()
+    _CLUSTERS[url] = started
     try:
-        deadline = time.monotonic() + 180
-        _UI_PORTS[url] = ui_port
-        while _alive_workers(ui_port) < 2:
-            logs = {p.name: p.read_text()[-1500:] for p in base.glob("*.log")}
-            assert time.monotonic() < deadline, f"cluster did not come up: {logs}"
-            assert all(p.poll() is None for p in processes), f"a daemon exited: {logs}"
-            time.sleep(1)
         yield url
     finally:
-        for process in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        started.stop()
 
 
 def _s3tm(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
@@ -203,10 +137,7 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_pat
 
 def _spark_apps(master: str) -> list[str]:
     """Names of the applications the master has run (its JSON status page)."""
-    port = _UI_PORTS[master]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=10) as reply:
-        state = json.load(reply)
-    return [app["name"] for app in state.get("completedapps", []) + state.get("activeapps", [])]
+    return _CLUSTERS[master].applications()
 
 
 def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, tmp_path):

@@ -1,0 +1,77 @@
+"""``make cluster-demo`` (README command three) as a user runs it: the compose topology as
+local processes (S3 server, Kafka, a Spark standalone cluster, Airflow's scheduler on
+PostgreSQL), a version published through the scheduler, the stream reading Kafka on the
+cluster and switching to a version published while it runs; then nothing left running."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from s3tm.local.cluster_demo import DEMO_MARK
+from s3tm.local.postgres import server_binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.airflow, pytest.mark.s3]
+
+
+def _left_running(out: Path) -> list[str]:
+    """Command lines of live processes the demo started (they inherit its mark)."""
+    mark = f"{DEMO_MARK}={out}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
+        except OSError:
+            continue
+    return found
+
+
+def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switches(
+    spark_process_env, tmp_path
+):
+    if server_binaries() is None:
+        pytest.skip(
+            "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"
+        )
+    out = tmp_path / "cluster-demo"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "s3tm.cli.main", "cluster-demo", "--out", str(out),
+         "--posts", "12000", "--subscriptions", "300"],
+        cwd=ROOT, env=spark_process_env, capture_output=True, text=True, timeout=1500,
+        check=False,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    printed = done.stdout
+    log = out / "cluster-demo.log"
+    assert done.returncode == 0, (printed[-3000:], done.stderr[-3000:], log.read_text()[-5000:])
+    # both remaps ran through the scheduler; the second published version 2 over hash
+    assert "s3tm_remap: version 1 (hash routing, the cold start): done" in printed
+    assert "published version 2:" in printed
+    # the stream read Kafka on version 1, then switched to 2 between two micro-batches
+    switch = dict(re.findall(r"version (\d): batches (\d+-\d+)", printed))
+    assert set(switch) == {"1", "2"}, printed
+    last_on_1 = int(switch["1"].split("-")[1])
+    first_on_2 = int(switch["2"].split("-")[0])
+    assert first_on_2 > last_on_1
+    # every post produced was streamed: the corpus' three parts
+    streamed = sum(
+        int(n.replace(",", ""))
+        for n in re.findall(r"version \d: batches \S+, ([\d,]+) posts", printed)
+    )
+    produced = sum(1 for p in out.glob("posts-*.jsonl") for _ in p.open())
+    assert streamed == produced == 12000
+    assert "streaming matcher:" in printed and "routing versions:" in printed
+    # nothing it started is left running
+    assert _left_running(out.resolve()) == []
+    print(f"cluster demo: exit 0 in {seconds:.0f}s")
