@@ -1,4 +1,5 @@
-"""``s3tm bench delta-engines``: the remap chain with each Delta engine, side by side.
+"""``s3tm bench delta-engines``: the remap chain and the stream with each Delta engine, side
+by side.
 
 The same demo corpus and subscriptions go through ``s3tm pipeline`` (ingest -> publish, one
 fresh process and lakehouse per run) with delta-spark committing the jobs' DataFrame writes
@@ -6,7 +7,9 @@ fresh process and lakehouse per run) with delta-spark committing the jobs' DataF
 (``S3TM_DELTA_ENGINE=rs``: executors write Parquet, the driver commits with delta-rs).
 Runs alternate (spark, rs, rs, spark, ...) so drift on a shared machine falls on both; the
 figures are medians per step with their min-max, and the ratio rs / spark (above 1: the
-bridge is slower).
+bridge is slower). After each chain the stream takes the same corpus through the published
+version (``stream``: its batches' seconds; ``stream_commit``: their commit phase, where the
+engines differ: delta-spark reads the tasks' staged rows back and writes them).
 """
 
 from __future__ import annotations
@@ -83,7 +86,23 @@ def run_chain(engine: str, landing: Path, work: Path, run: int, nodes: int) -> E
          "--no-cooccurrence"],
         env,
     )  # fmt: skip
-    return EngineRun(engine, run, parse_steps(out))
+    steps = parse_steps(out)
+    # the stream: the landed corpus through the published version, its batches' own
+    # seconds (stream.batches: plan to commit, without the JVM's start)
+    _s3tm(
+        ["stream", "--master", "local[2]", "--lakehouse", str(lakehouse), "run",
+         "--landing", str(landing), "--available-now",
+         "--checkpoint", str(work / f"checkpoint-{engine}-{run}")],
+        env,
+    )  # fmt: skip
+    batches = [
+        r
+        for r in Lakehouse(None, lakehouse, engine="rs").read_arrow("stream.batches").to_pylist()
+        if r["stage"] == "committed"
+    ]
+    steps["stream"] = sum(float(r["seconds_total"]) for r in batches)
+    steps["stream_commit"] = sum(float(r["seconds_commit"] or 0.0) for r in batches)
+    return EngineRun(engine, run, steps)
 
 
 def bench_delta_engines(posts: int, runs: int, nodes: int, out: Path) -> list[EngineRun]:
@@ -141,8 +160,9 @@ def _report(results: list[EngineRun], posts: int, runs: int, out: Path) -> None:
     machine = machine_summary()
     print(f"machine: {machine}")
     print(
-        f"the remap chain (s3tm pipeline, local[2]) on {posts:,} demo posts, {runs} alternating "
-        "runs per engine, medians (min-max); rs/spark above 1: the delta-rs bridge is slower"
+        f"the remap chain (s3tm pipeline, local[2]) then the stream on {posts:,} demo posts, "
+        f"{runs} alternating runs per engine, medians (min-max); rs/spark above 1: the "
+        "delta-rs bridge is slower"
     )
     print(f"{'step':<10} {'delta-spark s':>22} {'delta-rs bridge s':>22} {'rs/spark':>9}")
     for row in rows:

@@ -214,6 +214,52 @@ class Lakehouse(DeltaStore):
             return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
         return self._write_rs(conformed, spec, mode, replace_where, app_id, batch_id)
 
+    def commit_staged(
+        self,
+        name: str,
+        staging: str | Path,
+        *,
+        mode: WriteMode = "append",
+        replace_where: Mapping[str, Sequence[object]] | None = None,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+    ) -> WriteResult:
+        """Commit the Parquet files staged under ``staging`` (the stream's tasks write them)
+        to table ``name`` in one Delta commit. With engine ``spark`` delta-spark commits:
+        it adds only files it wrote, so the staged rows are read back and written with
+        ``format("delta")`` (one more pass over them), then the staged files are removed."""
+        if self.engine != "spark":
+            return super().commit_staged(
+                name,
+                staging,
+                mode=mode,
+                replace_where=replace_where,
+                app_id=app_id,
+                batch_id=batch_id,
+            )
+        import pyarrow.fs as pafs
+
+        spec = table(name)
+        check_write_args(spec, mode, replace_where, app_id, batch_id)
+        staging = str(staging)
+        try:
+            if self.already_committed(name, app_id, batch_id):
+                return WriteResult(name, self.version(name), 0, 0, skipped=True)
+            listing = self.fs.get_file_info(
+                pafs.FileSelector(self.fs_path(staging), recursive=True, allow_not_found=True)
+            )
+            staged = any(f.base_name.endswith(".parquet") for f in listing)
+            frame = (
+                self.spark.read.parquet(storage.spark_uri(staging))
+                if staged
+                else self.spark.createDataFrame([], spec.spark_schema())
+            )
+            self.evolve(name)
+            conformed = self._conform(frame, spec)
+            return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
+        finally:
+            self.discard_staged(staging)
+
     @staticmethod
     def _conform(frame: DataFrame, spec: TableSpec) -> DataFrame:
         from pyspark.sql import functions as F

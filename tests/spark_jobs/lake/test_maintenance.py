@@ -1,6 +1,7 @@
 """Table maintenance: compaction keeps the content, retention deletes exactly the old days,
 bad policies are refused, and compacting while the stream runs loses and duplicates
-nothing (matches still equal brute force; Spark and delta-rs readers find every file)."""
+nothing, whichever engine commits the stream's batches (matches still equal brute force;
+Spark and delta-rs readers find every file)."""
 
 from __future__ import annotations
 
@@ -111,7 +112,11 @@ def test_bad_policies_are_refused(kwargs, message):
         MaintenancePolicy(**kwargs)
 
 
-def test_compaction_during_a_running_stream_loses_nothing(lakehouse, tmp_path):
+@pytest.mark.parametrize("engine", ["rs", "spark"])
+def test_compaction_during_a_running_stream_loses_nothing(lakehouse, tmp_path, engine):
+    """delta-rs compacts, checkpoints and vacuums while the stream commits its batches with
+    each engine (delta-spark: format("delta") appends with txnAppId/txnVersion)."""
+    lakehouse = Lakehouse(lakehouse.spark, lakehouse.root, engine=engine)
     landing = harness.Landing(tmp_path / "landing")
     sets = harness.subscription_sets(landing, 200, seed=3)
     register_word_sets(lakehouse, [" ".join(s) for s in sets], sets, "user0")

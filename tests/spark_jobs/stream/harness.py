@@ -151,11 +151,15 @@ def run_stream_process(
     crash: str | None,
     extra: list[str] = (),
     source: list[str] | None = None,
+    engine: str | None = None,
 ):
     """``spark_jobs.stream.job run --available-now`` in a child process (killed by ``crash``);
-    ``source``: the source's arguments (default: ``landing``, one file a batch)."""
+    ``source``: the source's arguments (default: ``landing``, one file a batch); ``engine``:
+    the Delta engine committing the batches' outputs (default: the configured one)."""
     env = dict(os.environ)
     env.pop("S3TM_CRASH", None)
+    if engine:
+        env["S3TM_DELTA_ENGINE"] = engine
     if crash:
         env["S3TM_CRASH"] = crash
     return subprocess.run(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from spark_jobs.failpoints import DRIVER_POINTS, TASK_POINTS
 from spark_jobs.lake.subscription_store import register_word_sets
 from tests.spark_jobs.stream import harness
@@ -47,17 +49,22 @@ def chaos_scene(lakehouse, tmp_path, batches: int, per_batch: int):
     return landing, posts
 
 
-def kill_at_every_point_then_check(lakehouse, landing, posts, checkpoint, batches, source=None):
+def kill_at_every_point_then_check(
+    lakehouse, landing, posts, checkpoint, batches, source=None, engine=None
+):
     """Run the stream killed at each scheduled point, restart it once more to the end, and
-    check matches and deliveries against brute force and each bad record quarantined once."""
+    check matches and deliveries against brute force and each bad record quarantined once.
+    ``engine``: the Delta engine committing the batches' outputs."""
     killed = []
     for batch, point in kill_schedule(SEED, batches):
         run = harness.run_stream_process(
-            lakehouse, landing, checkpoint, f"{point}:{batch}", source=source
+            lakehouse, landing, checkpoint, f"{point}:{batch}", source=source, engine=engine
         )
         killed.append((point, batch, run.returncode))
         assert run.returncode != 0, f"{point}:{batch} did not fire: {run.stderr[-1500:]}"
-    final = harness.run_stream_process(lakehouse, landing, checkpoint, None, source=source)
+    final = harness.run_stream_process(
+        lakehouse, landing, checkpoint, None, source=source, engine=engine
+    )
     assert final.returncode == 0, final.stderr[-2000:]
     assert {code for _, _, code in killed} <= {137, -9}, killed
 
@@ -69,6 +76,18 @@ def kill_at_every_point_then_check(lakehouse, landing, posts, checkpoint, batche
     assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
 
 
-def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path):
+@pytest.mark.parametrize("engine", ["rs", "spark"])
+def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path, engine):
+    """With each Delta engine committing matches and deliveries (delta-spark: the staged
+    rows written with format("delta") and the batch's txnAppId/txnVersion)."""
     landing, posts = chaos_scene(lakehouse, tmp_path, FILES, 121)
-    kill_at_every_point_then_check(lakehouse, landing, posts, tmp_path / "checkpoint", FILES)
+    kill_at_every_point_then_check(
+        lakehouse, landing, posts, tmp_path / "checkpoint", FILES, engine=engine
+    )
+    if engine == "spark":  # delta-spark wrote the outputs' commits
+        engines = {
+            c.get("engineInfo", "").split("/")[0]
+            for c in lakehouse.delta_table("matches").history()
+            if c.get("operation") == "WRITE"
+        }
+        assert any(e.startswith("Apache-Spark") for e in engines), engines
