@@ -133,6 +133,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     over.add_argument("--trigger-seconds", type=float, default=5.0, help="the trigger interval")
     over.add_argument("--file-seconds", type=float, default=1.0, help="a file lands this often")
     over.add_argument("--shedding", default="yield", help="the utility of the shedding run")
+    over.add_argument(
+        "--source",
+        choices=("files", "kafka"),
+        default="files",
+        help="posts arrive as landed files, or on a Kafka topic (a broker from the resolved "
+        "jars; the backlog is the consumer lag)",
+    )
     p.set_defaults(handler=_run_stream)
 
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
@@ -285,6 +292,7 @@ def _run_stream(args: argparse.Namespace) -> int:
             seed=args.seed,
             out=Path(args.out),
             master=args.master,
+            source=args.source,
         )
         return 0
     if args.compare:

@@ -20,10 +20,16 @@ the batch's processing time, and its accuracy: matches written / exact matches o
 posts it took (each replayed tweet's exact match count is computed once, with one trie
 over all subscriptions: brute force by construction). Per factor and rule: accuracy, batch
 p95, post delay p95, and posts processed / (R x duration).
+
+``--source kafka``: the posts arrive on a one-partition topic of a broker started from the
+resolved jars instead (a feeder thread sends each interval's records, encoded beforehand);
+the stream reads it with its Kafka source (at most two intervals' records a batch), the
+backlog the controller sees is the consumer lag, and a batch's posts are its offset range.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import threading
@@ -103,6 +109,77 @@ class Producer(threading.Thread):
             (self.staging / name).rename(self.landing / name)
 
 
+class KafkaFeeder(threading.Thread):
+    """Sends replayed tweets to a one-partition topic at a fixed rate: every ``every``
+    seconds the next ``rate x every`` records, encoded beforehand (kafka-python's send is
+    the only work left at run time). One partition and one request in flight keep offset k
+    = the k-th post sent, so a batch's offset range names its posts."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, ids: list[str], texts: list[str], rate: float,
+        every: float, duration: float,
+    ) -> None:  # fmt: skip
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.every = bootstrap, topic, every
+        self.late = 0.0
+        self.error: BaseException | None = None
+        n = round(rate * every)
+        size = len(texts)
+        encoded = [json.dumps(t) for t in texts]
+        self.ticks = [
+            [
+                f'{{"id": {json.dumps(f"{ids[(k * n + j) % size]}#{k * n + j}")}, '
+                f'"text": {encoded[(k * n + j) % size]}}}'.encode()
+                for j in range(n)
+            ]
+            for k in range(int(duration / every))
+        ]
+        self.posts = n * len(self.ticks)
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        try:
+            producer = KafkaProducer(
+                bootstrap_servers=[self.bootstrap],
+                acks=1,
+                linger_ms=20,
+                batch_size=1 << 20,
+                max_in_flight_requests_per_connection=1,
+            )
+            started = time.monotonic()
+            for k, values in enumerate(self.ticks):
+                due = started + k * self.every
+                time.sleep(max(0.0, due - time.monotonic()))
+                self.late = max(self.late, time.monotonic() - due)
+                for value in values:
+                    producer.send(self.topic, value=value, partition=0)
+            producer.flush()
+            producer.close()
+        except BaseException as err:  # reported by run_mode, not lost in the thread
+            self.error = err
+
+
+def batch_offset_ranges(checkpoint: Path) -> dict[int, tuple[int, int]]:
+    """Each micro-batch's ``[start, end)`` offsets of partition 0 from the Kafka source's
+    offset log (``<checkpoint>/offsets/<batch>``: ``v1``, the batch metadata, then
+    ``{topic: {partition: end offset}}``); the first batch starts at 0."""
+    ends: dict[int, int] = {}
+    folder = checkpoint / "offsets"
+    for path in folder.iterdir() if folder.is_dir() else []:
+        if not path.name.isdigit():
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        offsets = json.loads(lines[2])
+        ends[int(path.name)] = sum(int(v) for topic in offsets.values() for v in topic.values())
+    ranges = {}
+    previous = 0
+    for batch in sorted(ends):
+        ranges[batch] = (previous, ends[batch])
+        previous = ends[batch]
+    return ranges
+
+
 def _batch_files(checkpoint: Path) -> dict[int, list[str]]:
     from spark_jobs.stream.shedding import _log_entries
 
@@ -127,7 +204,10 @@ def run_mode(
     duration: float,
     seed: int,
     drop_rule: str = "value",
+    broker: Any = None,
 ) -> list[dict[str, Any]]:
+    """One run fed at ``rate``: landed files, or with ``broker`` (a ``KafkaBroker``) records
+    on a fresh topic that the stream reads with its Kafka source (backlog: consumer lag)."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.stream.config import StreamConfig
     from spark_jobs.stream.matcher import start
@@ -142,8 +222,8 @@ def run_mode(
         checkpoint=str(work / "checkpoint"),
         query_name=f"overload_{mode}",
         # a batch takes at most two trigger intervals' input (a source rate limit, as a
-        # deployment sets one): the rest waits in the landing directory, the backlog, and
-        # a backlog can drain at up to twice the input rate
+        # deployment sets one): the rest waits in the landing directory (or on the topic),
+        # the backlog, and a backlog can drain at up to twice the input rate
         max_files_per_trigger=max(1, round(2 * trigger / file_seconds)),
         trigger_seconds=trigger,
         available_now=False,
@@ -152,24 +232,52 @@ def run_mode(
         latency_budget=trigger,
         drop_rule=drop_rule,
     )
-    producer = Producer(
-        landing, work / "staged", held_ids, held_texts, rate, file_seconds, duration
-    )
+    feeder: Producer | KafkaFeeder
+    if broker is None:
+        feeder = Producer(
+            landing, work / "staged", held_ids, held_texts, rate, file_seconds, duration
+        )
+    else:
+        topic = f"overload-{work.name}"
+        broker.create_topic(topic, 1)
+        config = dataclasses.replace(
+            config,
+            source="kafka",
+            kafka_bootstrap=broker.bootstrap,
+            kafka_topic=topic,
+            max_files_per_trigger=0,
+            max_offsets_per_trigger=max(1, round(2 * trigger * rate)),
+        )
+        feeder = KafkaFeeder(
+            broker.bootstrap, topic, held_ids, held_texts, rate, file_seconds, duration
+        )
     query, handler = start(spark, lakehouse, config)
     started = time.monotonic()
-    producer.start()
-    producer.join()
+    feeder.start()
+    feeder.join()
     # stop between batches: interrupting one mid-flight only fills the log with its abort
     deadline = time.monotonic() + 300
     while query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.1)
     query.stop()
+    if isinstance(feeder, KafkaFeeder) and feeder.error is not None:
+        raise InputDataError(f"the Kafka feeder failed: {feeder.error}")
+    unit = "files" if broker is None else "sends"
     print(
-        f"  [{mode}] fed {producer.posts:,} posts in {time.monotonic() - started:.0f}s "
-        f"(files at most {producer.late:.2f}s late)",
+        f"  [{mode}] fed {feeder.posts:,} posts in {time.monotonic() - started:.0f}s "
+        f"({unit} at most {feeder.late:.2f}s late)",
         flush=True,
     )
-    files = _batch_files(work / "checkpoint")
+
+    def batch_posts(batch: int) -> list[tuple[int, int]]:
+        """(first post, posts) of what the batch took."""
+        if isinstance(feeder, Producer):
+            return [feeder.landed[name] for name in files.get(batch, [])]
+        start_offset, end_offset = offsets.get(batch, (0, 0))
+        return [(start_offset, end_offset - start_offset)]
+
+    files = _batch_files(work / "checkpoint") if broker is None else {}
+    offsets = batch_offset_ranges(work / "checkpoint") if broker is not None else {}
     planned = {
         r["batch_id"]: r
         for r in lakehouse.read_arrow("stream.batches").to_pylist()
@@ -180,8 +288,7 @@ def run_mode(
     for committed in handler.figures:
         batch, figure = committed.batch_id, committed.figures
         per_post = [
-            exact[(first + np.arange(n)) % exact.shape[0]]
-            for first, n in (producer.landed[name] for name in files.get(batch, []))
+            exact[(first + np.arange(n)) % exact.shape[0]] for first, n in batch_posts(batch)
         ]
         post_matches = np.concatenate(per_post) if per_post else np.zeros(0, np.int64)
         expected = int(post_matches.sum())
@@ -300,7 +407,10 @@ def run(
     seed: int,
     out: Path,
     master: str | None,
+    source: str = "files",
 ) -> list[dict[str, Any]]:
+    """``source``: how posts arrive, landed files or records on a Kafka topic (a broker
+    from the resolved jars is started for the runs; the backlog is then the consumer lag)."""
     import tempfile
 
     from s3tm.bench.machine import machine_summary
@@ -319,6 +429,16 @@ def run(
     root = Path(tempfile.mkdtemp(prefix="s3tm-bench-overload-"))
     rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
+    broker = None
+    if source == "kafka":
+        from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
+
+        broker = KafkaBroker(
+            BrokerSettings(folder=root / "kafka", port=free_port(), controller_port=free_port())
+        )
+        broker.start()
+    elif source != "files":
+        raise InputDataError(f"--source takes files or kafka, got {source!r}")
     try:
         lakehouse, held_ids, held_texts, word_sets, _ = prepare_workload(
             spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions,
@@ -359,6 +479,7 @@ def run(
                     spark, lakehouse.root, root / f"{factor:g}-{r_i}", mode, held_ids,
                     held_texts, exact, rate=factor * capacity, trigger=trigger,
                     file_seconds=file_seconds, duration=duration, seed=seed, drop_rule=rule,
+                    broker=broker,
                 )  # fmt: skip
                 for row in mode_rows:
                     row.update({"factor": factor, "shedding": label})
@@ -384,21 +505,34 @@ def run(
                     flush=True,
                 )
     finally:
+        if broker is not None:
+            broker.stop()
         shutil.rmtree(root, ignore_errors=True)
     for row in summary:
-        row.update({"workload": workload, "N": nodes, "capacity posts/s": round(capacity)})
+        row.update(
+            {
+                "workload": workload,
+                "source": source,
+                "N": nodes,
+                "capacity posts/s": round(capacity),
+            }
+        )
     header = list(summary[0])
     print(f"\nstreaming matcher above its capacity ({workload}-based, N={nodes})")
     print(format_table(header, [[r[h] for h in header] for r in summary]))
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, out / "stream_overload.csv")
-    write_csv(summary, out / "stream_overload_summary.csv")
+    suffix = "" if source == "files" else f"_{source}"
+    write_csv(rows, out / f"stream_overload{suffix}.csv")
+    write_csv(summary, out / f"stream_overload_summary{suffix}.csv")
     plot_panels(
         summary, x="factor",
         panels=["accuracy", "processed / capacity", "p95 / trigger", "post delay p95 s"],
-        group_by="shedding", split_by="workload", path=out / "stream_overload.png",
+        group_by="shedding", split_by="workload", path=out / f"stream_overload{suffix}.png",
         title=f"Streaming matcher fed above its capacity ({workload}-based, N={nodes})",
         log_x=False,
     )  # fmt: skip
-    print(f"wrote {out / 'stream_overload_summary.csv'} and {out / 'stream_overload.png'}")
+    print(
+        f"wrote {out / f'stream_overload_summary{suffix}.csv'} and "
+        f"{out / f'stream_overload{suffix}.png'}"
+    )
     return summary

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from core.errors import InputDataError
-from s3tm.bench.overload import _modes, oracle_accuracy, random_at_same_rate, summarise
+from s3tm.bench.overload import (
+    _modes,
+    batch_offset_ranges,
+    oracle_accuracy,
+    random_at_same_rate,
+    summarise,
+)
 
 
 def _row(batch: int, posts: int, dropped: int, matches: int, truth: list[int]) -> dict:
@@ -44,3 +50,16 @@ def test_modes_name_the_runs() -> None:
     assert _modes("off", "yield") == [("off", "off", "value")]
     with pytest.raises(InputDataError):
         _modes("fast", "yield")
+
+
+def test_batch_ranges_come_from_the_kafka_sources_offset_log(tmp_path) -> None:
+    """Spark's offset log: ``v1``, the batch metadata, then the source's end offsets."""
+    folder = tmp_path / "offsets"
+    folder.mkdir()
+    for batch, end in ((0, 500), (1, 1300), (2, 1300)):
+        (folder / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":{batch}}}\n{{"t":{{"0":{end}}}}}\n'
+        )
+    (folder / ".1.crc").write_text("")  # Spark's checksum files are not batches
+    assert batch_offset_ranges(tmp_path) == {0: (0, 500), 1: (500, 1300), 2: (1300, 1300)}
+    assert batch_offset_ranges(tmp_path / "missing") == {}
