@@ -137,8 +137,12 @@ class KafkaFeeder(threading.Thread):
         self.posts = n * len(self.ticks)
 
     def run(self) -> None:
+        import logging
+
         from kafka import KafkaProducer
 
+        # kafka-python warns of every slow poll under this load: the lateness is reported
+        logging.getLogger("kafka").setLevel(logging.ERROR)
         try:
             producer = KafkaProducer(
                 bootstrap_servers=[self.bootstrap],
