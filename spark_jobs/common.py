@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from core.errors import S3TMError
+from core.errors import InputDataError, S3TMError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -152,3 +152,31 @@ def job_main(
     add_common_arguments(parser)
     add_arguments(parser)
     return run_parsed(name, spec, body, vars(parser.parse_args(argv)))
+
+
+def add_kafka_arguments(parser: argparse.ArgumentParser, *, bootstrap: str, topic: str) -> None:
+    """``--kafka-bootstrap`` and ``--kafka-topic`` (the stream and the ingest alike). The
+    deployment's settings (compose's .env, Kubernetes' s3tm-config) name the broker and the
+    topic once: ``KAFKA_BOOTSTRAP``, ``POSTS_TOPIC``."""
+    parser.add_argument(
+        "--kafka-bootstrap",
+        default=os.environ.get("KAFKA_BOOTSTRAP") or bootstrap,
+        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or %(default)s)",
+    )
+    parser.add_argument(
+        "--kafka-topic",
+        default=os.environ.get("POSTS_TOPIC") or topic,
+        help="the posts topic (default: $POSTS_TOPIC or %(default)s)",
+    )
+
+
+def kafka_jar_missing(err: Exception, hint: str = "") -> InputDataError | None:
+    """The clear error for Spark's "no data source kafka" (None: ``err`` is another one):
+    the Kafka reader is spark-sql-kafka-0-10, a jar `make setup` resolves."""
+    text = str(err).lower()
+    if "kafka" not in text or "data source" not in text:
+        return None
+    return InputDataError(
+        "reading Kafka needs Spark's spark-sql-kafka-0-10 jar, which this Spark lacks: run "
+        f"`make setup` (it resolves docker/jars/pom.xml){hint}"
+    )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -27,7 +26,7 @@ import pyarrow as pa
 from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import job_main, log
+from spark_jobs.common import add_kafka_arguments, job_main, log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -266,15 +265,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pattern", default=IngestConfig.pattern, help="file glob in the landing dir"
     )
-    parser.add_argument(
-        "--kafka-bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP") or IngestConfig.kafka_bootstrap,
-        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or %(default)s)",
-    )
-    parser.add_argument(
-        "--kafka-topic",
-        default=os.environ.get("POSTS_TOPIC") or IngestConfig.kafka_topic,
-        help="the posts topic (default: $POSTS_TOPIC or %(default)s)",
+    add_kafka_arguments(
+        parser, bootstrap=IngestConfig.kafka_bootstrap, topic=IngestConfig.kafka_topic
     )
     parser.add_argument(
         "--sample-rate",

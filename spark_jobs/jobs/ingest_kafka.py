@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from core.errors import InputDataError
 from spark_jobs import failpoints
-from spark_jobs.common import log
+from spark_jobs.common import kafka_jar_missing, log
 from spark_jobs.jobs.ingest import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.jobs.sampling import hash_fraction_filter
 
@@ -218,12 +218,10 @@ def read_ranges(spark: SparkSession, bootstrap: str, ranges: Sequence[OffsetRang
             .load()
         )
     except Exception as err:
-        if "kafka" not in str(err).lower() or "data source" not in str(err).lower():
+        missing = kafka_jar_missing(err)
+        if missing is None:
             raise
-        raise InputDataError(
-            "reading Kafka needs Spark's spark-sql-kafka-0-10 jar, which this Spark lacks: "
-            "run `make setup` (it resolves docker/jars/pom.xml)"
-        ) from err
+        raise missing from err
     return raw.select("topic", "partition", "offset", "value").mapInArrow(
         parse_kafka, PARSED_SCHEMA
     )

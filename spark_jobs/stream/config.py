@@ -4,14 +4,13 @@ command line that fills it (``s3tm stream run|status``, ``spark-submit .../strea
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES
-from spark_jobs.common import add_common_arguments, config_from
+from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
 from spark_jobs.stream.health import HealthOptions
 from spark_jobs.stream.shedding import SheddingOptions
 
@@ -124,18 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where posts come from: JSON-lines files landing in --landing, or Kafka",
     )
     run_p.add_argument("--landing", default=defaults.landing, help="directory of JSON-lines posts")
-    # the deployment's settings (compose's .env, Kubernetes' s3tm-config) name the broker
-    # and the topic once: KAFKA_BOOTSTRAP, POSTS_TOPIC
-    run_p.add_argument(
-        "--kafka-bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP") or defaults.kafka_bootstrap,
-        help="Kafka bootstrap servers (default $KAFKA_BOOTSTRAP, else %(default)s)",
-    )
-    run_p.add_argument(
-        "--kafka-topic",
-        default=os.environ.get("POSTS_TOPIC") or defaults.kafka_topic,
-        help="the posts' topic (default $POSTS_TOPIC, else posts)",
-    )
+    add_kafka_arguments(run_p, bootstrap=defaults.kafka_bootstrap, topic=defaults.kafka_topic)
     run_p.add_argument(
         "--checkpoint", help="checkpoint location (default: <lakehouse>/_checkpoints/<query>)"
     )

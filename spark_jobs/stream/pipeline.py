@@ -20,6 +20,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.shedding.plan import NO_SHEDDING, ShedPlan
 from core.stream.snapshot import MatcherSnapshot
 from spark_jobs import failpoints
+from spark_jobs.common import kafka_jar_missing
 from spark_jobs.lake import storage
 from spark_jobs.stream import tasks as stream_tasks
 
@@ -166,13 +167,10 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
                 reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
             raw = reader.load()
         except Exception as err:
-            if "kafka" not in str(err).lower() or "data source" not in str(err).lower():
+            missing = kafka_jar_missing(err, ", or read landing files with --source files")
+            if missing is None:
                 raise
-            raise InputDataError(
-                "the Kafka source needs Spark's spark-sql-kafka-0-10 jar, which this Spark "
-                "lacks: run `make setup` (it resolves docker/jars/pom.xml), or read landing "
-                "files with --source files"
-            ) from err
+            raise missing from err
         # a record's place names it in the quarantine: topic:partition:offset
         return raw.select(
             F.col("value").alias("line"),
