@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import S3TMError
 from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from s3tm.local.postgres import LocalPostgres
+from s3tm.local.processes import stop_group
 from s3tm.local.s3_server import LocalS3
 from s3tm.local.spark_cluster import StandaloneCluster
 
@@ -359,14 +360,7 @@ def _streamed(store: Lakehouse) -> int:
 
 def _stop_stream(stream: subprocess.Popen[bytes]) -> None:
     """Ctrl-C, as a user stops it: the query stops between micro-batches."""
-    if stream.poll() is not None:
-        return
-    stream.send_signal(signal.SIGINT)
-    try:
-        stream.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(stream.pid, signal.SIGKILL)
-        stream.wait(timeout=30)
+    stop_group(stream, first=signal.SIGINT, leader_only=True, timeout_s=120)
 
 
 def print_summary(lakehouse: str, env: dict[str, str]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pyspark
 
 from core.errors import S3TMError
 from s3tm.local.kafka_broker import free_port
+from s3tm.local.processes import stop_group
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 START_TIMEOUT_S = 180.0
@@ -126,12 +126,5 @@ class StandaloneCluster:
     def stop(self) -> None:
         """SIGTERM to every daemon's process group, then SIGKILL to those still up."""
         for process in self._processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self._processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=30)
+            stop_group(process, timeout_s=30)
         self._processes.clear()

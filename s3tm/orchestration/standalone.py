@@ -12,7 +12,6 @@ setting, docs in README "Airflow").
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
 import socket
@@ -24,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from core.errors import InvalidArgumentError, S3TMError
+from s3tm.local.processes import stop_group
 from s3tm.orchestration.airflow_demo import REPO, airflow_env
 
 ADMIN = "admin"
@@ -141,17 +141,9 @@ def start(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """SIGTERM to the whole process group (standalone and its components), then SIGKILL."""
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    except ProcessLookupError:
-        pass
+    """SIGTERM to the whole process group (standalone and its components), wait for all of
+    them (a component can outlive standalone), then SIGKILL what is left."""
+    stop_group(process, timeout_s=timeout)
 
 
 def _without_password(url: str) -> str:
