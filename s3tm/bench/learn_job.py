@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,23 +23,42 @@ from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from s3tm.bench.machine import machine_summary
 from schemas import table
 
+EDGE_CHUNK_POSTS = 500_000
+EDGES_DAY = dt.date(2026, 1, 1)  # one day: the learn job reads its whole window
+
 
 def write_edges(lakehouse_root: Path, n_posts: int, seed: int) -> int:
+    """The corpus' (day, post_id, word) edges, written in chunks of posts: at 10M posts the
+    edges are ~80M rows, too many to build as Python lists at once."""
     from deltalake import write_deltalake
 
     corpus = generate_corpus(SyntheticCorpusSpec(n_posts=n_posts, seed=seed))
-    counts = np.diff(corpus.indptr)
     assert corpus.post_ids is not None  # synthetic corpora carry post ids
-    data = pa.table(
-        {
-            "day": pa.array([dt.date(2026, 1, 1)] * corpus.n_edges, pa.date32()),
-            "post_id": pa.array(np.repeat(corpus.post_ids, counts).tolist(), pa.string()),
-            "word": pa.array(corpus.vocabulary[corpus.indices].tolist(), pa.string()),
-        },
-        schema=table("gold.post_words").schema,
-    )
+    schema = table("gold.post_words").schema
+    vocabulary = pa.array(corpus.vocabulary, pa.string())
+    post_ids = pa.array(corpus.post_ids, pa.string())
+    day = pa.scalar(EDGES_DAY, pa.date32())
+
+    def chunks() -> Iterator[pa.RecordBatch]:
+        for first in range(0, corpus.n_posts, EDGE_CHUNK_POSTS):
+            last = min(first + EDGE_CHUNK_POSTS, corpus.n_posts)
+            lo, hi = int(corpus.indptr[first]), int(corpus.indptr[last])
+            posts = np.repeat(
+                np.arange(first, last, dtype=np.int64), np.diff(corpus.indptr[first : last + 1])
+            )
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(day, hi - lo),
+                    post_ids.take(pa.array(posts)),
+                    vocabulary.take(pa.array(corpus.indices[lo:hi])),
+                ],
+                schema=schema,
+            )
+
     write_deltalake(
-        str(table("gold.post_words").location(lakehouse_root)), data, partition_by=["day"]
+        str(table("gold.post_words").location(lakehouse_root)),
+        pa.RecordBatchReader.from_batches(schema, chunks()),
+        partition_by=["day"],
     )
     return corpus.n_edges
 

@@ -79,7 +79,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--seed", type=int, default=0, help="seed: the same arguments give the same file"
     )
-    p.add_argument("--out", required=True, help="output file (.jsonl or .jsonl.gz)")
+    p.add_argument(
+        "--posts-per-file",
+        type=int,
+        default=None,
+        help="write --out as a directory of gzipped files of this many posts each (a landing "
+        "directory the ingest reads in parallel; default: one file)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output file (.jsonl or .jsonl.gz), or a directory with --posts-per-file",
+    )
     p.set_defaults(handler=run_demo_corpus)
 
     p = sub.add_parser("learn", help="learn a word -> matcher mapping from a corpus")
@@ -140,7 +151,20 @@ def run_demo_corpus(args: argparse.Namespace) -> int:
         burst_share=args.burst_share,
     )
     started = time.perf_counter()
-    corpus = write_demo_corpus(args.out, spec)
+
+    def progress(file: Path, posts: int) -> None:
+        print(
+            f"  {posts:,} / {spec.n_posts:,} posts written ({file.name}, "
+            f"{time.perf_counter() - started:.0f}s)",
+            flush=True,
+        )
+
+    corpus = write_demo_corpus(
+        args.out,
+        spec,
+        posts_per_file=args.posts_per_file,
+        progress=progress if args.posts_per_file else None,
+    )
     print(
         f"wrote {corpus.n_posts:,} posts ({corpus.n_words:,} distinct words, "
         f"{corpus.n_edges / corpus.n_posts:.2f} words/post) over {spec.days} days to "

@@ -69,6 +69,34 @@ def test_write_demo_corpus_rejects_bad_days(tmp_path: Path) -> None:
         write_demo_corpus(tmp_path / "x.jsonl", SyntheticCorpusSpec(n_posts=10), days=0)
 
 
+@pytest.mark.parametrize("posts_per_file", [1, 333, 1000, 5000])
+def test_a_landing_directory_holds_the_lines_of_the_one_file_in_order(
+    tmp_path: Path, posts_per_file: int
+) -> None:
+    spec = SyntheticCorpusSpec(n_posts=1000, seed=4, days=3)
+    write_demo_corpus(tmp_path / "one.jsonl", spec)
+    seen: list[tuple[str, int]] = []
+    write_demo_corpus(
+        tmp_path / "landing",
+        spec,
+        posts_per_file=posts_per_file,
+        progress=lambda file, posts: seen.append((file.name, posts)),
+    )
+    files = sorted((tmp_path / "landing").iterdir())
+    assert [f.name for f in files] == [name for name, _ in seen]
+    assert len(files) == -(-1000 // posts_per_file)
+    assert seen[-1][1] == 1000
+    lines = [
+        line for f in files for line in gzip.decompress(f.read_bytes()).decode().splitlines(True)
+    ]
+    assert lines == (tmp_path / "one.jsonl").read_text(encoding="utf-8").splitlines(True)
+
+
+def test_write_demo_corpus_rejects_bad_posts_per_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="posts_per_file"):
+        write_demo_corpus(tmp_path / "d", SyntheticCorpusSpec(n_posts=10), posts_per_file=0)
+
+
 def _carriers(corpus, word: str) -> np.ndarray:
     word_id = list(corpus.vocabulary).index(word)
     has = np.zeros(corpus.n_posts, dtype=bool)
