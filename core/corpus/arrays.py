@@ -186,7 +186,9 @@ def corpus_from_codes(
     Raises:
         InvalidArgumentError: lengths differ, or a code is out of range.
     """
-    posts = np.ascontiguousarray(post_codes, dtype=np.int64)
+    # int32 post codes stay int32 (no 8-byte copy of every edge); others become int64
+    post_dtype = np.int32 if np.asarray(post_codes).dtype == np.int32 else np.int64
+    posts = np.ascontiguousarray(post_codes, dtype=post_dtype)
     words = np.ascontiguousarray(word_codes, dtype=np.int32)
     if posts.shape != words.shape:
         raise InvalidArgumentError("post_codes and word_codes must have equal length")

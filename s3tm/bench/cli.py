@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.errors import InputDataError
+from core.errors import InputDataError, InvalidArgumentError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -74,9 +74,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_run_normalise)
 
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
-    p.add_argument("--posts", type=int, default=1_000_000, help="posts learned on")
+    p.add_argument(
+        "--posts",
+        default="1000000",
+        help="posts learned on; several (1000000,3000000,10000000): one run each, a table "
+        "and docs/bench/learn_job_scale.csv",
+    )
     p.add_argument("--nodes", type=int, default=64, help="number of matchers N")
     p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     _compare_arguments(p)
     p.set_defaults(handler=_run_learn_job)
 
@@ -350,21 +356,28 @@ def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int
 
 def _run_learn_job(args: argparse.Namespace) -> int:
     from s3tm.bench import learn_job as bench_learn_job
+    from s3tm.cli.demo import parse_int_list
 
+    sizes = parse_int_list(args.posts, "--posts")
     if args.compare:
         from s3tm.bench.compare import compare_learn_job
 
         _check_runs(args)
+        if len(sizes) != 1:
+            raise InvalidArgumentError("--compare runs one size: give --posts one number")
         compare_learn_job(
             args.compare,
-            posts=args.posts,
+            posts=sizes[0],
             nodes=args.nodes,
             seed=args.seed,
             runs=args.runs,
-            out=Path("docs/bench"),
+            out=Path(args.out),
         )
         return 0
-    bench_learn_job.run(args.posts, args.nodes, args.seed)
+    if len(sizes) == 1:
+        bench_learn_job.run(sizes[0], args.nodes, args.seed)
+    else:
+        bench_learn_job.scale(sizes, args.nodes, args.seed, Path(args.out))
     return 0
 
 

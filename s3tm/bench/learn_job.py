@@ -7,19 +7,24 @@ memory of the Python driver (VmHWM) and of the JVM it started (local mode).
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from core.errors import S3TMError
+from core.formatting import format_table
 from s3tm.bench.machine import machine_summary
 from schemas import table
 
@@ -104,25 +109,90 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     )
 
 
-def run(n_posts: int, nodes: int, seed: int) -> dict[str, object]:
-    print(f"machine: {machine_summary()}")
+@dataclass(frozen=True)
+class LearnJobRun:
+    """One learn job's figures (``bench learn-job``)."""
+
+    posts: int
+    edges: int
+    training_posts: int
+    nodes: int
+    wall_s: float
+    read_s: float
+    learn_s: float
+    driver_peak_mib: float
+    jvm_peak_mib: float
+
+
+def run(n_posts: int, nodes: int, seed: int) -> LearnJobRun:
+    """One learn job on ``n_posts`` synthetic posts in a scratch lakehouse (removed after)."""
     root = Path(tempfile.mkdtemp(prefix="s3tm-learn-job-"))
-    edges = write_edges(root, n_posts, seed)
-    print(f"wrote {edges:,} edges of {n_posts:,} synthetic posts to {root}", flush=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "s3tm.bench.learn_job", str(root), str(nodes)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    try:
+        edges = write_edges(root, n_posts, seed)
+        print(f"wrote {edges:,} edges of {n_posts:,} synthetic posts to {root}", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "s3tm.bench.learn_job", str(root), str(nodes)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if done.returncode != 0:
+        raise S3TMError(f"the learn job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(
-        f"learn job (SALB+split, N={nodes}) on {result['training_posts']:,} training posts: "
-        f"{result['wall_s']:.1f}s (read {result['read_seconds']:.1f}s, learn "
-        f"{result['learn_seconds']:.1f}s); peak RSS: Python driver "
-        f"{result['python_peak_mib']:.0f} MiB, JVM {result['jvm_peak_mib']:.0f} MiB"
+    figures = LearnJobRun(
+        posts=n_posts,
+        edges=edges,
+        training_posts=int(result["training_posts"]),
+        nodes=nodes,
+        wall_s=float(result["wall_s"]),
+        read_s=float(result["read_seconds"]),
+        learn_s=float(result["learn_seconds"]),
+        driver_peak_mib=float(result["python_peak_mib"]),
+        jvm_peak_mib=float(result["jvm_peak_mib"]),
     )
-    return result
+    print(
+        f"learn job (SALB+split, N={nodes}) on {figures.training_posts:,} training posts: "
+        f"{figures.wall_s:.1f}s (read {figures.read_s:.1f}s, learn {figures.learn_s:.1f}s); "
+        f"peak RSS: Python driver {figures.driver_peak_mib:.0f} MiB, "
+        f"JVM {figures.jvm_peak_mib:.0f} MiB",
+        flush=True,
+    )
+    return figures
+
+
+def scale(sizes: list[int], nodes: int, seed: int, out: Path) -> list[dict[str, object]]:
+    """The learn job at each size, one fresh process each: wall time, its read and learn
+    parts, the driver's and the JVM's peak RSS, and the time relative to the first size;
+    ``learn_job_scale.csv``."""
+    print(f"machine: {machine_summary()}")
+    runs = [run(n_posts, nodes, seed) for n_posts in sizes]
+    rows: list[dict[str, object]] = [
+        {
+            "posts": r.posts,
+            "edges": r.edges,
+            "training_posts": r.training_posts,
+            "nodes": r.nodes,
+            "wall_s": round(r.wall_s, 2),
+            "read_s": round(r.read_s, 2),
+            "learn_s": round(r.learn_s, 2),
+            "wall_vs_first": round(r.wall_s / runs[0].wall_s, 2),
+            "driver_peak_mib": round(r.driver_peak_mib),
+            "jvm_peak_mib": round(r.jvm_peak_mib),
+        }
+        for r in runs
+    ]
+    print("\nlearn job (SALB+split) by corpus size, one process per size")
+    print(format_table(list(rows[0]), [list(r.values()) for r in rows]))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "learn_job_scale.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+    return rows
 
 
 if __name__ == "__main__":

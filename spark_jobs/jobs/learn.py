@@ -73,6 +73,9 @@ if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
 
 
+READ_BATCH_ROWS = 1 << 20
+
+
 def window_edges_arrow(
     snapshot: TableSnapshot,
     start: dt.date | None,
@@ -112,7 +115,10 @@ def window_edges_arrow(
     )
     edges = (
         pads.dataset(files, format=read_as_dictionary, filesystem=snapshot.filesystem)
-        .to_table(columns=["post_id", "word"])
+        # a dictionary per batch read: with the default 131k rows, 10M posts' edges came in
+        # 624 batches whose dictionaries (the same words again and again) took 10 s to unify;
+        # batches of a row group's size carry a few dozen (2 s)
+        .to_table(columns=["post_id", "word"], batch_size=READ_BATCH_ROWS)
         .unify_dictionaries()
     )
     edges = pa.table(
@@ -131,7 +137,9 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     else:
         column = pa.table({"c": column}).unify_dictionaries()["c"]
     combined = column.combine_chunks()
-    return np.asarray(combined.indices, dtype=np.int64), combined.dictionary
+    # int32 as read (a dictionary's index type): 10M posts' 80M edges would take 0.6 GB
+    # more per column as int64
+    return np.asarray(combined.indices), combined.dictionary
 
 
 def training_corpus(edges: pa.Table) -> Corpus:
@@ -153,7 +161,7 @@ def training_corpus(edges: pa.Table) -> Corpus:
     used[post_codes] = True
     present_posts = np.flatnonzero(used)
     by_id = np.asarray(pc.sort_indices(post_dictionary.take(pa.array(present_posts))))
-    dense = np.full(len(post_dictionary), -1, dtype=np.int64)
+    dense = np.full(len(post_dictionary), -1, dtype=np.int32)
     dense[present_posts[by_id]] = np.arange(present_posts.shape[0])
     counts = np.bincount(word_codes, minlength=len(vocabulary))
     present = np.flatnonzero(counts)
@@ -163,11 +171,11 @@ def training_corpus(edges: pa.Table) -> Corpus:
         sort_keys=[("count", "descending"), ("word", "ascending")],
     )
     ranked = present[np.asarray(order, dtype=np.int64)]
-    rank = np.full(len(vocabulary), -1, dtype=np.int64)
+    rank = np.full(len(vocabulary), -1, dtype=np.int32)
     rank[ranked] = np.arange(ranked.shape[0])
     return corpus_from_codes(
         dense[post_codes],
-        rank[word_codes].astype(np.int32),
+        rank[word_codes],
         vocabulary.take(pa.array(ranked)).to_numpy(zero_copy_only=False),
         int(used.sum()),
     )
@@ -310,10 +318,13 @@ def learn_version(
         raise InputDataError("gold.post_words does not exist: run the graph job first")
     snapshot = lakehouse.snapshot("gold.post_words", edges_version)
     training_edges, held_out = window_edges_arrow(snapshot, start, end, holdout_fraction)
+    if not incremental:
+        held_out = held_out.slice(0, 0)  # only the incremental choice reads it: free it now
     corpus = training_corpus(training_edges)
     # the incremental-or-full choice is judged on posts neither learner saw: on its own
     # posts a full remap always looks better (it was fitted to them)
     judge = training_corpus(held_out) if incremental and held_out.num_rows else None
+    del training_edges, held_out  # the corpora hold what learning needs (GBs at 10M posts)
     read_s = time.perf_counter() - started
     words = None
     subs = active_subscriptions(lakehouse) if subscribed != "all" else []
