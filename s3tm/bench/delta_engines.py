@@ -31,7 +31,7 @@ from core.errors import InputDataError
 from s3tm.bench.machine import machine_summary
 
 ENGINES = ("spark", "rs")
-STEP_LINE = re.compile(r"^(\w+)\s+([\d,]+\.\d+)$")
+STEP_LINE = re.compile(r"^(\w+)\s+([\d,]+\.\d+)(?:\s|$)")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from spark_jobs.jobs.learn import LearnConfig
 from spark_jobs.jobs.normalise import NormaliseConfig
 from spark_jobs.jobs.place import PlaceConfig
 from spark_jobs.jobs.publish import RoutingCommand
+from spark_jobs.peak_rss import peak_mib, reset_peak
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
@@ -139,12 +140,16 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
             lambda: publish.run(RoutingCommand("publish", margin=config.margin), lakehouse),
         ),
     ]
+    jvm_pid = _driver_jvm_pid(lakehouse)
     timings: list[list[object]] = []
     started = time.perf_counter()
     for name, step in steps:
         t0 = time.perf_counter()
+        reset_peak()
+        reset_peak(jvm_pid)
         code = step()
-        timings.append([name, time.perf_counter() - t0])
+        timings.append([name, time.perf_counter() - t0, _mib(peak_mib()), _mib(peak_mib(jvm_pid))])
+        print(f"{name}: done in {timings[-1][1]:.1f}s", flush=True)
         if code:
             print(f"step {name} failed (exit {code}); later steps not run")
             return int(code)
@@ -164,14 +169,44 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
             "routing.versions",
         )
     ]
-    print(format_table(["step", "wall s"], [*timings, ["total", total]]))
+    # peak RSS per step of this process (the Python driver) and of the driver's JVM
+    print(
+        format_table(
+            ["step", "wall s", "driver peak MiB", "JVM peak MiB"],
+            [*timings, ["total", total, _mib(max_of(timings, 2)), _mib(max_of(timings, 3))]],
+        )
+    )
     print(format_table(["table", "rows"], counts))
     print(publish.render_versions(lakehouse))
     if config.report:
         Path(config.report).write_text(
-            json.dumps({"steps": timings, "total_s": total, "rows": counts}, indent=2)
+            json.dumps(
+                {
+                    "steps": [dict(zip(STEP_COLUMNS, row, strict=True)) for row in timings],
+                    "total_s": total,
+                    "rows": counts,
+                },
+                indent=2,
+            )
         )
     return 0
+
+
+STEP_COLUMNS = ("step", "wall_s", "driver_peak_mib", "jvm_peak_mib")
+
+
+def _driver_jvm_pid(lakehouse: Lakehouse) -> int | None:
+    jvm = lakehouse.spark._jvm if lakehouse.spark is not None else None
+    return int(jvm.java.lang.ProcessHandle.current().pid()) if jvm is not None else None
+
+
+def _mib(value: float | None) -> int | str:
+    return "" if value is None else round(value)
+
+
+def max_of(rows: list[list[object]], column: int) -> float | None:
+    values = [float(str(r[column])) for r in rows if r[column] not in ("", None)]
+    return max(values) if values else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -70,10 +70,17 @@ def _posts(path: Path) -> list[dict]:
 
 
 def _chain(master: str, lakehouse: Path, landing: Path) -> None:
+    report = lakehouse.parent / f"{lakehouse.name}-report.json"
     _s3tm(
         "pipeline", "--master", master, "--lakehouse", str(lakehouse), "--landing", str(landing),
-        "--batch-id", "1", "--nodes", "8", "--no-cooccurrence",
+        "--batch-id", "1", "--nodes", "8", "--no-cooccurrence", "--report", str(report),
     )  # fmt: skip
+    # every step's wall time and the peak memory of the driver's two processes, measured
+    steps = json.loads(report.read_text())["steps"]
+    assert [s["step"] for s in steps][:4] == ["ingest", "normalise", "graph", "learn"]
+    for step in steps:
+        assert step["wall_s"] > 0
+        assert 30 < step["driver_peak_mib"] < 8192 and 30 < step["jvm_peak_mib"] < 8192
 
 
 def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_path):
