@@ -19,7 +19,8 @@ else the current version stays, and the report says why) -> run report.
 
 Params: `nodes` (N), `algorithm`, `split`, `incremental`, `max_moved`, `full_remap_gain`,
 `window_days` (a monitor request may ask for a shorter window: the run then learns on the
-recent days only), `margin`, `lakehouse`. The run report says which remap ran and how many
+recent days only), `margin`, `cooccurrence` (off: gold.cooccurrence is for SQL users only),
+`lakehouse`. The run report says which remap ran and how many
 subscriptions moved.
 Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted/data_docs/`.
 """
@@ -91,6 +92,12 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
         "margin": Param(
             0.02, type="number", minimum=0, description="required gain over the published version"
         ),
+        "cooccurrence": Param(
+            False,
+            type="boolean",
+            description="also write gold.cooccurrence (word pairs per day, for SQL users: no "
+            "learner reads it, and on a day's sample it is the slowest step)",
+        ),
         "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
     },
 )
@@ -98,8 +105,12 @@ def s3tm_remap() -> None:
     graph = spark_job(
         "graph",
         "graph",
-        ["--window-days", WINDOW],
-        outlets=[asset("gold.post_words"), asset("gold.word_stats"), asset("gold.cooccurrence")],
+        [
+            "--window-days",
+            WINDOW,
+            "{{ '--cooccurrence' if params.cooccurrence else '--no-cooccurrence' }}",
+        ],
+        outlets=[asset("gold.post_words"), asset("gold.word_stats")],
     )
     learn = spark_job(
         "learn",

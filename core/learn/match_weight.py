@@ -27,9 +27,17 @@ from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
 
 
-def subscription_frequencies(subscriptions: Corpus, posts: Corpus) -> np.ndarray:
+MATCH_CHUNK_POSTS = 100_000
+
+
+def subscription_frequencies(
+    subscriptions: Corpus, posts: Corpus, *, chunk_posts: int = MATCH_CHUNK_POSTS
+) -> np.ndarray:
     """``(n_subscriptions,)`` int64: the posts of ``posts`` holding every word of each
-    subscription (exact: one trie of all subscriptions matched over all posts)."""
+    subscription (exact: one trie of all subscriptions matched over all posts,
+    ``chunk_posts`` posts at a time)."""
+    if chunk_posts < 1:
+        raise InvalidArgumentError(f"chunk_posts must be >= 1, got {chunk_posts}")
     counts = np.zeros(subscriptions.n_posts, dtype=np.int64)
     if subscriptions.n_posts == 0 or posts.n_posts == 0:
         return counts
@@ -38,10 +46,14 @@ def subscription_frequencies(subscriptions: Corpus, posts: Corpus) -> np.ndarray
     indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
     trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
     trie.insert_many(rows, indptr, words)
-    matches = trie.match(
-        posts.indptr, posts.indices, dictionary.map_vocabulary(posts.vocabulary.tolist())
-    )
-    counts += np.bincount(matches.sub_ids, minlength=subscriptions.n_posts)
+    word_map = dictionary.map_vocabulary(posts.vocabulary.tolist())
+    # posts in chunks: only counts are kept, and all matches at once do not fit (8M posts
+    # and 100k subscriptions of popular words: billions of matches)
+    for first in range(0, posts.n_posts, chunk_posts):
+        last = min(first + chunk_posts, posts.n_posts)
+        lo, hi = int(posts.indptr[first]), int(posts.indptr[last])
+        matches = trie.match(posts.indptr[first : last + 1] - lo, posts.indices[lo:hi], word_map)
+        counts += np.bincount(matches.sub_ids, minlength=subscriptions.n_posts)
     return counts
 
 

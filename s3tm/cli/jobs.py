@@ -26,7 +26,7 @@ JOBS = {
     "graph": (
         "jobs.graph",
         "GraphConfig",
-        "silver.posts -> gold.post_words, word_stats, cooccurrence",
+        "silver.posts -> gold.post_words, word_stats (+ cooccurrence)",
     ),
     "learn-version": ("jobs.learn", "LearnConfig", "gold.post_words -> candidate routing version"),
     "subscribe": (

@@ -47,7 +47,7 @@ class PipelineConfig:
     split: bool = LearnConfig.split
     holdout_fraction: float = LearnConfig.holdout_fraction
     margin: float | None = None
-    cooccurrence: bool = True
+    cooccurrence: bool = False  # gold.cooccurrence: for SQL users, the slowest step at scale
     seed: int = 0
     report: str | None = None
 
@@ -89,10 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="publish only when the candidate beats the published by this",
     )
     parser.add_argument(
-        "--no-cooccurrence",
-        dest="cooccurrence",
-        action="store_false",
-        help="skip gold.cooccurrence (only the METIS baselines use it)",
+        "--cooccurrence",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.cooccurrence,
+        help="also write gold.cooccurrence (word pairs per day: no learner reads it)",
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="every step's seed")
     parser.add_argument("--report", help="write the step table as JSON here")

@@ -21,12 +21,17 @@ word_sets = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4)
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(st.lists(word_sets, min_size=1, max_size=25), st.lists(word_sets, min_size=1, max_size=12))
-def test_subscription_frequencies_equal_brute_force_containment(posts, subs) -> None:
+@given(
+    st.lists(word_sets, min_size=1, max_size=25),
+    st.lists(word_sets, min_size=1, max_size=12),
+    st.integers(1, 30),
+)
+def test_subscription_frequencies_equal_brute_force_containment(posts, subs, chunk) -> None:
     corpus = corpus_from_word_lists(posts)
     subscriptions = corpus_from_word_lists(subs)
     expected = [sum(1 for p in posts if set(s) <= set(p)) for s in subs]
-    assert subscription_frequencies(subscriptions, corpus).tolist() == expected
+    # posts matched in chunks (any size): the same counts
+    assert subscription_frequencies(subscriptions, corpus, chunk_posts=chunk).tolist() == expected
 
 
 @settings(max_examples=examples(60), deadline=None)

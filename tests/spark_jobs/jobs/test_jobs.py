@@ -132,7 +132,7 @@ def test_ingest_quarantines_with_reasons_and_reruns_add_nothing(lakehouse, tmp_p
 
 def test_graph_tables_equal_a_direct_count(spark, lakehouse):
     day = dt.date(2026, 1, 5)
-    posts = [["a", "b", "c"], ["a", "c"], ["b"], ["a", "b", "c", "d"]]
+    posts = [["a", "b", "c"], ["a", "c"], ["b"], ["a", "b", "c", "d"], [], ["b", "d"]]
     silver = spark.createDataFrame(
         [
             {
