@@ -26,7 +26,6 @@ from core.learn.problem import LearningProblem
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
 
-
 MATCH_CHUNK_POSTS = 100_000
 
 
