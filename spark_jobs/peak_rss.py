@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def reset_peak(pid: int | str | None = "self") -> None:
@@ -31,3 +35,9 @@ def peak_mib(pid: int | str | None = "self") -> float | None:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return None
+
+
+def driver_jvm_pid(spark: SparkSession | None) -> int | None:
+    """The pid of the JVM a PySpark driver talks to (this machine's), None without one."""
+    jvm = spark._jvm if spark is not None else None
+    return int(jvm.java.lang.ProcessHandle.current().pid()) if jvm is not None else None

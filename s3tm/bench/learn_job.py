@@ -72,11 +72,11 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     from spark_jobs.jobs.learn import learn_version
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
+    from spark_jobs.peak_rss import driver_jvm_pid, peak_mib
 
     spark = build_session("s3tm-bench-learn-job")
-    jvm = spark._jvm
-    assert jvm is not None, "a local session has a JVM gateway"
-    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    jvm_pid = driver_jvm_pid(spark)
+    assert jvm_pid is not None, "a local session has a JVM gateway"
     started = time.perf_counter()
     summary = learn_version(
         Lakehouse(spark, lakehouse_root),
@@ -91,18 +91,12 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     )
     wall = time.perf_counter() - started
 
-    def hwm(pid: int | str) -> float:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
     print(
         json.dumps(
             {
                 "wall_s": wall,
-                "python_peak_mib": hwm("self"),
-                "jvm_peak_mib": hwm(jvm_pid),
+                "python_peak_mib": peak_mib() or float("nan"),
+                "jvm_peak_mib": peak_mib(jvm_pid) or float("nan"),
                 **summary,
             }
         )

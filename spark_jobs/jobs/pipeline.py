@@ -11,8 +11,8 @@ import argparse
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from spark_jobs.jobs.learn import LearnConfig
 from spark_jobs.jobs.normalise import NormaliseConfig
 from spark_jobs.jobs.place import PlaceConfig
 from spark_jobs.jobs.publish import RoutingCommand
-from spark_jobs.peak_rss import peak_mib, reset_peak
+from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
@@ -140,16 +140,16 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
             lambda: publish.run(RoutingCommand("publish", margin=config.margin), lakehouse),
         ),
     ]
-    jvm_pid = _driver_jvm_pid(lakehouse)
-    timings: list[list[object]] = []
+    jvm_pid = driver_jvm_pid(lakehouse.spark)
+    timings: list[StepFigures] = []
     started = time.perf_counter()
     for name, step in steps:
         t0 = time.perf_counter()
         reset_peak()
         reset_peak(jvm_pid)
         code = step()
-        timings.append([name, time.perf_counter() - t0, _mib(peak_mib()), _mib(peak_mib(jvm_pid))])
-        print(f"{name}: done in {timings[-1][1]:.1f}s", flush=True)
+        timings.append(StepFigures(name, time.perf_counter() - t0, peak_mib(), peak_mib(jvm_pid)))
+        print(f"{name}: done in {timings[-1].wall_s:.1f}s", flush=True)
         if code:
             print(f"step {name} failed (exit {code}); later steps not run")
             return int(code)
@@ -170,10 +170,16 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
         )
     ]
     # peak RSS per step of this process (the Python driver) and of the driver's JVM
+    whole = StepFigures(
+        "total",
+        total,
+        _largest(t.driver_peak_mib for t in timings),
+        _largest(t.jvm_peak_mib for t in timings),
+    )
     print(
         format_table(
             ["step", "wall s", "driver peak MiB", "JVM peak MiB"],
-            [*timings, ["total", total, _mib(max_of(timings, 2)), _mib(max_of(timings, 3))]],
+            [t.row() for t in [*timings, whole]],
         )
     )
     print(format_table(["table", "rows"], counts))
@@ -182,7 +188,7 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
         Path(config.report).write_text(
             json.dumps(
                 {
-                    "steps": [dict(zip(STEP_COLUMNS, row, strict=True)) for row in timings],
+                    "steps": [asdict(t) for t in timings],
                     "total_s": total,
                     "rows": counts,
                 },
@@ -192,21 +198,26 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
     return 0
 
 
-STEP_COLUMNS = ("step", "wall_s", "driver_peak_mib", "jvm_peak_mib")
+@dataclass(frozen=True)
+class StepFigures:
+    """One step's wall time and the peak RSS (MiB) of the Python driver and of its JVM
+    during it (None where it cannot be read)."""
 
+    step: str
+    wall_s: float
+    driver_peak_mib: float | None
+    jvm_peak_mib: float | None
 
-def _driver_jvm_pid(lakehouse: Lakehouse) -> int | None:
-    jvm = lakehouse.spark._jvm if lakehouse.spark is not None else None
-    return int(jvm.java.lang.ProcessHandle.current().pid()) if jvm is not None else None
+    def row(self) -> list[object]:
+        return [self.step, self.wall_s, _mib(self.driver_peak_mib), _mib(self.jvm_peak_mib)]
 
 
 def _mib(value: float | None) -> int | str:
     return "" if value is None else round(value)
 
 
-def max_of(rows: list[list[object]], column: int) -> float | None:
-    values = [float(str(r[column])) for r in rows if r[column] not in ("", None)]
-    return max(values) if values else None
+def _largest(values: Iterable[float | None]) -> float | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
