@@ -31,6 +31,9 @@ from core.routing.table import RoutingTable
 
 # a sample of a few milliseconds is long against the timer and the scheduler's tick
 DEFAULT_MIN_SAMPLE_SECONDS = 0.005
+# posts matched at a time while counting: the matches of a chunk fit in memory (topic-based
+# subscriptions emit ~200 matches a post; all of 2M held-out posts' would not)
+REPLAY_CHUNK_POSTS = 100_000
 
 
 @dataclass
@@ -52,28 +55,33 @@ class ReplayResult:
     """Per-matcher work and the resulting throughput.
 
     Attributes:
-        n_posts: posts replayed.
+        n_posts: posts replayed (every figure but the timing counts all of them).
         matcher_posts, matcher_operations: ``(N,)`` posts received, trie lookups performed.
         matcher_matches: ``(N,)`` matches each matcher emitted (a subscription placed on
             two matchers matches a post at both).
-        matcher_seconds: ``(N,)`` each matcher's matching time: the best of ``repeats``
-            samples (see the module doc).
-        throughput: n_posts / max(matcher_seconds), posts per second.
+        n_matches: distinct (post, subscription) matches.
+        timed_posts: the posts the timing ran on (the first ``timing_posts``).
+        matcher_seconds: ``(N,)`` each matcher's matching time of its share of the timed
+            posts: the best of ``repeats`` samples (see the module doc).
+        throughput: timed_posts / max(matcher_seconds), posts per second.
         work_throughput: n_posts / max(matcher_operations + matcher_matches): the same
             bound with each matcher's counted work as cost, free of timer noise. Work counts
             the matches emitted beside the lookups: with topic-based subscriptions (~200
             matches per post) a matcher emits ~15 matches per lookup and its time follows
             the matches (docs/RESULTS.md), which lookups alone do not see.
-        match_pairs: ``(n_matches, 2)`` int64 distinct (post row, sub id) pairs.
+        match_pairs: ``(n_matches, 2)`` int64 distinct (post row, sub id) pairs, sorted;
+            None when the replay was asked not to keep them.
     """
 
     n_posts: int
     matcher_posts: np.ndarray
     matcher_operations: np.ndarray
     matcher_matches: np.ndarray
+    n_matches: int
+    timed_posts: int
     matcher_seconds: np.ndarray
     throughput: float
-    match_pairs: np.ndarray
+    match_pairs: np.ndarray | None
 
     @property
     def work_throughput(self) -> float:
@@ -91,6 +99,9 @@ def replay(
     seed: int = 0,
     repeats: int = 3,
     min_sample_seconds: float = DEFAULT_MIN_SAMPLE_SECONDS,
+    timing_posts: int | None = None,
+    keep_pairs: bool = True,
+    chunk_posts: int = REPLAY_CHUNK_POSTS,
 ) -> ReplayResult:
     """Replay ``posts`` through router and matchers; see the module docstring.
 
@@ -98,10 +109,16 @@ def replay(
         repeats: timing rounds (each matcher's time is its best round).
         min_sample_seconds: a sample repeats a matcher's matching until it lasts this long
             (0: one matching per sample).
+        timing_posts: time the matchers on the first this many posts only (None: all);
+            the counted figures always cover every post.
+        keep_pairs: keep the match pairs (False: only their count; at millions of posts
+            they do not fit in memory).
+        chunk_posts: posts matched at a time while counting (bounds the memory of the
+            matches; the figures do not depend on it).
 
     Raises:
-        InvalidArgumentError: if placement and table disagree on N, ``repeats`` < 1 or
-            ``min_sample_seconds`` is negative.
+        InvalidArgumentError: if placement and table disagree on N, ``repeats`` < 1,
+            ``min_sample_seconds`` is negative, or ``timing_posts``/``chunk_posts`` < 1.
     """
     if placement.n_matchers != table.n_matchers:
         raise InvalidArgumentError("placement and routing table have different N")
@@ -109,7 +126,19 @@ def replay(
         raise InvalidArgumentError(f"repeats must be >= 1, got {repeats}")
     if not min_sample_seconds >= 0:
         raise InvalidArgumentError(f"min_sample_seconds must be >= 0, got {min_sample_seconds!r}")
-    counted = _count(table, placement, subscriptions, posts, seed=seed)
+    if timing_posts is not None and timing_posts < 1:
+        raise InvalidArgumentError(f"timing_posts must be >= 1, got {timing_posts}")
+    timed_posts = posts.n_posts if timing_posts is None else min(timing_posts, posts.n_posts)
+    counted = _count(
+        table,
+        placement,
+        subscriptions,
+        posts,
+        seed=seed,
+        chunk_posts=chunk_posts,
+        keep_pairs=keep_pairs,
+        timed_posts=timed_posts,
+    )
     timed = counted.timed
     for _ in range(repeats):
         for t in timed:
@@ -123,19 +152,17 @@ def replay(
     seconds = np.zeros(table.n_matchers)
     for t in timed:
         seconds[t.matcher] = t.best
-    pairs = counted.pairs
-    all_pairs = (
-        np.unique(np.concatenate(pairs), axis=0) if pairs else np.empty((0, 2), dtype=np.int64)
-    )
     slowest = float(seconds.max())
     return ReplayResult(
         n_posts=posts.n_posts,
         matcher_posts=counted.matcher_posts,
         matcher_operations=counted.operations,
         matcher_matches=counted.matches,
+        n_matches=counted.n_matches,
+        timed_posts=timed_posts,
         matcher_seconds=seconds,
-        throughput=posts.n_posts / slowest if slowest > 0 else float("nan"),
-        match_pairs=all_pairs,
+        throughput=timed_posts / slowest if slowest > 0 else float("nan"),
+        match_pairs=counted.pairs,
     )
 
 
@@ -146,25 +173,36 @@ def matcher_work(
     posts: Corpus,
     *,
     seed: int = 0,
+    chunk_posts: int = REPLAY_CHUNK_POSTS,
 ) -> np.ndarray:
     """``(N,)`` int64: each matcher's counted work (trie lookups + matches emitted) on
     ``posts`` routed by ``table`` to the tries of ``placement``: the cost in
     :attr:`ReplayResult.work_throughput`, deterministic and without timing."""
     if placement.n_matchers != table.n_matchers:
         raise InvalidArgumentError("placement and routing table have different N")
-    counted = _count(table, placement, subscriptions, posts, seed=seed, keep=False)
+    counted = _count(
+        table,
+        placement,
+        subscriptions,
+        posts,
+        seed=seed,
+        chunk_posts=chunk_posts,
+        keep_pairs=False,
+        timed_posts=0,
+    )
     work: np.ndarray = counted.operations + counted.matches
     return work
 
 
 @dataclass
 class _Counted:
-    """One matching of every matcher's posts: the work counted, and what timing needs."""
+    """Every matcher's posts matched once: the work counted, and what timing needs."""
 
     matcher_posts: np.ndarray
     operations: np.ndarray
     matches: np.ndarray
-    pairs: list[np.ndarray]
+    n_matches: int
+    pairs: np.ndarray | None
     timed: list[_Timed]
 
 
@@ -175,35 +213,68 @@ def _count(
     posts: Corpus,
     *,
     seed: int,
-    keep: bool = True,
+    chunk_posts: int,
+    keep_pairs: bool,
+    timed_posts: int,
 ) -> _Counted:
-    """Route ``posts``, build each matcher's trie, match its posts once: the work, and
-    (``keep``) the match pairs and the tries with their posts for timing."""
+    """Route ``posts``, build each matcher's trie, and match its posts once, ``chunk_posts``
+    posts at a time: the work, the distinct matches (and, ``keep_pairs``, the pairs), and
+    the tries with their share of the first ``timed_posts`` posts for timing."""
+    if chunk_posts < 1:
+        raise InvalidArgumentError(f"chunk_posts must be >= 1, got {chunk_posts}")
     n = table.n_matchers
     routed = route_corpus(table, posts, seed=seed)
+    # each matcher's post rows, ascending: a chunk of posts is a slice of every matcher's
     post_ptr, post_rows = corpus_kernels.transpose_csr(routed.indptr, routed.matchers, n)
     sub_ptr, sub_rows = placement.subscriptions_by_matcher()
     dictionary = subscription_dictionary(subscriptions, posts)
     word_map = dictionary.map_vocabulary(posts.vocabulary.tolist())
-    operations = np.zeros(n, dtype=np.int64)
-    emitted = np.zeros(n, dtype=np.int64)
-    pairs: list[np.ndarray] = []
-    timed: list[_Timed] = []
+    tries: dict[int, TrieMatcher] = {}
     for i in range(n):
         rows = sub_rows[sub_ptr[i] : sub_ptr[i + 1]].astype(np.int64)
-        targets = post_rows[post_ptr[i] : post_ptr[i + 1]].astype(np.int64)
-        if rows.size == 0 or targets.size == 0:
+        if rows.size == 0 or post_ptr[i + 1] == post_ptr[i]:
             continue
         indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
         trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
         trie.insert_many(placement.sub_ids[rows], indptr, words)
-        batch_ptr, batch_words = corpus_kernels.select_rows(posts.indptr, posts.indices, targets)
-        # the first matching gives the matches and the work (and compiles the kernel)
-        matches = trie.match(batch_ptr, batch_words, word_map)
-        operations[i] = matches.operations
-        emitted[i] = matches.sub_ids.shape[0]
-        if keep:
+        tries[i] = trie
+    operations = np.zeros(n, dtype=np.int64)
+    emitted = np.zeros(n, dtype=np.int64)
+    n_matches = 0
+    kept: list[np.ndarray] = []
+    for first in range(0, posts.n_posts, chunk_posts):
+        last = min(first + chunk_posts, posts.n_posts)
+        chunk_pairs: list[np.ndarray] = []
+        for i, trie in tries.items():
+            mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
+            lo, hi = np.searchsorted(mine, [first, last])
+            targets = mine[lo:hi].astype(np.int64)
+            if targets.size == 0:
+                continue
+            batch_ptr, batch_words = corpus_kernels.select_rows(
+                posts.indptr, posts.indices, targets
+            )
+            matches = trie.match(batch_ptr, batch_words, word_map)
+            operations[i] += matches.operations
+            emitted[i] += matches.sub_ids.shape[0]
             owner = np.repeat(targets, np.diff(matches.indptr))
-            pairs.append(np.stack([owner, matches.sub_ids], axis=1))
+            chunk_pairs.append(np.stack([owner, matches.sub_ids.astype(np.int64)], axis=1))
+        if chunk_pairs:
+            # a post's matches all lie in its chunk: distinct per chunk is distinct overall
+            distinct = np.unique(np.concatenate(chunk_pairs), axis=0)
+            n_matches += int(distinct.shape[0])
+            if keep_pairs:
+                kept.append(distinct)
+    timed: list[_Timed] = []
+    for i, trie in tries.items():
+        mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
+        targets = mine[: np.searchsorted(mine, timed_posts)].astype(np.int64)
+        if targets.size:
+            batch_ptr, batch_words = corpus_kernels.select_rows(
+                posts.indptr, posts.indices, targets
+            )
             timed.append(_Timed(i, trie, batch_ptr, batch_words, word_map))
-    return _Counted(np.diff(post_ptr), operations, emitted, pairs, timed)
+    pairs = None
+    if keep_pairs:
+        pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
+    return _Counted(np.diff(post_ptr), operations, emitted, n_matches, pairs, timed)

@@ -16,6 +16,8 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.corpus import _kernels
 from core.errors import InvalidArgumentError
@@ -149,6 +151,37 @@ def corpus_from_word_lists(
     vocabulary = np.asarray(uniques, dtype=object)
     ids = None if post_ids is None else np.asarray(list(post_ids), dtype=object)
     return Corpus(vocabulary, indptr, indices, ids)
+
+
+def corpus_from_arrow_lists(word_lists: pa.Array | pa.ChunkedArray) -> Corpus:
+    """:func:`corpus_from_word_lists` for an Arrow ``list<string>`` column (e.g. a
+    ``toArrow()`` of Spark's ``words``), without a Python object per word: the same corpus,
+    word ids by first appearance. A null list is a post without words.
+
+    Raises:
+        InvalidArgumentError: if the column is not a list of strings, or a word is null.
+    """
+    if not (pa.types.is_list(word_lists.type) or pa.types.is_large_list(word_lists.type)) or not (
+        pa.types.is_string(word_lists.type.value_type)
+        or pa.types.is_large_string(word_lists.type.value_type)
+    ):
+        raise InvalidArgumentError(f"expected a list<string> column, got {word_lists.type}")
+    lengths = np.asarray(pc.fill_null(pc.list_value_length(word_lists), 0), dtype=np.int64)
+    flat = pc.list_flatten(word_lists)
+    if flat.null_count:
+        raise InvalidArgumentError("every word must be a str (found a null word)")
+    indptr = np.zeros(len(word_lists) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    if len(flat) == 0:
+        return Corpus(np.empty(0, dtype=object), indptr, np.empty(0, dtype=np.int32))
+    # one memo table across the chunks: one dictionary, codes in first-appearance order
+    encoded = pc.dictionary_encode(flat)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    codes = np.asarray(encoded.indices, dtype=np.int32)
+    indptr, indices = _kernels.dedupe_sort_rows(indptr, codes)
+    vocabulary = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+    return Corpus(vocabulary, indptr, indices)
 
 
 def corpus_from_pairs(

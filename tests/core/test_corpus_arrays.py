@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -153,3 +155,44 @@ def test_dedupe_sort_rows_equals_sorted_sets(rows: list[list[int]]) -> None:
     expected = [sorted(set(r)) for r in rows]
     assert np.diff(out_indptr).tolist() == [len(r) for r in expected]
     assert out_indices.tolist() == [v for r in expected for v in r]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(st.sampled_from(["a", "b", "é", "", "w3"]), max_size=6)),
+        max_size=25,
+    ),
+    st.lists(st.integers(0, 25), max_size=3),
+    st.booleans(),
+)
+def test_corpus_from_arrow_lists_equals_corpus_from_word_lists(
+    lists: list[list[str] | None], cuts: list[int], large: bool
+) -> None:
+    """The Arrow path (evaluate's held-out posts) builds the corpus the Python path does,
+    however the column is chunked; a null list is a post without words."""
+    import pyarrow as pa
+
+    from core.corpus.arrays import corpus_from_arrow_lists
+
+    kind = pa.large_list(pa.large_string()) if large else pa.list_(pa.string())
+    bounds = [0, *sorted(min(c, len(lists)) for c in cuts), len(lists)]
+    column = pa.chunked_array(
+        [pa.array(lists[a:b], kind) for a, b in itertools.pairwise(bounds)], kind
+    )
+    got = corpus_from_arrow_lists(column)
+    want = corpus_from_word_lists([words or [] for words in lists])
+    assert got.vocabulary.tolist() == want.vocabulary.tolist()
+    assert got.indptr.tolist() == want.indptr.tolist()
+    assert got.indices.tolist() == want.indices.tolist()
+
+
+def test_corpus_from_arrow_lists_refuses_null_words_and_other_types() -> None:
+    import pyarrow as pa
+
+    from core.corpus.arrays import corpus_from_arrow_lists
+
+    with pytest.raises(InvalidArgumentError, match="null word"):
+        corpus_from_arrow_lists(pa.array([["a", None]], pa.list_(pa.string())))
+    with pytest.raises(InvalidArgumentError, match="list<string>"):
+        corpus_from_arrow_lists(pa.array([[1, 2]], pa.list_(pa.int64())))

@@ -91,6 +91,37 @@ def test_replay_times_every_matcher_that_has_work_and_refuses_bad_timing_argumen
         replay(table, placement, subs, held_out, min_sample_seconds=-1.0)
     with pytest.raises(InvalidArgumentError, match="repeats"):
         replay(table, placement, subs, held_out, repeats=0)
+    with pytest.raises(InvalidArgumentError, match="timing_posts"):
+        replay(table, placement, subs, held_out, timing_posts=0)
+    with pytest.raises(InvalidArgumentError, match="chunk_posts"):
+        replay(table, placement, subs, held_out, chunk_posts=0)
+
+
+@pytest.mark.parametrize("workload", ["tweet", "topic"])
+def test_replay_counts_the_same_in_any_chunk_size_and_times_a_sample(setup, workload):
+    """Counting in chunks of posts (what lets evaluate replay millions) changes no figure;
+    timing on the first posts changes only the timing."""
+    training, held_out, workloads = setup
+    subs = workloads[workload]
+    table = learn_mapping(training, 8, "salb", split=True, subscribed_words=_words(subs)).table
+    placement = place_subscriptions(table, subs, policy="lasp")
+    whole = replay(table, placement, subs, held_out, repeats=1, chunk_posts=held_out.n_posts)
+    assert whole.n_matches == whole.match_pairs.shape[0] > 0
+    assert whole.timed_posts == held_out.n_posts
+    for chunk in (1, 7, 333, held_out.n_posts + 5):
+        chunked = replay(
+            table, placement, subs, held_out, repeats=1, chunk_posts=chunk, timing_posts=250
+        )
+        assert np.array_equal(chunked.match_pairs, whole.match_pairs)
+        assert chunked.n_matches == whole.n_matches
+        assert np.array_equal(chunked.matcher_operations, whole.matcher_operations)
+        assert np.array_equal(chunked.matcher_matches, whole.matcher_matches)
+        assert np.array_equal(chunked.matcher_posts, whole.matcher_posts)
+        assert chunked.timed_posts == 250
+        assert chunked.throughput == pytest.approx(250 / chunked.matcher_seconds.max())
+    counted_only = replay(table, placement, subs, held_out, repeats=1, keep_pairs=False)
+    assert counted_only.match_pairs is None
+    assert counted_only.n_matches == whole.n_matches
 
 
 @pytest.mark.parametrize("workload", ["tweet", "topic"])
