@@ -229,6 +229,9 @@ def _count(
     sub_ptr, sub_rows = placement.subscriptions_by_matcher()
     dictionary = subscription_dictionary(subscriptions, posts)
     word_map = dictionary.map_vocabulary(posts.vocabulary.tolist())
+    n_subs = placement.sub_ids.shape[0]
+    # only a subscription placed on two or more matchers can match a post twice
+    multicast = np.diff(placement.indptr) > 1
     tries: dict[int, TrieMatcher] = {}
     for i in range(n):
         rows = sub_rows[sub_ptr[i] : sub_ptr[i + 1]].astype(np.int64)
@@ -236,7 +239,7 @@ def _count(
             continue
         indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
         trie = TrieMatcher(capacity=int(indptr[-1]) + 1)
-        trie.insert_many(placement.sub_ids[rows], indptr, words)
+        trie.insert_many(rows, indptr, words)  # by placement row: a pair is one int64 key
         tries[i] = trie
     operations = np.zeros(n, dtype=np.int64)
     emitted = np.zeros(n, dtype=np.int64)
@@ -244,7 +247,8 @@ def _count(
     kept: list[np.ndarray] = []
     for first in range(0, posts.n_posts, chunk_posts):
         last = min(first + chunk_posts, posts.n_posts)
-        chunk_pairs: list[np.ndarray] = []
+        chunk_keys: list[np.ndarray] = []  # (post row * n_subs + sub row) that may repeat
+        chunk_emitted = 0
         for i, trie in tries.items():
             mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
             lo, hi = np.searchsorted(mine, [first, last])
@@ -257,14 +261,18 @@ def _count(
             matches = trie.match(batch_ptr, batch_words, word_map)
             operations[i] += matches.operations
             emitted[i] += matches.sub_ids.shape[0]
+            chunk_emitted += matches.sub_ids.shape[0]
             owner = np.repeat(targets, np.diff(matches.indptr))
-            chunk_pairs.append(np.stack([owner, matches.sub_ids.astype(np.int64)], axis=1))
-        if chunk_pairs:
-            # a post's matches all lie in its chunk: distinct per chunk is distinct overall
-            distinct = np.unique(np.concatenate(chunk_pairs), axis=0)
+            keys = owner * n_subs + matches.sub_ids
+            chunk_keys.append(keys if keep_pairs else keys[multicast[matches.sub_ids]])
+        # a post's matches all lie in its chunk: distinct per chunk is distinct overall
+        repeatable = np.concatenate(chunk_keys) if chunk_keys else np.empty(0, np.int64)
+        distinct = np.unique(repeatable)
+        if keep_pairs:
             n_matches += int(distinct.shape[0])
-            if keep_pairs:
-                kept.append(distinct)
+            kept.append(distinct)
+        else:
+            n_matches += chunk_emitted - int(repeatable.shape[0]) + int(distinct.shape[0])
     timed: list[_Timed] = []
     for i, trie in tries.items():
         mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
@@ -276,5 +284,7 @@ def _count(
             timed.append(_Timed(i, trie, batch_ptr, batch_words, word_map))
     pairs = None
     if keep_pairs:
-        pairs = np.concatenate(kept) if kept else np.empty((0, 2), dtype=np.int64)
+        keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
+        pairs = np.stack([keys // max(n_subs, 1), placement.sub_ids[keys % max(n_subs, 1)]], 1)
+        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))].astype(np.int64)
     return _Counted(np.diff(post_ptr), operations, emitted, n_matches, pairs, timed)

@@ -103,7 +103,16 @@ def test_replay_counts_the_same_in_any_chunk_size_and_times_a_sample(setup, work
     timing on the first posts changes only the timing."""
     training, held_out, workloads = setup
     subs = workloads[workload]
-    table = learn_mapping(training, 8, "salb", split=True, subscribed_words=_words(subs)).table
+    learned = learn_mapping(training, 8, "salb", subscribed_words=_words(subs)).table
+    # the 40 most frequent words split in three: subscriptions of only those are multicast
+    frame = learned.to_frame()
+    hot = set(held_out.vocabulary[np.argsort(-held_out.word_frequencies)[:40]].tolist())
+    rows = [
+        (w, part, (int(m) + part) % 8)
+        for w, m in zip(frame["word"], frame["matcher_id"], strict=True)
+        for part in range(3 if w in hot else 1)
+    ]
+    table = RoutingTable.from_rows(*zip(*rows, strict=True), 8, subscribed_words=_words(subs))
     placement = place_subscriptions(table, subs, policy="lasp")
     whole = replay(table, placement, subs, held_out, repeats=1, chunk_posts=held_out.n_posts)
     assert whole.n_matches == whole.match_pairs.shape[0] > 0
@@ -119,9 +128,14 @@ def test_replay_counts_the_same_in_any_chunk_size_and_times_a_sample(setup, work
         assert np.array_equal(chunked.matcher_posts, whole.matcher_posts)
         assert chunked.timed_posts == 250
         assert chunked.throughput == pytest.approx(250 / chunked.matcher_seconds.max())
-    counted_only = replay(table, placement, subs, held_out, repeats=1, keep_pairs=False)
+    counted_only = replay(
+        table, placement, subs, held_out, repeats=1, keep_pairs=False, chunk_posts=97
+    )
     assert counted_only.match_pairs is None
     assert counted_only.n_matches == whole.n_matches
+    # the count without pairs dedupes what multicast subscriptions emit twice
+    assert placement.multicast_count() > 0
+    assert whole.matcher_matches.sum() > whole.n_matches
 
 
 @pytest.mark.parametrize("workload", ["tweet", "topic"])
