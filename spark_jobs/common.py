@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("s3tm.jobs")
 
+
+def quiet_chatty_loggers() -> None:
+    """Great Expectations logs hundreds of INFO lines per validation (its registry, config
+    saves): at WARNING, a job's own lines say what was validated."""
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
 ConfigT = TypeVar("ConfigT")
 JobBody = Callable[[ConfigT, "Lakehouse"], int]
 # a job's config: its dataclass (filled by :func:`config_from`), or a function building it
@@ -91,6 +98,7 @@ def run_job(
             format="%(asctime)s %(levelname)s %(message)s",
             datefmt="%H:%M:%S",
         )
+        quiet_chatty_loggers()
     started = time.perf_counter()
     try:
         if not spark:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from core.errors import S3TMError
 from s3tm.cli.text import plain
+from spark_jobs.common import quiet_chatty_loggers
 
 # the module that registers each command group, with the commands and help it registers
 # (tests/s3tm/test_cli.py checks this against what the modules register)
@@ -98,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        quiet_chatty_loggers()
     try:
         return int(args.handler(args))
     except S3TMError as err:

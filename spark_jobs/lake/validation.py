@@ -121,6 +121,20 @@ def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataF
     return {"routing_mappings": mappings, "routing_placements": placements}
 
 
+def silver_frame(lakehouse: DeltaStore) -> pd.DataFrame:
+    """silver.posts as the silver suite checks it, with ``words`` as each list's length
+    (null where the list is null): the rules on ``words`` are "exists" and "not null",
+    which the length keeps, and a column of Python lists made Great Expectations fingerprint
+    the batch by pickling the whole frame (minutes and gigabytes at 10M posts)."""
+    posts = lakehouse.read_arrow("silver.posts").select(
+        ["post_id", "words", "n_words", "event_day", "created_at", "sample_rate"]
+    )
+    posts = posts.set_column(
+        posts.schema.get_field_index("words"), "words", pc.list_value_length(posts["words"])
+    )
+    return posts.to_pandas()
+
+
 def validate_with_expectations(lakehouse: DeltaStore, version: int) -> ValidationResult:
     """Run the suites for ``version``; record the result and the new status."""
     import great_expectations as gx
@@ -144,11 +158,7 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
         ),
     ]
     if lakehouse.exists("silver.posts"):
-        silver = (
-            lakehouse.read_arrow("silver.posts")
-            .select(["post_id", "words", "n_words", "event_day", "created_at", "sample_rate"])
-            .to_pandas()
-        )
+        silver = silver_frame(lakehouse)
         results.append(
             _run_suite(context, "silver_posts", expectations.silver_posts_suite(), silver)
         )

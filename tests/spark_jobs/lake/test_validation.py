@@ -15,7 +15,7 @@ from schemas import table
 from spark_jobs.jobs import publish
 from spark_jobs.lake.routing_store import add_version, now_utc, write_mapping, write_placements
 from spark_jobs.lake.subscription_store import add_subscriptions
-from spark_jobs.lake.validation import data_docs_index
+from spark_jobs.lake.validation import data_docs_index, silver_frame
 
 POSTS = [["white", "hous"], ["elect", "white"], ["hous", "vote"], ["vote"], ["elect"]] * 20
 
@@ -94,6 +94,9 @@ def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
     }
     assert data_docs_index(lakehouse).is_file()
     assert publish.publish(lakehouse, None)["published"] == 1
+    # the suite sees each word list as its length: no Python list per row to fingerprint
+    frame = silver_frame(lakehouse).sort_values("post_id", key=lambda c: c.str[1:].astype(int))
+    assert frame["words"].tolist() == [len(w) for w in POSTS]
 
 
 @pytest.mark.parametrize(
