@@ -51,8 +51,9 @@ def subscription_frequencies(
     for first in range(0, posts.n_posts, chunk_posts):
         last = min(first + chunk_posts, posts.n_posts)
         lo, hi = int(posts.indptr[first]), int(posts.indptr[last])
-        matches = trie.match(posts.indptr[first : last + 1] - lo, posts.indices[lo:hi], word_map)
-        counts += np.bincount(matches.sub_ids, minlength=subscriptions.n_posts)
+        counts += trie.count_matches(
+            posts.indptr[first : last + 1] - lo, posts.indices[lo:hi], counts.shape[0], word_map
+        )
     return counts
 
 

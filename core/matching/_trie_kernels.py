@@ -185,6 +185,7 @@ def match_posts(
     nodes: np.ndarray,
     slot_next: np.ndarray,
     slot_sub: np.ndarray,
+    node_hits: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.int64, np.ndarray]:
     """Scoped traversal of the trie for every post.
 
@@ -192,6 +193,10 @@ def match_posts(
         post_indptr, post_words: posts as CSR of caller word ids.
         word_map: caller word id -> matcher word id (-1: in no subscription).
         table, root_child, nodes, slot_next, slot_sub: the trie.
+        node_hits: empty: emit the matches; else ``(n_nodes,)`` int64 counting mode: a
+            node holding subscriptions adds one per post that reaches it (a word set's
+            path is unique, so once per post) and nothing is emitted: counts without
+            listing billions of matches.
 
     Returns:
         ``(match_indptr int64, matched_sub_ids int64, operations, post_operations int64)``:
@@ -208,6 +213,7 @@ def match_posts(
     stack_node = np.empty(64, dtype=np.int64)
     stack_pos = np.empty(64, dtype=np.int64)
     n_root = root_child.shape[0]  # larger word ids are in no subscription of this trie
+    counting = node_hits.shape[0] > 0
     for p in range(n_posts):
         post_ops_before = ops
         start = post_indptr[p]
@@ -276,6 +282,9 @@ def match_posts(
                     next_pos = j
                     rec = NODE * found
                 slot = nodes[rec + HEAD]
+                if counting and slot >= 0:
+                    node_hits[found] += 1
+                    slot = -1
                 while slot >= 0:
                     if n_out == out.shape[0]:
                         grown = np.empty(2 * out.shape[0], dtype=np.int64)

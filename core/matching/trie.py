@@ -222,8 +222,52 @@ class TrieMatcher:
             self._nodes,
             self._slot_next,
             self._slot_sub,
+            np.empty(0, dtype=np.int64),
         )
         return Matches(indptr, subs, int(ops), post_ops)
+
+    def count_matches(
+        self,
+        post_indptr: np.ndarray,
+        post_words: np.ndarray,
+        n_ids: int,
+        word_map: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``(n_ids,)`` int64: how many of the posts each subscription id matches (ids must
+        lie in ``[0, n_ids)``), without listing the matches: the same traversal as
+        :meth:`match`, counting per trie node.
+
+        Raises:
+            InvalidArgumentError: if a subscription id held is outside ``[0, n_ids)``.
+        """
+        ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
+        node_hits = np.zeros(self._nodes.shape[0] // K.NODE, dtype=np.int64)  # every node id
+        K.match_posts(
+            ptr,
+            words,
+            mapping,
+            self._table,
+            self._root_child,
+            self._nodes,
+            self._slot_next,
+            self._slot_sub,
+            node_hits,
+        )
+        # each node's hits go to every subscription of its slot list
+        heads = self._nodes[K.NODE * np.arange(node_hits.shape[0]) + K.HEAD]
+        counts = np.zeros(n_ids, dtype=np.int64)
+        slots, nodes = heads.copy(), np.arange(node_hits.shape[0])
+        live = slots >= 0
+        slots, nodes = slots[live], nodes[live]
+        while slots.size:
+            ids = self._slot_sub[slots]
+            if ids.size and (ids.min() < 0 or ids.max() >= n_ids):
+                raise InvalidArgumentError(f"subscription ids must lie in [0, {n_ids})")
+            np.add.at(counts, ids, node_hits[nodes])
+            slots = self._slot_next[slots]
+            live = slots >= 0
+            slots, nodes = slots[live], nodes[live]
+        return counts
 
     def unique_words(self) -> int:
         """|H|: distinct words over the subscriptions held (for LASP's cost model)."""

@@ -33,6 +33,13 @@ def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[s
     assert got.n_matches == sum(len(e) for e in expected)  # no duplicates
     counting = CountingMatcher(ids, s_ptr, s_words).match(p_ptr, p_words, word_map)
     assert counting.as_sets() == expected
+    # counting without listing: per id, the posts it matches (brute force's count)
+    counts = trie.count_matches(p_ptr, p_words, 100 + len(subs), word_map)
+    want = np.zeros(100 + len(subs), dtype=np.int64)
+    for matched in expected:
+        for sub_id in matched:
+            want[sub_id] += 1
+    assert counts.tolist() == want.tolist()
 
 
 @settings(max_examples=examples(100), deadline=None)
@@ -53,6 +60,10 @@ def test_trie_stays_exact_under_deletes_and_reinserts(
             trie.compact()  # renumbering must not change any answer
     p_ptr, p_words = csr_of_sets(posts)
     assert trie.match(p_ptr, p_words).as_sets() == brute_force(live, posts)
+    # counting after deletes and renumbering: dead nodes count nothing
+    listed = trie.match(p_ptr, p_words).sub_ids
+    want = np.bincount(listed, minlength=len(subs)) if listed.size else np.zeros(len(subs))
+    assert trie.count_matches(p_ptr, p_words, len(subs)).tolist() == want.tolist()
     assert trie.n_subscriptions == len(live)
     for sid in list(live):
         trie.delete(sid)
@@ -103,6 +114,13 @@ def test_trie_rejects_malformed_subscriptions(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         TrieMatcher().insert_many(np.array([1]), np.array(indptr), np.array(words))
+
+
+def test_count_matches_refuses_ids_outside_its_range() -> None:
+    trie = TrieMatcher()
+    trie.insert(7, np.array([1, 2]))
+    with pytest.raises(InvalidArgumentError, match=r"\[0, 5\)"):
+        trie.count_matches(np.array([0, 2]), np.array([1, 2]), 5)
 
 
 def test_trie_rejects_duplicate_ids_and_unknown_deletes() -> None:
