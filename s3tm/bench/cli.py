@@ -87,6 +87,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_run_learn_job)
 
     p = kinds.add_parser(
+        "chain", help="[spark] the whole remap chain on N posts: time and memory per step"
+    )
+    p.add_argument("--posts", type=int, default=1_000_000, help="posts in the corpus")
+    p.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions drawn")
+    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    p.add_argument("--algorithm", default="salb2", help="the learner (the DAG's default)")
+    p.add_argument("--master", default="local[2]", help="Spark master")
+    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
+    p.add_argument(
+        "--workdir",
+        default="/tmp/s3tm-chain",
+        help="corpus (kept, reused per size) and scratch lakehouse",
+    )
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_chain)
+
+    p = kinds.add_parser(
         "delta-engines", help="[spark] the remap chain with delta-spark vs the delta-rs bridge"
     )
     p.add_argument("--posts", type=int, default=200_000, help="demo posts the chain ingests")
@@ -352,6 +369,26 @@ def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int
     if missing or any(chosen[w] < 1 for w in workloads):
         raise InputDataError(f"{option} needs a positive number for {workloads}, got {value!r}")
     return {w: chosen[w] for w in workloads}
+
+
+def _run_chain(args: argparse.Namespace) -> int:
+    from s3tm.bench import chain
+
+    if args.posts < 1 or args.subscriptions < 1 or args.nodes < 1:
+        raise InvalidArgumentError("--posts, --subscriptions and --nodes must be positive")
+    chain.run(
+        chain.ChainConfig(
+            posts=args.posts,
+            subscriptions=args.subscriptions,
+            nodes=args.nodes,
+            algorithm=args.algorithm,
+            master=args.master,
+            workdir=Path(args.workdir),
+            out=Path(args.out),
+            seed=args.seed,
+        )
+    )
+    return 0
 
 
 def _run_learn_job(args: argparse.Namespace) -> int:
