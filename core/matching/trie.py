@@ -212,8 +212,22 @@ class TrieMatcher:
             post_words: word ids of the posts, in any order within a post, distinct.
             word_map: id -> matcher word id (-1: in no subscription); identity when None.
         """
+        indptr, subs, ops, post_ops = self._traverse(
+            post_indptr, post_words, word_map, np.empty(0, dtype=np.int64)
+        )
+        return Matches(indptr, subs, int(ops), post_ops)
+
+    def _traverse(
+        self,
+        post_indptr: np.ndarray,
+        post_words: np.ndarray,
+        word_map: np.ndarray | None,
+        node_hits: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.int64, np.ndarray]:
+        """The scoped traversal (``K.match_posts``): listing, or counting into
+        ``node_hits`` when it is not empty."""
         ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
-        indptr, subs, ops, post_ops = K.match_posts(
+        return K.match_posts(
             ptr,
             words,
             mapping,
@@ -222,9 +236,8 @@ class TrieMatcher:
             self._nodes,
             self._slot_next,
             self._slot_sub,
-            np.empty(0, dtype=np.int64),
+            node_hits,
         )
-        return Matches(indptr, subs, int(ops), post_ops)
 
     def count_matches(
         self,
@@ -240,23 +253,12 @@ class TrieMatcher:
         Raises:
             InvalidArgumentError: if a subscription id held is outside ``[0, n_ids)``.
         """
-        ptr, words, mapping = prepare_posts(post_indptr, post_words, word_map)
         node_hits = np.zeros(self._nodes.shape[0] // K.NODE, dtype=np.int64)  # every node id
-        K.match_posts(
-            ptr,
-            words,
-            mapping,
-            self._table,
-            self._root_child,
-            self._nodes,
-            self._slot_next,
-            self._slot_sub,
-            node_hits,
-        )
+        self._traverse(post_indptr, post_words, word_map, node_hits)
         # each node's hits go to every subscription of its slot list
-        heads = self._nodes[K.NODE * np.arange(node_hits.shape[0]) + K.HEAD]
+        nodes = np.arange(node_hits.shape[0])
+        slots = self._nodes[K.NODE * nodes + K.HEAD]
         counts = np.zeros(n_ids, dtype=np.int64)
-        slots, nodes = heads.copy(), np.arange(node_hits.shape[0])
         live = slots >= 0
         slots, nodes = slots[live], nodes[live]
         while slots.size:
