@@ -47,6 +47,10 @@ def prefix_hashes(offsets: np.ndarray, data: np.ndarray, prefix: int) -> np.ndar
     return out
 
 
+# _token_byte as a lookup table: one load per byte in the scan of every raw line
+_TOKEN_BYTES = np.array([_token_byte.py_func(b) for b in range(256)], dtype=np.int16)
+
+
 @njit(cache=True)
 def line_values(
     offsets: np.ndarray, data: np.ndarray, table: np.ndarray, prefix: int
@@ -54,8 +58,13 @@ def line_values(
     """Per line: the sum of ``table`` over its distinct tokens' prefix hashes."""
     n = offsets.shape[0] - 1
     mask = np.uint64(table.shape[0] - 1)
+    token_bytes = _TOKEN_BYTES
     out = np.zeros(n, dtype=np.float64)
     seen = np.empty(MAX_TOKENS, dtype=np.uint64)
+    # which line last met each bucket, and with which hash: a repeat is found in O(1);
+    # only two hashes of one line in one bucket fall back to the line's list
+    bucket_line = np.full(table.shape[0], -1, dtype=np.int64)
+    bucket_hash = np.zeros(table.shape[0], dtype=np.uint64)
     for i in range(n):
         n_seen = 0
         total = 0.0
@@ -63,22 +72,30 @@ def line_values(
         taken = 0
         stop = offsets[i + 1]
         for j in range(offsets[i], stop + 1):
-            b = _token_byte(data[j]) if j < stop else -1
+            b = token_bytes[data[j]] if j < stop else -1
             if b >= 0:
                 if taken < prefix:
                     h = ((h ^ np.uint64(b)) * _FNV_PRIME) & _LOW32
                 taken += 1
                 continue
             if taken > 0:  # a token ended
+                bucket = h & mask
                 new = True
-                for k in range(n_seen):
-                    if seen[k] == h:
+                if bucket_line[bucket] == i:
+                    if bucket_hash[bucket] == h:
                         new = False
-                        break
+                    else:
+                        for k in range(n_seen):
+                            if seen[k] == h:
+                                new = False
+                                break
                 if new and n_seen < MAX_TOKENS:
+                    if bucket_line[bucket] != i:
+                        bucket_line[bucket] = i
+                        bucket_hash[bucket] = h
                     seen[n_seen] = h
                     n_seen += 1
-                    total += table[h & mask]
+                    total += table[bucket]
                 h = _FNV_OFFSET
                 taken = 0
         out[i] = total
@@ -90,19 +107,39 @@ def keep_most_valuable(
     values: np.ndarray, n_drop: int, exempt: np.ndarray, seed: int
 ) -> np.ndarray:
     """Keep-mask: the ``n_drop`` non-exempt posts of least value are dropped, ties broken by
-    a seeded draw (so equal values drop at random, not by position)."""
+    a seeded draw (so equal values drop at random, not by position), then by position.
+
+    A selection, not a sort: the ``n_drop``-th least value is found in linear time, every
+    post below it goes, and only the posts tied at it are drawn and sorted (a drop runs
+    on every raw line of an overloaded batch, millions of them)."""
     n = values.shape[0]
     keep = np.ones(n, dtype=np.bool_)
     if n_drop <= 0:
         return keep
     candidates = np.flatnonzero(~exempt)
-    draws = np.empty(candidates.shape[0], dtype=np.float64)
-    for i in range(candidates.shape[0]):
-        draws[i] = unit_draw(seed, candidates[i], VALUE_SALT)
-    # value first, the draw second: argsort of value, stable over the draw order
-    by_draw = np.argsort(draws, kind="mergesort")
-    by_value = np.argsort(values[candidates[by_draw]], kind="mergesort")
-    order = candidates[by_draw[by_value]]
-    for i in range(min(n_drop, order.shape[0])):
-        keep[order[i]] = False
+    if n_drop >= candidates.shape[0]:
+        for i in range(candidates.shape[0]):
+            keep[candidates[i]] = False
+        return keep
+    pool = values[candidates]
+    threshold = np.partition(pool, n_drop - 1)[n_drop - 1]
+    below = 0
+    tied = 0
+    for i in range(pool.shape[0]):
+        if pool[i] < threshold:
+            keep[candidates[i]] = False
+            below += 1
+        elif pool[i] == threshold:
+            tied += 1
+    ties = np.empty(tied, dtype=np.int64)
+    draws = np.empty(tied, dtype=np.float64)
+    k = 0
+    for i in range(pool.shape[0]):
+        if pool[i] == threshold:
+            ties[k] = candidates[i]
+            draws[k] = unit_draw(seed, candidates[i], VALUE_SALT)
+            k += 1
+    order = np.argsort(draws, kind="mergesort")  # stable: equal draws by position
+    for i in range(n_drop - below):
+        keep[ties[order[i]]] = False
     return keep

@@ -73,6 +73,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_normalise)
 
+    p = kinds.add_parser("drop", help="a drop level's cost per raw line, against --compare REV")
+    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
+    p.add_argument("--lines", type=int, default=1_000_000, help="raw lines dropped from")
+    p.add_argument("--fraction", type=float, default=0.75, help="share of the lines dropped")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls per run (best kept)")
+    p.add_argument("--compare", required=True, metavar="REV", help="the git revision to beat")
+    p.add_argument("--runs", type=int, default=3, help="alternating runs per side")
+    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    p.set_defaults(handler=_run_drop)
+
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
     p.add_argument(
         "--posts",
@@ -278,6 +288,28 @@ def _run_normalise(args: argparse.Namespace) -> int:
         raise InputDataError("--posts, --batch-posts and --runs must be >= 1")
     normalise.run(
         path, posts=args.posts, batch_posts=args.batch_posts, runs=args.runs, out=Path(args.out)
+    )
+    return 0
+
+
+def _run_drop(args: argparse.Namespace) -> int:
+    from s3tm.bench.compare import compare_drop
+    from s3tm.bench.realdata import real_corpus_path
+
+    if args.corpus and not Path(args.corpus).is_file():
+        raise InputDataError(f"corpus not found: {args.corpus}")
+    if min(args.lines, args.repeats, args.runs) < 1:
+        raise InputDataError("--lines, --repeats and --runs must be >= 1")
+    if not 0 < args.fraction < 1:
+        raise InputDataError(f"--fraction must lie in (0, 1), got {args.fraction}")
+    compare_drop(
+        args.compare,
+        corpus=Path(args.corpus) if args.corpus else real_corpus_path(),
+        lines=args.lines,
+        fraction=args.fraction,
+        repeats=args.repeats,
+        runs=args.runs,
+        out=Path(args.out),
     )
     return 0
 

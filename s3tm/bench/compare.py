@@ -425,3 +425,64 @@ def compare_matcher(
         out / "matcher_compare.csv",
     )
     return rows
+
+
+def compare_drop(
+    rev: str,
+    *,
+    corpus: Path | None,
+    lines: int,
+    fraction: float,
+    repeats: int,
+    runs: int,
+    out: Path,
+) -> list[dict[str, object]]:
+    """A drop level over the same raw lines in each tree, alternating, one core
+    (:mod:`s3tm.bench.drop_probe`); ``drop_compare.csv``. Both trees must drop exactly the
+    same lines."""
+    from s3tm.bench.drop import save_input
+
+    probe = TREE / "s3tm" / "bench" / "drop_probe.py"
+    with _one_core_sides(rev, "drop") as (scratch, baseline, commit):
+        lines_path, table_path, label = save_input(scratch, corpus, lines)
+        masks: set[str] = set()
+
+        def one_run(tree: Path, _: Path) -> dict[str, float]:
+            figures = run_json_child(
+                tree,
+                [str(probe), str(lines_path), str(table_path), str(fraction), str(repeats)],
+                "drop probe",
+            )
+            masks.add(figures["keep_sha1"])
+            return {"us/line": figures["us_per_line"]}
+
+        print(f"[{label}, drop {fraction:.0%}] {runs} alternating runs per side", flush=True)
+        old, new = alternate(baseline, runs, one_run, scratch / "runs")
+        if len(masks) != 1:
+            raise InputDataError("the two trees dropped different lines")
+        base, mine = median(old.values, "us/line"), median(new.values, "us/line")
+        rows: list[dict[str, object]] = [
+            {
+                "lines": label,
+                "drop_fraction": fraction,
+                "baseline_rev": commit[:12],
+                "baseline_us_per_line": round(base, 3),
+                "new_us_per_line": round(mine, 3),
+                "speed-up": round(base / mine, 2),
+                "runs": runs,
+                "baseline_min_max": _range(old.values, "us/line"),
+                "new_min_max": _range(new.values, "us/line"),
+            }
+        ]
+    _report(
+        rows,
+        f"a drop level on raw lines (value estimate + selection), one core, best of "
+        f"{repeats} per run, medians of alternating runs (same lines, same lines dropped)",
+        out / "drop_compare.csv",
+    )
+    return rows
+
+
+def _range(values: list[dict[str, float]], key: str) -> str:
+    present = [v[key] for v in values if key in v]
+    return f"{min(present):.3f}-{max(present):.3f}" if present else ""

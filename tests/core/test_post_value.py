@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidArgumentError
+from core.shedding._kernels import unit_draw
+from core.shedding._value_kernels import VALUE_SALT
 from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
 from core.shedding.post_value import (
@@ -87,6 +89,25 @@ def test_the_least_valuable_posts_go(values, fraction, exempt_every, seed) -> No
     if (~keep).any() and kept_candidates.any():
         assert v[~keep].max() <= v[kept_candidates].min()
     assert (keep_most_valuable(v, fraction, exempt, seed) == keep).all()  # replayable
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 7.0]) | st.floats(0, 9), max_size=80),
+    fraction=st.floats(0, 0.95),
+    exempt_every=st.integers(2, 10),
+    seed=st.integers(0, 1000),
+)
+def test_the_selection_drops_what_a_full_sort_would(values, fraction, exempt_every, seed) -> None:
+    """The kernel selects (linear time); the slow obvious version sorts every candidate by
+    (value, seeded draw, position) and drops the first ones."""
+    v = np.array(values, dtype=np.float64)
+    exempt = np.arange(v.shape[0]) % exempt_every == 0
+    candidates = [i for i in range(v.shape[0]) if not exempt[i]]
+    ordered = sorted(candidates, key=lambda i: (v[i], unit_draw(seed, i, VALUE_SALT), i))
+    want = np.ones(v.shape[0], dtype=np.bool_)
+    want[ordered[: round(fraction * v.shape[0])]] = False
+    assert keep_most_valuable(v, fraction, exempt, seed).tolist() == want.tolist()
 
 
 def test_equal_values_drop_at_random_not_by_position() -> None:

@@ -84,3 +84,36 @@ def test_learn_compare_rejects_unknown_algorithms(tmp_path, capsys):
     argv = ["bench", "learn", "--compare", "HEAD", "--algorithms", "nope", "--out", str(tmp_path)]
     assert main(argv) == 2
     assert "--algorithms must list some of" in capsys.readouterr().err
+
+
+def test_drop_compare_checks_both_trees_drop_the_same_lines(tmp_path):
+    # HEAD against the working tree on generated posts (no corpus): a drop of 60%
+    rows = compare.compare_drop(
+        "HEAD", corpus=None, lines=5_000, fraction=0.6, repeats=1, runs=1, out=tmp_path
+    )
+    (row,) = rows
+    assert row["lines"] == "5,000 lines of generated posts"
+    assert float(row["baseline_us_per_line"]) > 0 and float(row["new_us_per_line"]) > 0
+    written = compare.read_csv_rows(tmp_path / "drop_compare.csv")
+    assert written[0]["drop_fraction"] == "0.6"
+
+
+def test_the_drop_probe_drops_the_share_asked_for(tmp_path):
+    from s3tm.bench.drop import save_input
+    from s3tm.bench.drop_probe import main as probe
+
+    lines, table, _ = save_input(tmp_path, None, 2_000)
+    figures = probe(str(lines), str(table), 0.5, 1)
+    assert figures["lines"] == 2_000
+    # half of the lines outside the 2% exempt sample go
+    assert 950 <= figures["dropped"] <= 1_000
+    again = probe(str(lines), str(table), 0.5, 1)
+    assert again["keep_sha1"] == figures["keep_sha1"]  # the same lines go every time
+
+
+def test_bench_drop_refuses_a_fraction_outside_0_1(tmp_path, capsys):
+    from s3tm.cli.main import main
+
+    argv = ["bench", "drop", "--compare", "HEAD", "--fraction", "1.5", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--fraction must lie in (0, 1)" in capsys.readouterr().err
