@@ -78,8 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--lines", type=int, default=1_000_000, help="raw lines dropped from")
     p.add_argument("--fraction", type=float, default=0.75, help="share of the lines dropped")
     p.add_argument("--repeats", type=int, default=5, help="timed calls per run (best kept)")
-    p.add_argument("--compare", required=True, metavar="REV", help="the git revision to beat")
+    p.add_argument("--compare", metavar="REV", help="the git revision to beat (one core)")
     p.add_argument("--runs", type=int, default=3, help="alternating runs per side")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="instead: wall time per line in the stream's shape on --master (the JVM reading "
+        "the lines, handing them to Python, dropping them there)",
+    )
+    p.add_argument("--master", default="local[*]", help="Spark master with --spark")
     p.add_argument("--out", default="docs/bench", help="directory for the CSV")
     p.set_defaults(handler=_run_drop)
 
@@ -302,9 +309,24 @@ def _run_drop(args: argparse.Namespace) -> int:
         raise InputDataError("--lines, --repeats and --runs must be >= 1")
     if not 0 < args.fraction < 1:
         raise InputDataError(f"--fraction must lie in (0, 1), got {args.fraction}")
+    corpus = Path(args.corpus) if args.corpus else real_corpus_path()
+    if args.spark:
+        from s3tm.bench import drop
+
+        drop.run_spark(
+            corpus,
+            lines=args.lines,
+            fraction=args.fraction,
+            repeats=args.repeats,
+            master=args.master,
+            out=Path(args.out),
+        )
+        return 0
+    if not args.compare:
+        raise InputDataError("give --compare REV (one core, side by side) or --spark")
     compare_drop(
         args.compare,
-        corpus=Path(args.corpus) if args.corpus else real_corpus_path(),
+        corpus=corpus,
         lines=args.lines,
         fraction=args.fraction,
         repeats=args.repeats,

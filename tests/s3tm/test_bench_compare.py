@@ -117,3 +117,23 @@ def test_bench_drop_refuses_a_fraction_outside_0_1(tmp_path, capsys):
     argv = ["bench", "drop", "--compare", "HEAD", "--fraction", "1.5", "--out", str(tmp_path)]
     assert main(argv) == 2
     assert "--fraction must lie in (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_bench_drop_spark_times_each_stage_of_a_dropped_line(spark, tmp_path, capsys):
+    from s3tm.cli.main import main
+
+    argv = ["bench", "drop", "--spark", "--lines", "3000", "--repeats", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    (row,) = compare.read_csv_rows(tmp_path / "drop_spark.csv")
+    stages = ["read (JVM only)", "read + hand over to Python", "read + hand over + drop"]
+    assert all(float(row[f"{s} us/line"]) > 0 for s in stages)
+    assert float(row["drop_fraction"]) == 0.75
+    assert "wall time in the stream's shape" in capsys.readouterr().out
+
+
+def test_bench_drop_needs_a_revision_or_spark(tmp_path, capsys):
+    from s3tm.cli.main import main
+
+    assert main(["bench", "drop", "--out", str(tmp_path)]) == 2
+    assert "give --compare REV" in capsys.readouterr().err
