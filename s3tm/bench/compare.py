@@ -114,10 +114,10 @@ def median(values: list[dict[str, float]], key: str) -> float:
     return float(statistics.median(present)) if present else float("nan")
 
 
-def min_max(values: list[dict[str, float]], key: str) -> str:
+def min_max(values: list[dict[str, float]], key: str, digits: int = 0) -> str:
     """The range of one figure over a side's runs, e.g. ``940041-1022163``."""
     present = [v[key] for v in values if key in v]
-    return f"{min(present):.0f}-{max(present):.0f}" if present else ""
+    return f"{min(present):.{digits}f}-{max(present):.{digits}f}" if present else ""
 
 
 def read_csv_rows(path: Path) -> list[dict[str, str]]:
@@ -470,8 +470,8 @@ def compare_drop(
                 "new_us_per_line": round(mine, 3),
                 "speed-up": round(base / mine, 2),
                 "runs": runs,
-                "baseline_min_max": _range(old.values, "us/line"),
-                "new_min_max": _range(new.values, "us/line"),
+                "baseline_min_max": min_max(old.values, "us/line", 3),
+                "new_min_max": min_max(new.values, "us/line", 3),
             }
         ]
     _report(
@@ -481,8 +481,3 @@ def compare_drop(
         out / "drop_compare.csv",
     )
     return rows
-
-
-def _range(values: list[dict[str, float]], key: str) -> str:
-    present = [v[key] for v in values if key in v]
-    return f"{min(present):.3f}-{max(present):.3f}" if present else ""

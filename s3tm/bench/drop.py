@@ -90,24 +90,15 @@ def spark_costs(
 
     from pyspark.sql import functions as F
 
-    from core.shedding.plan import ShedPlan
+    from s3tm.bench.drop_probe import load_input
     from spark_jobs.lake.session import build_session
     from spark_jobs.stream.pipeline import STREAM_CONF
 
     lines_path, table_path, label = save_input(folder, corpus, lines)
-    with pa.memory_map(str(lines_path)) as source:
-        raw = pa.ipc.open_file(source).read_all().column("line").combine_chunks()
+    raw, plan = load_input(str(lines_path), str(table_path), fraction)
     text = folder / "lines"
     text.mkdir(exist_ok=True)
     (text / "part-0.jsonl").write_bytes(b"\n".join(raw.to_pylist()) + b"\n")
-    plan = ShedPlan(
-        utility="yield",
-        level=1,
-        max_spread=1.0,
-        exempt_fraction=0.02,
-        drop_fraction=fraction,
-        drop_values=ValueTable(np.load(table_path)),
-    )
     spark = build_session("s3tm-bench-drop", master=master, conf=STREAM_CONF)
     frame = spark.read.text(str(text)).select(F.col("value").cast("binary").alias("line"))
     ways = {

@@ -18,22 +18,28 @@ import numpy as np
 import pyarrow as pa
 
 
-def main(lines_path: str, table_path: str, fraction: float, repeats: int) -> dict[str, object]:
-    from core.shedding.drop import drop_lines
+def load_input(lines_path: str, table_path: str, fraction: float):  # type: ignore[no-untyped-def]
+    """(raw lines, the drop plan) saved by :func:`s3tm.bench.drop.save_input`."""
     from core.shedding.plan import ShedPlan
     from core.shedding.post_value import ValueTable
 
     with pa.memory_map(lines_path) as source:
         lines = pa.ipc.open_file(source).read_all().column("line").combine_chunks()
-    table = ValueTable(np.load(table_path))
     plan = ShedPlan(
         utility="yield",
         level=1,
         max_spread=1.0,
         exempt_fraction=0.02,
         drop_fraction=fraction,
-        drop_values=table,
+        drop_values=ValueTable(np.load(table_path)),
     )
+    return lines, plan
+
+
+def main(lines_path: str, table_path: str, fraction: float, repeats: int) -> dict[str, object]:
+    from core.shedding.drop import drop_lines
+
+    lines, plan = load_input(lines_path, table_path, fraction)
     seed = 7
     kept = drop_lines(plan, lines, seed)  # the first call loads (or compiles) the kernels
     best = float("inf")
