@@ -37,7 +37,12 @@ from core.sampling.hash_fraction import spark_xxhash64
 from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
 from core.shedding.yield_stats import YieldObservation
-from core.stream.dispatch import MATCHED_ARROW, dispatch_tables, storage_schema
+from core.stream.dispatch import (
+    concat_matched,
+    dispatch_tables,
+    matched_sub_ids,
+    storage_schema,
+)
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import (
     MatcherCache,
@@ -87,8 +92,13 @@ def to_ipc(batch: pa.RecordBatch) -> bytes:
     return bytes(sink.getvalue())
 
 
-def from_ipc(payload: bytes) -> pa.Table:
+def from_ipc(payload: bytes | pa.Buffer) -> pa.Table:
     return pa.ipc.open_stream(payload).read_all()
+
+
+def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
+    """A binary column's values as Arrow buffers: views, not copies into Python bytes."""
+    return [value.as_buffer() for value in payloads]
 
 
 CACHE = MatcherCache()
@@ -344,7 +354,7 @@ def _match_run(
             yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
         data = batch.filter(pc.invert(is_note))
         for matcher, payload in zip(
-            data.column("matcher").to_pylist(), data.column("payload").to_pylist(), strict=True
+            data.column("matcher").to_pylist(), _buffers(data.column("payload")), strict=True
         ):
             seen.add(matcher)
             posts = from_ipc(payload)
@@ -371,16 +381,15 @@ def _match_run(
             np.cumsum(counts[hit], out=offsets_hit[1:])
             level = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
             hit_rows = pa.array(hit)
+            sub_ids, schema = matched_sub_ids(result.sub_ids)
             matched = pa.RecordBatch.from_arrays(
                 [
                     posts.column("post_id").take(hit_rows).combine_chunks(),
                     pa.array(np.full(hit.shape[0], matcher, dtype=np.int32)),
                     pa.array(level[hit]),
-                    pa.ListArray.from_arrays(
-                        pa.array(offsets_hit), pa.array(result.sub_ids, pa.int64())
-                    ),
+                    pa.ListArray.from_arrays(pa.array(offsets_hit), sub_ids),
                 ],
-                schema=MATCHED_ARROW,
+                schema=schema,
             )
             dpart = np.asarray(posts.column("dpart").combine_chunks())[hit]
             for d in np.unique(dpart).tolist():
@@ -390,7 +399,12 @@ def _match_run(
     if found:
         parts = sorted(found)
         packed = [
-            to_ipc(pa.Table.from_batches(found[d]).combine_chunks().to_batches()[0]) for d in parts
+            to_ipc(
+                concat_matched([pa.Table.from_batches([b]) for b in found[d]])
+                .combine_chunks()
+                .to_batches()[0]
+            )
+            for d in parts
         ]
         figures["payload_bytes"] = sum(len(p) for p in packed)
         yield pa.RecordBatch.from_arrays(
@@ -463,13 +477,9 @@ def _dispatch_run(
         notes = batch.filter(is_note)
         if notes.num_rows:  # pass the earlier stages' notes through
             yield notes.select(["note"])
-        payloads += batch.filter(pc.invert(is_note)).column("payload").to_pylist()
+        payloads += _buffers(batch.filter(pc.invert(is_note)).column("payload"))
     started = time.perf_counter()
-    matched = (
-        pa.concat_tables([from_ipc(p) for p in payloads])
-        if payloads
-        else MATCHED_ARROW.empty_table()
-    )
+    matched = concat_matched([from_ipc(p) for p in payloads])
     matches, deliveries = dispatch_tables(
         matched,
         snapshot.subscribers,

@@ -12,11 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InputDataError
+from core.stream._dispatch_kernels import dedupe_by_post
 from core.stream.dispatch import (
     MATCHED_ARROW,
+    MATCHED_NARROW_ARROW,
     MATCHES_ARROW,
     Subscribers,
+    concat_matched,
     dispatch_tables,
+    matched_sub_ids,
     matches_of_deliveries,
 )
 from tests.hypothesis_tiers import examples
@@ -142,3 +146,59 @@ def test_subscriptions_rank_by_subscriber_then_id() -> None:
     assert subscribers.ranks(np.array([2, 4, 5, 9])).tolist() == [2, 0, 3, 1]
     with pytest.raises(InputDataError, match="no subscriber"):
         subscribers.ranks(np.array([3]))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # post code
+            st.integers(0, 5),  # matcher
+            st.integers(0, 2),  # level
+            st.lists(st.integers(0, (1 << 20) - 1), max_size=120),  # ranks, wide ones too
+        ),
+        max_size=12,
+    )
+)
+def test_dedupe_kernel_equals_a_stable_sort(rows) -> None:
+    # posts of many matches take the kernel's radix sort, few its insertion sort: both
+    # against the obvious order (post, rank, matcher, row), each (post, rank) once
+    n_posts = 4
+    offsets = np.cumsum([0] + [len(r[3]) for r in rows]).astype(np.int64)
+    got = dedupe_by_post(
+        np.array([r[0] for r in rows], dtype=np.int64),
+        np.array([r[1] for r in rows], dtype=np.int64),
+        np.array([r[2] for r in rows], dtype=np.int32),
+        offsets,
+        np.array([x for r in rows for x in r[3]], dtype=np.int64),
+        n_posts,
+    )
+    found = sorted(
+        (post, rank, matcher, i, level)
+        for i, (post, matcher, level, ranks) in enumerate(rows)
+        for rank in ranks
+    )
+    expected: dict[tuple[int, int], tuple[int, int]] = {}
+    for post, rank, matcher, _, level in found:
+        expected.setdefault((post, rank), (matcher, level))
+    assert [a.tolist() for a in got] == [
+        [p for p, _ in expected],
+        [r for _, r in expected],
+        [m for m, _ in expected.values()],
+        [lv for _, lv in expected.values()],
+    ]
+
+
+def test_matched_ids_travel_narrow_when_they_fit() -> None:
+    ids, schema = matched_sub_ids(np.array([3, 7], dtype=np.int64))
+    assert ids.type == pa.int32() and schema == MATCHED_NARROW_ARROW
+    ids, schema = matched_sub_ids(np.array([3, 1 << 40], dtype=np.int64))
+    assert ids.type == pa.int64() and schema == MATCHED_ARROW
+    row = {"post_id": "p1", "matcher_id": 0, "shedding_level": 0}
+    narrow = pa.Table.from_pylist([{**row, "sub_ids": [1]}], schema=MATCHED_NARROW_ARROW)
+    wide = pa.Table.from_pylist([{**row, "matcher_id": 1, "sub_ids": [4]}], schema=MATCHED_ARROW)
+    both = concat_matched([narrow, wide])
+    assert both.schema == MATCHED_ARROW and both.column("sub_ids").to_pylist() == [[1], [4]]
+    assert concat_matched([narrow, narrow]).schema == MATCHED_NARROW_ARROW
+    _, deliveries = dispatch_tables(both, Subscribers.of(OWNERS), 1, 0, NOW)
+    assert deliveries.column("sub_ids").to_pylist() == [[1, 4]]  # user1's two
