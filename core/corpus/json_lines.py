@@ -2,9 +2,11 @@
 
 The streaming job receives raw lines (a landing file's or a Kafka record's bytes) and must
 give every one of them the same verdict as the batch ingest, which judges line by line in
-Python (:func:`core.corpus.io.parse_json_record`). Doing that per line costs ~4 us a post;
-this module parses a whole batch with Arrow's JSON reader instead and hands to Python only
-the lines Arrow cannot speak for:
+Python (:func:`core.corpus.io.parse_json_record`). Doing that per line costs ~4 us a post.
+Here a numba kernel (``_json_kernels``) first reads the lines that are flat objects of
+string fields, the stream's posts, in one pass and vouches for those it can (see there);
+the rest are parsed with Arrow's JSON reader, which hands to Python only the lines it
+cannot speak for:
 
 - a batch Arrow refuses (any invalid line, a numeric id, a repeated key, bad UTF-8, ...) is
   judged line by line;
@@ -29,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from core.corpus import _json_kernels
 from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 
 # bytes.strip()'s whitespace: what the ingest calls a blank line
@@ -69,6 +72,86 @@ def judge_lines(lines: pa.Array, *, require_id: bool = True) -> JudgedLines:
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     data = lines.cast(pa.binary())
+    fast = _fast_judge(data)
+    if fast is None or pc.all(pc.is_null(fast.reason)).as_py():
+        return fast or _judge(data, require_id)
+    # the lines the kernel left undecided take the other paths
+    undecided = pc.is_valid(fast.reason)
+    rest = _judge(data.filter(undecided), require_id)
+    return JudgedLines(
+        *(
+            pc.replace_with_mask(old, undecided, new)
+            for old, new in (
+                (fast.post_id, rest.post_id),
+                (fast.text, rest.text),
+                (fast.reason, rest.reason),
+            )
+        )
+    )
+
+
+_UNDECIDED = "undecided"
+
+
+def _fast_judge(data: pa.Array) -> JudgedLines | None:
+    """The kernel's verdicts: accepted lines with their id and text, the others with the
+    reason ``_UNDECIDED`` (a placeholder the caller replaces). None for an empty batch."""
+    n = len(data)
+    if n == 0:
+        return None
+    _, offsets_buffer, data_buffer = data.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[data.offset : data.offset + n + 1]
+    raw = (
+        np.frombuffer(data_buffer, dtype=np.uint8)
+        if data_buffer is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
+    first, last = int(offsets[0]), int(offsets[-1])
+    longest = int(np.max(np.diff(offsets))) if n else 0
+    id_out = np.empty(last - first, dtype=np.uint8)
+    text_out = np.empty(last - first, dtype=np.uint8)
+    id_offsets = np.empty(n + 1, dtype=np.int32)
+    text_offsets = np.empty(n + 1, dtype=np.int32)
+    vouched = np.zeros(n, dtype=np.bool_)
+    _json_kernels.scan_posts(
+        raw[first:last],
+        offsets.astype(np.int64) - first,
+        _space_table(),
+        MAX_TEXT_CHARS,
+        id_out,
+        id_offsets,
+        text_out,
+        text_offsets,
+        np.empty(longest, dtype=np.uint8),
+        vouched,
+    )
+    if data.null_count:  # a null line is a blank one, whatever its offsets say
+        vouched &= np.asarray(data.is_valid(), dtype=np.bool_)
+    validity = pa.py_buffer(np.packbits(vouched, bitorder="little"))
+    nulls = n - int(vouched.sum())
+
+    def strings(values: np.ndarray, value_offsets: np.ndarray) -> pa.Array:
+        return pa.Array.from_buffers(
+            pa.string(),
+            n,
+            [validity, pa.py_buffer(value_offsets), pa.py_buffer(values[: value_offsets[-1]])],
+            null_count=nulls,
+        )
+
+    reason = pc.if_else(pa.array(vouched), pa.scalar(None, pa.string()), _UNDECIDED)
+    return JudgedLines(strings(id_out, id_offsets), strings(text_out, text_offsets), reason)
+
+
+@functools.cache
+def _space_table() -> np.ndarray:
+    """``(0x110000,)`` uint8: 1 for the code points ``str.strip`` removes."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    table[[ord(c) for c in _PY_WHITESPACE]] = 1
+    return table
+
+
+def _judge(data: pa.Array, require_id: bool) -> JudgedLines:
+    """Arrow's JSON reader over the batch, Python for what it cannot speak for."""
     n = len(data)
     blank = pc.fill_null(pc.match_substring_regex(data, _BLANK_LINE), True)
     candidate = pc.invert(blank)

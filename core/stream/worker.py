@@ -302,13 +302,13 @@ class MatcherCache:
         return self._word_keys[: snapshot.n_words]
 
     def count_words(
-        self, snapshot: MatcherSnapshot, word_ids: np.ndarray, sketch: WordSketch
+        self, snapshot: MatcherSnapshot, word_counts: np.ndarray, sketch: WordSketch
     ) -> None:
-        """Add the posts' words (dictionary ids, one per post and word) to ``sketch``."""
+        """Add word occurrences to ``sketch``: ``word_counts[w]`` posts held dictionary word
+        w (a task sums its blocks' ``np.bincount`` first: one sketch update per task)."""
         keys = self.word_keys(snapshot)
-        counts = np.bincount(word_ids, minlength=snapshot.n_words)
-        present = np.flatnonzero(counts)
-        sketch.add(keys[present], counts[present])
+        present = np.flatnonzero(word_counts)
+        sketch.add(keys[present], word_counts[present])
 
     def health(
         self,

@@ -72,8 +72,67 @@ def _hash(buf: np.ndarray, start: int, end: int) -> np.uint64:
     return h
 
 
-@njit(cache=True)
-def _find(
+# A slot is a row of ``slots`` (n_slots, 4) int64: the entry (EMPTY_SLOT if free), the
+# token's bytes packed in two little-endian words when it is at most 16 bytes long (its
+# first word LONG_KEY when longer), and its value. A short token, the common case, is then
+# found in one cache line; a token's bytes are never NUL, so the packed words name it.
+SHORT_KEY_BYTES = 16
+LONG_KEY = -1  # 0xFF bytes: never the start of a UTF-8 token
+
+
+@njit(cache=True, inline="always")
+def _pack(buf: np.ndarray, start: int, end: int) -> tuple[np.int64, np.int64]:
+    """The bytes of a token of at most 16 bytes, as two little-endian words."""
+    w0 = np.uint64(0)
+    w1 = np.uint64(0)
+    for j in range(end - start):
+        b = np.uint64(buf[start + j])
+        if j < 8:
+            w0 |= b << np.uint64(8 * j)
+        else:
+            w1 |= b << np.uint64(8 * (j - 8))
+    return np.int64(w0), np.int64(w1)
+
+
+@njit(cache=True, inline="always")
+def _probe(
+    buf: np.ndarray,
+    start: int,
+    end: int,
+    h: np.uint64,
+    w0: np.int64,
+    w1: np.int64,
+    slots: np.ndarray,
+    key_start: np.ndarray,
+    key_len: np.ndarray,
+    arena: np.ndarray,
+) -> int:
+    """The slot of token ``buf[start:end]`` (hash ``h``, packed ``w0``/``w1`` when short),
+    or ``-1 - s`` with s the free slot where it would go."""
+    mask = slots.shape[0] - 1
+    length = end - start
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        entry = slots[s, 0]
+        if entry == EMPTY_SLOT:
+            return -1 - int(s)
+        if length <= SHORT_KEY_BYTES:
+            if slots[s, 1] == w0 and slots[s, 2] == w1:
+                return int(s)
+        elif slots[s, 1] == LONG_KEY and key_len[entry] == length:
+            k = key_start[entry]
+            same = True
+            for j in range(length):
+                if arena[k + j] != buf[start + j]:
+                    same = False
+                    break
+            if same:
+                return int(s)
+        s = (s + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def _slot_of(
     buf: np.ndarray,
     start: int,
     end: int,
@@ -82,25 +141,26 @@ def _find(
     key_len: np.ndarray,
     arena: np.ndarray,
 ) -> int:
-    """The entry index of token ``buf[start:end]``, or -1."""
-    mask = slots.shape[0] - 1
-    length = end - start
-    s = np.int64(_hash(buf, start, end) & np.uint64(mask))
-    while True:
-        entry = slots[s]
-        if entry == EMPTY_SLOT:
-            return -1
-        if key_len[entry] == length:
-            k = key_start[entry]
-            same = True
-            for j in range(length):
-                if arena[k + j] != buf[start + j]:
-                    same = False
-                    break
-            if same:
-                found: int = entry  # typed for mypy; numba sees a plain assignment
-                return found
-        s = (s + 1) & mask
+    w0 = np.int64(LONG_KEY)
+    w1 = np.int64(0)
+    if end - start <= SHORT_KEY_BYTES:
+        w0, w1 = _pack(buf, start, end)
+    return _probe(buf, start, end, _hash(buf, start, end), w0, w1, slots, key_start, key_len, arena)
+
+
+@njit(cache=True, inline="always")
+def _fill(
+    slots: np.ndarray, s: int, entry: int, buf: np.ndarray, start: int, end: int, value: int
+) -> None:
+    slots[s, 0] = entry
+    if end - start <= SHORT_KEY_BYTES:
+        w0, w1 = _pack(buf, start, end)
+        slots[s, 1] = w0
+        slots[s, 2] = w1
+    else:
+        slots[s, 1] = LONG_KEY
+        slots[s, 2] = 0
+    slots[s, 3] = value
 
 
 @njit(cache=True)
@@ -119,21 +179,18 @@ def insert_tokens(
 ) -> tuple[int, int]:
     """Insert tokens not in the table yet (the caller made room: slots at most half full
     after, entry arrays and arena long enough). Returns the new (n_entries, arena_used)."""
-    mask = slots.shape[0] - 1
     for t in range(token_start.shape[0]):
         start = token_start[t]
         end = start + token_len[t]
-        if _find(token_bytes, start, end, slots, key_start, key_len, arena) >= 0:
+        found = _slot_of(token_bytes, start, end, slots, key_start, key_len, arena)
+        if found >= 0:
             continue
-        s = np.int64(_hash(token_bytes, start, end) & np.uint64(mask))
-        while slots[s] != EMPTY_SLOT:
-            s = (s + 1) & mask
         for j in range(end - start):
             arena[arena_used + j] = token_bytes[start + j]
         key_start[n_entries] = arena_used
         key_len[n_entries] = end - start
         values[n_entries] = token_value[t]
-        slots[s] = n_entries
+        _fill(slots, -1 - found, n_entries, token_bytes, start, end, token_value[t])
         n_entries += 1
         arena_used += end - start
     return n_entries, arena_used
@@ -141,22 +198,41 @@ def insert_tokens(
 
 @njit(cache=True)
 def rehash(
-    slots: np.ndarray, key_start: np.ndarray, key_len: np.ndarray, arena: np.ndarray, n_entries: int
+    slots: np.ndarray,
+    key_start: np.ndarray,
+    key_len: np.ndarray,
+    values: np.ndarray,
+    arena: np.ndarray,
+    n_entries: int,
 ) -> None:
     """Fill empty ``slots`` (a new, larger table) with entries 0..n_entries-1."""
     mask = slots.shape[0] - 1
     for entry in range(n_entries):
         start = key_start[entry]
-        s = np.int64(_hash(arena, start, start + key_len[entry]) & np.uint64(mask))
-        while slots[s] != EMPTY_SLOT:
+        end = start + key_len[entry]
+        s = np.int64(_hash(arena, start, end) & np.uint64(mask))
+        while slots[s, 0] != EMPTY_SLOT:
             s = (s + 1) & mask
-        slots[s] = entry
+        _fill(slots, int(s), entry, arena, start, end, values[entry])
 
 
 @njit(cache=True, inline="always")
 def _entity_length(data: np.ndarray, p: int, end: int) -> int:
-    """Bytes of an ``&amp;`` / ``&lt;`` / ``&gt;`` at ``data[p]`` (``html.unescape`` makes
-    it one separator: &, <, >), else 0 (another ``&`` goes to the reference path)."""
+    """Bytes at ``data[p]`` (an ``&``) that ``html.unescape`` makes one separator: an
+    ``&amp;`` / ``&lt;`` / ``&gt;``, or a lone ``&`` (at the end, or before a character
+    that cannot start a reference: white space, ``<``, ``&``, ``;``); else 0 (another
+    ``&`` goes to the reference path)."""
+    if p + 1 >= end:
+        return 1
+    follower = data[p + 1]
+    if (
+        follower == 32  # space
+        or 9 <= follower <= 13  # \t \n \v \f \r
+        or follower == 60  # <
+        or follower == 38  # &
+        or follower == 59  # ;
+    ):
+        return 1
     if (
         p + 4 <= end
         and data[p + 2] == 116  # "t;"
@@ -284,8 +360,12 @@ def encode_texts(
                 prev_space = c == SPACE
                 p += n
                 continue
-            # a word: letter/digit runs joined by single apostrophes
+            # a word: letter/digit runs joined by single apostrophes; its hash and packed
+            # bytes are made as it is read
             length = 0
+            th = np.uint64(14695981039346656037)
+            w0 = np.uint64(0)
+            w1 = np.uint64(0)
             while True:
                 # one run of word characters
                 while p < end:
@@ -296,7 +376,14 @@ def encode_texts(
                     if not _is_word(c):
                         break
                     for k in range(n):
-                        token[length + k] = _lowered_byte(data[p + k])
+                        lb = _lowered_byte(data[p + k])
+                        token[length + k] = lb
+                        th = (th ^ np.uint64(lb)) * np.uint64(1099511628211)
+                        at = length + k
+                        if at < 8:
+                            w0 |= np.uint64(lb) << np.uint64(8 * at)
+                        elif at < SHORT_KEY_BYTES:
+                            w1 |= np.uint64(lb) << np.uint64(8 * (at - 8))
                     length += n
                     p += n
                 # an apostrophe followed by a word character continues the word
@@ -309,16 +396,46 @@ def encode_texts(
                 if cp2 < 0 or not _is_word(classes[cp2]):
                     break
                 token[length] = 39  # "'"
+                th = (th ^ np.uint64(39)) * np.uint64(1099511628211)
+                if length < 8:
+                    w0 |= np.uint64(39) << np.uint64(8 * length)
+                elif length < SHORT_KEY_BYTES:
+                    w1 |= np.uint64(39) << np.uint64(8 * (length - 8))
                 length += 1
                 p += n
             prev_space = False
-            entry = _find(token, 0, length, slots, key_start, key_len, arena)
-            if entry < 0:
+            if length <= SHORT_KEY_BYTES:
+                found = _probe(
+                    token,
+                    0,
+                    length,
+                    th,
+                    np.int64(w0),
+                    np.int64(w1),
+                    slots,
+                    key_start,
+                    key_len,
+                    arena,
+                )
+            else:
+                found = _probe(
+                    token,
+                    0,
+                    length,
+                    th,
+                    np.int64(LONG_KEY),
+                    np.int64(0),
+                    slots,
+                    key_start,
+                    key_len,
+                    arena,
+                )
+            if found < 0:
                 if verdict == OK:
                     verdict = HAS_UNKNOWN
                 # each distinct unknown token is handed back once (a cold batch meets
                 # each many times): a small set of the ones recorded, grown as needed
-                h = _hash(token, 0, length)
+                h = th
                 mask = pending.shape[0] - 1
                 slot = np.int64(h & np.uint64(mask))
                 recorded = False
@@ -355,7 +472,7 @@ def encode_texts(
                 continue
             if verdict != OK:
                 continue
-            value = values[entry]
+            value = slots[found, 3]
             if value >= 0 and seen[value] != i:
                 seen[value] = i
                 ids[n_ids] = value

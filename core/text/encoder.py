@@ -62,6 +62,13 @@ def code_point_classes() -> np.ndarray:
     return classes
 
 
+def _empty_slots(n: int) -> np.ndarray:
+    """A free hash table of ``n`` slots (see ``_tokenize_kernels``: entry, key, value)."""
+    slots = np.zeros((n, 4), dtype=np.int64)
+    slots[:, 0] = k.EMPTY_SLOT
+    return slots
+
+
 class _TokenTable:
     """Token bytes -> value, in plain arrays the kernels read."""
 
@@ -69,7 +76,7 @@ class _TokenTable:
         self.clear()
 
     def clear(self) -> None:
-        self.slots = np.full(_INITIAL_SLOTS, k.EMPTY_SLOT, dtype=np.int64)
+        self.slots = _empty_slots(_INITIAL_SLOTS)
         self.key_start = np.zeros(_INITIAL_SLOTS // 2, dtype=np.int64)
         self.key_len = np.zeros(_INITIAL_SLOTS // 2, dtype=np.int64)
         self.values = np.zeros(_INITIAL_SLOTS // 2, dtype=np.int64)
@@ -109,8 +116,10 @@ class _TokenTable:
             size = self.slots.shape[0]
             while 2 * need_entries > size:
                 size *= 2
-            self.slots = np.full(size, k.EMPTY_SLOT, dtype=np.int64)
-            k.rehash(self.slots, self.key_start, self.key_len, self.arena, self.n_entries)
+            self.slots = _empty_slots(size)
+            k.rehash(
+                self.slots, self.key_start, self.key_len, self.values, self.arena, self.n_entries
+            )
         self.n_entries, self.arena_used = k.insert_tokens(
             token_bytes,
             starts,

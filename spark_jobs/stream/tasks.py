@@ -1,11 +1,12 @@
 """The two ``mapInArrow`` bodies of a streaming micro-batch, run in the Python workers.
 
-1. :func:`route_posts`: raw posts -> one payload per matcher a task's posts are multicast
-   to, keyed so that ``repartition(M, pkey)`` puts matcher m's rows in match partition
-   m mod M (M = N, or the task slots when fewer: a Python task costs 0.05-0.1 s to set
-   up, more than a small matcher's work); each post's word ids in a matcher's payload are
-   the ones that matcher uses (``matcher_words``); bad records become quarantine notes.
-2. :func:`match_posts`: one matcher's rows -> per post matched there, the ids of the
+1. :func:`route_posts`: raw posts -> one payload per match partition a task's posts are
+   multicast to, keyed so that ``repartition(M, pkey)`` puts matcher m's posts in match
+   partition m mod M (M = N, or the task slots when fewer: a Python task costs 0.05-0.1 s
+   to set up, more than a small matcher's work); a post travels once per partition, with
+   the matchers it goes to there (``core.stream.payload``); bad records become quarantine
+   notes.
+2. :func:`match_posts`: a partition's payloads -> per post matched there, the ids of the
    subscriptions it matched (``MATCHED_ARROW``).
 
 Notes (JSON in the ``note`` column: quarantined records, and each task's figures) travel
@@ -43,11 +44,12 @@ from core.stream.dispatch import (
     matched_sub_ids,
     storage_schema,
 )
+from core.stream.payload import group_words, matcher_inputs, partition_payloads
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import (
     MatcherCache,
+    ShedBatch,
     batch_seed,
-    gather_for_matchers,
     line_seed,
     route_and_shed,
 )
@@ -59,30 +61,18 @@ from spark_jobs.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 if TYPE_CHECKING:
     from pyspark import Broadcast
 
-ROUTED_SCHEMA = "pkey int, matcher int, payload binary, note string"
+ROUTED_SCHEMA = "pkey int, payload binary, note string"
 MATCHED_SCHEMA = "dkey int, payload binary, note string"
 DISPATCHED_SCHEMA = "note string"
 _ROUTED_ARROW = pa.schema(
     [
         ("pkey", pa.int32()),
-        ("matcher", pa.int32()),
         ("payload", pa.binary()),
         ("note", pa.string()),
     ]
 )
 _MATCHED_ARROW = pa.schema([("dkey", pa.int32()), ("payload", pa.binary()), ("note", pa.string())])
 _DISPATCHED_ARROW = pa.schema([("note", pa.string())])
-# What the payloads hold: a matcher's posts (with the dispatch partition of each), and a
-# matcher task's matches for one dispatch partition.
-POSTS_ARROW = pa.schema(
-    [
-        ("post_id", pa.string()),
-        ("dpart", pa.int32()),
-        ("word_ids", pa.list_(pa.int32())),
-        ("shedding_level", pa.int8()),  # the plan's level if the post lost matchers, else 0
-        ("sampled", pa.bool_()),  # processed in full: counts toward the yield estimate
-    ]
-)
 
 
 def to_ipc(batch: pa.RecordBatch) -> bytes:
@@ -122,51 +112,61 @@ def _notes(rows: Sequence[TaskNote], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _by_matcher(
+def _by_partition(
+    snapshot: MatcherSnapshot,
     post_ids: pa.Array,
     dpart: np.ndarray,
-    shed: Any,
+    shed: ShedBatch,
     indptr: np.ndarray,
     word_ids: np.ndarray,
     pkeys: np.ndarray,
-    kept: np.ndarray,
 ) -> pa.RecordBatch:
-    """One row per matcher: its (post_id, word_ids) packed as an Arrow IPC payload, each
-    post's word ids cut to those the matcher uses (``kept``: ``matcher_words``).
+    """One row per match partition the block's posts reach: its posts packed as an Arrow
+    IPC payload (``core.stream.payload``: each post once, with its matchers there).
 
     Rows of Python objects cost the JVM per row and per field when they are shuffled;
-    a few packed payloads per task cost almost nothing. The pairs are put in matcher order
-    once, so each matcher's payload is a zero-copy slice of one batch.
+    a few packed payloads per task cost almost nothing, and a post sent once per partition
+    instead of once per matcher halves the bytes shuffled when matchers share tasks.
     """
-    # few matchers: a 16-bit key lets numpy's stable sort be a radix sort
-    key = shed.pair_matcher.astype(np.int16 if pkeys.shape[0] <= 1 << 15 else np.int32)
-    order = np.argsort(key, kind="stable")
-    pair_post = shed.pair_post[order]
-    pair_matcher = shed.pair_matcher[order]
-    offsets, values = gather_for_matchers(indptr, word_ids, pair_post, pair_matcher, kept)
-    posts = pa.RecordBatch.from_arrays(
-        [
-            post_ids.take(pa.array(pair_post)),
-            pa.array(dpart[pair_post], pa.int32()),
-            pa.ListArray.from_arrays(offsets, values),
-            pa.array(shed.post_level[pair_post], pa.int8()),
-            pa.array(shed.sampled[pair_post], pa.bool_()),
-        ],
-        schema=POSTS_ARROW,
+    groups, kept_by_group = _partition_words(snapshot, pkeys)
+    parts = partition_payloads(
+        post_ids,
+        dpart,
+        shed.post_level,
+        shed.sampled,
+        indptr,
+        word_ids,
+        shed.pair_post,
+        shed.pair_matcher,
+        groups,
+        kept_by_group,
+        snapshot.n_matchers,
     )
-    starts = np.flatnonzero(np.diff(pair_matcher, prepend=-1))
-    ends = np.append(starts[1:], pair_matcher.shape[0])
-    matchers = pair_matcher[starts]
-    payloads = [to_ipc(posts.slice(a, b - a)) for a, b in zip(starts, ends, strict=True)]
+    group_key = np.zeros(int(groups.max()) + 1, dtype=np.int32)
+    group_key[groups] = pkeys
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(pkeys[matchers], pa.int32()),
-            pa.array(matchers, pa.int32()),
-            pa.array(payloads, pa.binary()),
-            pa.nulls(len(payloads), pa.string()),
+            pa.array([int(group_key[g]) for g, _ in parts], pa.int32()),
+            pa.array([to_ipc(rows) for _, rows in parts], pa.binary()),
+            pa.nulls(len(parts), pa.string()),
         ],
         schema=_ROUTED_ARROW,
     )
+
+
+_GROUPS: dict[tuple[SnapshotKey, bytes], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _partition_words(snapshot: MatcherSnapshot, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each matcher, the words each group's matchers use), once per snapshot:
+    matchers with the same partition key share a match task, so a group."""
+    key = (snapshot.key, np.asarray(pkeys, dtype=np.int32).tobytes())
+    if key not in _GROUPS:
+        _GROUPS.clear()
+        _, groups = np.unique(pkeys, return_inverse=True)
+        groups = groups.astype(np.int64)
+        _GROUPS[key] = (groups, group_words(CACHE.matcher_words(snapshot), groups))
+    return _GROUPS[key]
 
 
 def route_posts(
@@ -226,6 +226,7 @@ def _route_run(
     health = RoutingHealth.empty(n)
     sketch = WordSketch(SKETCH_SPEC)
     sketch_seconds = 0.0
+    word_counts: np.ndarray | None = None  # the task's word occurrences, sketched at its end
     for batch in batches:
         started = time.perf_counter()
         figures["bytes"] += int(pc.sum(pc.binary_length(batch.column("line"))).as_py() or 0)
@@ -276,7 +277,8 @@ def _route_run(
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed, sampled=sampled)
         health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()
-        CACHE.count_words(snapshot, word_ids, sketch)
+        block_counts = np.bincount(word_ids, minlength=snapshot.n_words)
+        word_counts = block_counts if word_counts is None else word_counts + block_counts
         sketch_seconds += time.perf_counter() - sketched
         pair_post = shed.pair_post
         figures["posts"] += good.num_rows
@@ -290,12 +292,14 @@ def _route_run(
             dpart = (spark_xxhash64(0, post_ids).view(np.uint64) % np.uint64(n_dispatch)).astype(
                 np.int32
             )
-            routed = _by_matcher(
-                post_ids, dpart, shed, indptr, word_ids, pkeys, CACHE.matcher_words(snapshot)
-            )
+            routed = _by_partition(snapshot, post_ids, dpart, shed, indptr, word_ids, pkeys)
             figures["payload_bytes"] += pc.sum(pc.binary_length(routed.column("payload"))).as_py()
             yield routed
         figures["seconds"] += time.perf_counter() - started
+    if word_counts is not None:
+        sketched = time.perf_counter()
+        CACHE.count_words(snapshot, word_counts, sketch)
+        sketch_seconds += time.perf_counter() - sketched
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()
     figures["health"] = health.as_row()
@@ -353,47 +357,48 @@ def _match_run(
         if notes.num_rows:  # pass the route stage's notes through
             yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
         data = batch.filter(pc.invert(is_note))
-        for matcher, payload in zip(
-            data.column("matcher").to_pylist(), _buffers(data.column("payload")), strict=True
-        ):
-            seen.add(matcher)
+        kept = CACHE.matcher_words(snapshot)
+        for payload in _buffers(data.column("payload")):
             posts = from_ipc(payload)
-            lists = posts.column("word_ids").combine_chunks()
-            offsets = np.asarray(lists.offsets, dtype=np.int64)
-            offsets = offsets - offsets[0]
-            flat = np.asarray(lists.flatten(), dtype=np.int32)
-            result = CACHE.match(snapshot, matcher, offsets, flat)
-            figures["rows"] += posts.num_rows
-            figures["matches"] += result.n_matches
-            # counted work, the publish gate's measure: the index's lookups + matches
-            work[matcher] = work.get(matcher, 0) + result.operations + result.n_matches
-            if learn_yield:
-                sampled = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
-                observed.append(
-                    CACHE.observe_yield(snapshot, matcher, offsets, flat, sampled, result)
+            post_id = posts.column("post_id").combine_chunks()
+            dparts = np.asarray(posts.column("dpart").combine_chunks())
+            levels = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
+            sampled_posts = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
+            for part in matcher_inputs(posts, kept):
+                matcher, offsets, flat = part.matcher, part.offsets, part.word_ids
+                seen.add(matcher)
+                result = CACHE.match(snapshot, matcher, offsets, flat)
+                figures["rows"] += part.rows.shape[0]
+                figures["matches"] += result.n_matches
+                # counted work, the publish gate's measure: the index's lookups + matches
+                work[matcher] = work.get(matcher, 0) + result.operations + result.n_matches
+                if learn_yield:
+                    observed.append(
+                        CACHE.observe_yield(
+                            snapshot, matcher, offsets, flat, sampled_posts[part.rows], result
+                        )
+                    )
+                if not result.n_matches:
+                    continue
+                # one row per post with matches here: the post id once, its sub ids as a list
+                counts = np.diff(result.indptr)
+                hit = np.flatnonzero(counts)
+                offsets_hit = np.zeros(hit.shape[0] + 1, dtype=np.int32)
+                np.cumsum(counts[hit], out=offsets_hit[1:])
+                hit_rows = part.rows[hit]
+                sub_ids, schema = matched_sub_ids(result.sub_ids)
+                matched = pa.RecordBatch.from_arrays(
+                    [
+                        post_id.take(pa.array(hit_rows)),
+                        pa.array(np.full(hit.shape[0], matcher, dtype=np.int32)),
+                        pa.array(levels[hit_rows]),
+                        pa.ListArray.from_arrays(pa.array(offsets_hit), sub_ids),
+                    ],
+                    schema=schema,
                 )
-            if not result.n_matches:
-                continue
-            # one row per post with matches here: the post id once, its sub ids as a list
-            counts = np.diff(result.indptr)
-            hit = np.flatnonzero(counts)
-            offsets_hit = np.zeros(hit.shape[0] + 1, dtype=np.int32)
-            np.cumsum(counts[hit], out=offsets_hit[1:])
-            level = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
-            hit_rows = pa.array(hit)
-            sub_ids, schema = matched_sub_ids(result.sub_ids)
-            matched = pa.RecordBatch.from_arrays(
-                [
-                    posts.column("post_id").take(hit_rows).combine_chunks(),
-                    pa.array(np.full(hit.shape[0], matcher, dtype=np.int32)),
-                    pa.array(level[hit]),
-                    pa.ListArray.from_arrays(pa.array(offsets_hit), sub_ids),
-                ],
-                schema=schema,
-            )
-            dpart = np.asarray(posts.column("dpart").combine_chunks())[hit]
-            for d in np.unique(dpart).tolist():
-                found.setdefault(d, []).append(matched.filter(pa.array(dpart == d)))
+                dpart = dparts[hit_rows]
+                for d in np.unique(dpart).tolist():
+                    found.setdefault(d, []).append(matched.filter(pa.array(dpart == d)))
         figures["seconds"] += time.perf_counter() - started
     started = time.perf_counter()
     if found:
@@ -520,78 +525,3 @@ def _dispatch_run(
         "task_seconds": time.perf_counter() - task_started,
     }
     yield _notes([figures], _DISPATCHED_ARROW)
-
-
-WARMED_SCHEMA = DISPATCHED_SCHEMA
-LINES_SCHEMA = "line binary, source_file string"
-
-
-def sample_lines(
-    sample: Broadcast[list[str]],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: ids (``spark.range``) -> the stream source's rows, a JSON line per
-    id with text ``sample.value[id % len]`` (a broadcast list of recent posts)."""
-    return functools.partial(_sample_run, sample)
-
-
-def _sample_run(
-    sample: Broadcast[list[str]], batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    texts: list[str] = sample.value
-    for batch in batches:
-        ids = batch.column("id").to_pylist()
-        lines = [
-            json.dumps({"id": f"s3tm-warm-up-{i}", "text": texts[i % len(texts)]}).encode()
-            for i in ids
-        ]
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(lines, pa.binary()), pa.array(["s3tm-warm-up"] * len(ids), pa.string())],
-            names=["line", "source_file"],
-        )
-
-
-def warm_workers(
-    broadcast: Broadcast[MatcherSnapshot], key: SnapshotKey, texts: Broadcast[list[str]]
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body run ahead of a version's first batch, one task per task slot: the
-    Python worker starts, reads the broadcast snapshot, builds EVERY matcher's index (a
-    match task may serve any matcher) and fills the encoder's token table from ``texts``
-    (a broadcast list of recent posts), so that the first batch does none of it."""
-    return functools.partial(_warm_run, broadcast, key, texts)
-
-
-def _warm_run(
-    broadcast: Broadcast[MatcherSnapshot],
-    key: SnapshotKey,
-    sample: Broadcast[list[str]],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    started = time.perf_counter()
-    for _ in batches:  # the task's input only says how many tasks run
-        pass
-    texts: list[str] = sample.value
-    snapshot = _snapshot(broadcast, key)
-    CACHE.prepare(snapshot, range(snapshot.n_matchers))
-    indexed = time.perf_counter()
-    encoder = CACHE.encoder(snapshot)
-    indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))
-    # the routing and health kernels too (numba loads each on its first call)
-    shed = route_and_shed(snapshot, ShedPlan(), indptr, word_ids)
-    CACHE.health(snapshot, indptr, word_ids, shed.routed)
-    gather_for_matchers(
-        indptr, word_ids, shed.pair_post, shed.pair_matcher, CACHE.matcher_words(snapshot)
-    )
-    yield _notes(
-        [
-            {
-                "kind": "warm",
-                "pid": os.getpid(),
-                "matchers": snapshot.n_matchers,
-                "texts": len(texts),
-                "tokens": encoder.n_tokens,
-                "index_seconds": indexed - started,
-                "seconds": time.perf_counter() - started,
-            }
-        ],
-        _DISPATCHED_ARROW,
-    )

@@ -1,6 +1,6 @@
 """Warm-up: the work of a routing version's first batch, done before it.
 
-Every Python worker builds the version's matcher indexes (``stream_tasks.warm_workers``,
+Every Python worker builds the version's matcher indexes (``warm_tasks.warm_workers``,
 one task per task slot), then recent posts go through the batch's own three stages into
 staging folders that are dropped, never committed: the JVM compiles the plan's code and
 every stage's Python path (parsing, dispatch, Parquet) runs once.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc
 from spark_jobs.lake.storage import join
-from spark_jobs.stream import tasks as stream_tasks
+from spark_jobs.stream import warm_tasks
 from spark_jobs.stream.config import WARM_TEXTS
 from spark_jobs.stream.pipeline import MatchPipeline, task_slots
 from spark_jobs.stream.placement_sync import DriverState
@@ -117,8 +117,8 @@ class WarmUp:
                 json.loads(row["note"])
                 for row in spark.range(slots, numPartitions=slots)
                 .mapInArrow(
-                    stream_tasks.warm_workers(state.broadcast, state.snapshot.key, sample),
-                    stream_tasks.WARMED_SCHEMA,
+                    warm_tasks.warm_workers(state.broadcast, state.snapshot.key, sample),
+                    warm_tasks.WARMED_SCHEMA,
                 )
                 .collect()
             ]
@@ -128,7 +128,7 @@ class WarmUp:
                 # then not the first the workers' allocators meet (page faults, pools)
                 posts = spark.range(
                     max(len(texts), WARM_PIPELINE_POSTS), numPartitions=slots
-                ).mapInArrow(stream_tasks.sample_lines(sample), stream_tasks.LINES_SCHEMA)
+                ).mapInArrow(warm_tasks.sample_lines(sample), warm_tasks.LINES_SCHEMA)
                 if self.landing is not None:
                     # through the files source's own reader too (text files, binary cast)
                     scratch = join(self.checkpoint, "warm-up")

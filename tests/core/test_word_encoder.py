@@ -244,3 +244,15 @@ def test_normalize_arrow_is_normalize_per_text(batch: list[str]) -> None:
     words = normalize_arrow(pa.array(batch, pa.string()))
     assert words.type == pa.list_(pa.string())
     assert words.to_pylist() == [normalize(t) for t in batch]
+
+
+AMPERSAND_PIECES = ["&", " ", "<", ";", "\t", "\r", "\x0b", "\x0c", "\n", "a", "amp;", "lt;"]
+AMPERSAND_PIECES += ["not", "#", "#1", "1", "A", "@", "http"]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(batch=st.lists(st.lists(st.sampled_from(AMPERSAND_PIECES), max_size=10).map("".join)))
+def test_a_lone_ampersand_is_read_as_html_unescape_leaves_it(batch: list[str]) -> None:
+    # the kernel reads "&" before white space, "<", "&", ";" or the end itself; any other
+    # "&" (an entity html.unescape may rewrite) goes to the reference path
+    assert_exact(WordEncoder(grow=True), batch)

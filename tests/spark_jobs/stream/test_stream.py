@@ -24,7 +24,7 @@ from spark_jobs.lake.subscription_store import (
 )
 from spark_jobs.stream import job as stream
 from spark_jobs.stream import matcher as stream_matcher
-from spark_jobs.stream import tasks as stream_tasks
+from spark_jobs.stream import warm_tasks
 from spark_jobs.stream.config import StreamCommand, StreamConfig
 from spark_jobs.stream.matcher import start
 from spark_jobs.stream.pipeline import task_slots
@@ -135,13 +135,13 @@ def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
         run_all(query)
         assert len(handler.warmups) == warmed  # the switch found it warm
         # a warm-up that fails is reported, never fatal: the batch then builds lazily
-        original_lines = stream_tasks.sample_lines
-        stream_tasks.sample_lines = _refuse
+        original_lines = warm_tasks.sample_lines
+        warm_tasks.sample_lines = _refuse
         try:
             third = publish_learned(lakehouse, landing, 5, "salb", split=True)
             handler.prefetch()
         finally:
-            stream_tasks.sample_lines = original_lines
+            warm_tasks.sample_lines = original_lines
         assert handler.state.routing_version == third
         assert "injected" in (handler.warmups[-1].failed or "")
         posts += landing.write(300)

@@ -1,0 +1,117 @@
+"""The warm-up's ``mapInArrow`` bodies: sample lines for the stream's shape, and a task per
+slot that readies its Python worker (indexes, token table, numba kernels) ahead of a
+version's first batch. Run in the Python workers, beside :mod:`spark_jobs.stream.tasks`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from core.shedding.plan import ShedPlan
+from core.stream.payload import matcher_inputs
+from core.stream.snapshot import MatcherSnapshot, SnapshotKey
+from core.stream.worker import route_and_shed
+from spark_jobs.stream.tasks import (
+    _DISPATCHED_ARROW,
+    CACHE,
+    DISPATCHED_SCHEMA,
+    _buffers,
+    _by_partition,
+    _notes,
+    _snapshot,
+    from_ipc,
+)
+
+if TYPE_CHECKING:
+    from pyspark import Broadcast
+
+WARMED_SCHEMA = DISPATCHED_SCHEMA
+LINES_SCHEMA = "line binary, source_file string"
+
+
+def sample_lines(
+    sample: Broadcast[list[str]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow body: ids (``spark.range``) -> the stream source's rows, a JSON line per
+    id with text ``sample.value[id % len]`` (a broadcast list of recent posts)."""
+    return functools.partial(_sample_run, sample)
+
+
+def _sample_run(
+    sample: Broadcast[list[str]], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    texts: list[str] = sample.value
+    for batch in batches:
+        ids = batch.column("id").to_pylist()
+        lines = [
+            json.dumps({"id": f"s3tm-warm-up-{i}", "text": texts[i % len(texts)]}).encode()
+            for i in ids
+        ]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(lines, pa.binary()), pa.array(["s3tm-warm-up"] * len(ids), pa.string())],
+            names=["line", "source_file"],
+        )
+
+
+def warm_workers(
+    broadcast: Broadcast[MatcherSnapshot], key: SnapshotKey, texts: Broadcast[list[str]]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow body run ahead of a version's first batch, one task per task slot: the
+    Python worker starts, reads the broadcast snapshot, builds EVERY matcher's index (a
+    match task may serve any matcher) and fills the encoder's token table from ``texts``
+    (a broadcast list of recent posts), so that the first batch does none of it."""
+    return functools.partial(_warm_run, broadcast, key, texts)
+
+
+def _warm_run(
+    broadcast: Broadcast[MatcherSnapshot],
+    key: SnapshotKey,
+    sample: Broadcast[list[str]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    started = time.perf_counter()
+    for _ in batches:  # the task's input only says how many tasks run
+        pass
+    texts: list[str] = sample.value
+    snapshot = _snapshot(broadcast, key)
+    CACHE.prepare(snapshot, range(snapshot.n_matchers))
+    indexed = time.perf_counter()
+    encoder = CACHE.encoder(snapshot)
+    indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))
+    # the routing and health kernels too (numba loads each on its first call)
+    shed = route_and_shed(snapshot, ShedPlan(), indptr, word_ids)
+    CACHE.health(snapshot, indptr, word_ids, shed.routed)
+    posts = _by_partition(
+        snapshot,
+        pa.array([str(i) for i in range(len(texts))], pa.string()),
+        np.zeros(len(texts), dtype=np.int32),
+        shed,
+        indptr,
+        word_ids,
+        np.arange(snapshot.n_matchers, dtype=np.int32),
+    )
+    for payload in _buffers(posts.column("payload")):
+        for _ in matcher_inputs(from_ipc(payload), CACHE.matcher_words(snapshot)):
+            pass
+    yield _notes(
+        [
+            {
+                "kind": "warm",
+                "pid": os.getpid(),
+                "matchers": snapshot.n_matchers,
+                "texts": len(texts),
+                "tokens": encoder.n_tokens,
+                "index_seconds": indexed - started,
+                "seconds": time.perf_counter() - started,
+            }
+        ],
+        _DISPATCHED_ARROW,
+    )
