@@ -134,7 +134,7 @@ def _by_partition(
     a few packed payloads per task cost almost nothing, and a post sent once per partition
     instead of once per matcher halves the bytes shuffled when matchers share tasks.
     """
-    groups, kept_by_group = _partition_words(snapshot, pkeys)
+    group_key, groups, kept_by_group = _partition_words(snapshot, pkeys)
     parts = partition_payloads(
         post_ids,
         dpart,
@@ -148,8 +148,6 @@ def _by_partition(
         kept_by_group,
         snapshot.n_matchers,
     )
-    group_key = np.zeros(int(groups.max()) + 1, dtype=np.int32)
-    group_key[groups] = pkeys
     return pa.RecordBatch.from_arrays(
         [
             pa.array([int(group_key[g]) for g, _ in parts], pa.int32()),
@@ -160,18 +158,22 @@ def _by_partition(
     )
 
 
-_GROUPS: dict[tuple[SnapshotKey, bytes], tuple[np.ndarray, np.ndarray]] = {}
+_GROUPS: dict[tuple[SnapshotKey, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def _partition_words(snapshot: MatcherSnapshot, pkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(group of each matcher, the words each group's matchers use), once per snapshot:
-    matchers with the same partition key share a match task, so a group."""
+def _partition_words(
+    snapshot: MatcherSnapshot, pkeys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each group's partition key, the group of each matcher, the words each group's
+    matchers use), once per snapshot: matchers with the same partition key share a match
+    task, so a group."""
     key = (snapshot.key, np.asarray(pkeys, dtype=np.int32).tobytes())
     if key not in _GROUPS:
         _GROUPS.clear()
-        _, groups = np.unique(pkeys, return_inverse=True)
+        group_key, groups = np.unique(pkeys, return_inverse=True)
         groups = groups.astype(np.int64)
-        _GROUPS[key] = (groups, group_words(CACHE.matcher_words(snapshot), groups))
+        kept = group_words(CACHE.matcher_words(snapshot), groups)
+        _GROUPS[key] = (group_key, groups, kept)
     return _GROUPS[key]
 
 
@@ -284,7 +286,10 @@ def _route_run(
         health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()
         block_counts = np.bincount(word_ids, minlength=snapshot.n_words)
-        word_counts = block_counts if word_counts is None else word_counts + block_counts
+        if word_counts is None:
+            word_counts = block_counts
+        else:
+            word_counts += block_counts
         sketch_seconds += time.perf_counter() - sketched
         pair_post = shed.pair_post
         figures["posts"] += good.num_rows
