@@ -315,6 +315,13 @@ def run_mode(
                 "matches": figure.matches,
                 "exact_matches": expected,
                 "accuracy": figure.matches / expected if expected else 1.0,
+                # where the batch's time went (task seconds summed over the workers)
+                "routed_pairs": figure.routed_pairs,
+                "route_task_s": round(figure.seconds_route, 3),
+                "match_task_s": round(figure.seconds_match, 3),
+                "dispatch_task_s": round(figure.seconds_dispatch, 3),
+                "spark_s": round(figure.seconds_spark, 3),
+                "commit_s": round(figure.seconds_commit, 3),
                 "_post_matches": post_matches,  # for the oracle; not written
             }
         )

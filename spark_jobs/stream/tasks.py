@@ -456,6 +456,14 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if f.name != "subscriber" and not pa.types.is_list(f.type)]
 
 
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The output columns worth a Parquet dictionary: all but the post id. A batch's post
+    ids are nearly all distinct (about four rows each), so their dictionary page overflows
+    and costs four times the time of plain pages and twice the bytes (5M rows: 500 ms and
+    24.6 MB against 117 ms and 12 MB), the largest part of a dispatch task's writes."""
+    return [f.name for f in schema if f.name != "post_id"]
+
+
 def dispatch_matches(
     broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
@@ -511,17 +519,20 @@ def _dispatch_run(
         if data is not None and data.num_rows:
             # a fixed name per partition: a retried task overwrites, never duplicates
             rows = data.cast(storage_schema(table(name).schema))
-            statistics = statistics_columns(rows.schema)
+            options = {
+                "write_statistics": statistics_columns(rows.schema),
+                "use_dictionary": dictionary_columns(rows.schema),
+            }
             target = join(staging[name], f"part-{part:05d}.parquet")
             if is_remote(target):  # an object-store PUT is atomic: no partial file is seen
                 store, object_key = filesystem(target)
-                pq.write_table(rows, object_key, filesystem=store, write_statistics=statistics)
+                pq.write_table(rows, object_key, filesystem=store, **options)
                 written_bytes[name] += store.get_file_info(object_key).size or 0
                 continue
             local = Path(target)
             local.parent.mkdir(parents=True, exist_ok=True)
             temporary = local.with_name(f".{local.name}.{os.getpid()}.tmp")
-            pq.write_table(rows, temporary, write_statistics=statistics)
+            pq.write_table(rows, temporary, **options)
             os.replace(temporary, local)
             written_bytes[name] += local.stat().st_size
     failpoints.crash_from_task(crash, "dispatch")

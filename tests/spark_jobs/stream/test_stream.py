@@ -238,6 +238,13 @@ def test_stream_without_the_matches_table_derives_them_from_deliveries(lakehouse
     }
     assert {"post_id", "batch_id", "delivered_at"} <= stats
     assert "subscriber" not in stats and not any(c.startswith("sub_ids") for c in stats)
+    # post ids (nearly all distinct) in plain pages; the repeated values in dictionaries
+    encodings = {
+        group.column(i).path_in_schema: set(group.column(i).encodings)
+        for i in range(group.num_columns)
+    }
+    assert "PLAIN" in encodings["post_id"] and "RLE_DICTIONARY" not in encodings["post_id"]
+    assert "RLE_DICTIONARY" in encodings["subscriber"]
 
 
 def test_stream_killed_mid_batch_restarts_exactly(lakehouse, scene, tmp_path):
