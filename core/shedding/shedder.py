@@ -207,6 +207,19 @@ def pair_load(spreads: np.ndarray, max_spread: float | None) -> float:
     return float(capped.sum())
 
 
+def pair_load_of_histogram(counts: np.ndarray, max_spread: float | None) -> float:
+    """:func:`pair_load` from ``counts[s]``, the number of posts of spread s: the same
+    figure in the histogram's size, not the posts' (a stream's histogram covers every
+    post it has seen)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    spreads = np.arange(counts.shape[0], dtype=np.float64)
+    if max_spread is None:
+        return float(counts @ spreads)
+    whole, fraction = split_cap(max_spread)
+    kept = np.minimum(spreads, whole) + fraction * (spreads > whole)
+    return float(counts @ kept)
+
+
 def level_loads(spreads: np.ndarray, ladder: LevelLadder) -> np.ndarray:
     """L(l) for every level: routed pairs kept / pairs at level 0 (1.0 at level 0)."""
     total = float(spreads.sum())

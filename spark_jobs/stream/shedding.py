@@ -33,7 +33,7 @@ from core.errors import InvalidArgumentError
 from core.shedding.controller import SheddingController
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
-from core.shedding.shedder import LevelLadder, pair_load
+from core.shedding.shedder import LevelLadder, pair_load_of_histogram
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.snapshot import MatcherSnapshot
 from spark_jobs.stream.notes import MatchNote, RouteNote
@@ -50,16 +50,22 @@ SMOOTHING = 0.3
 # when routing the posts, not matching them, is more than the machines can take), in steps
 # of 5% so that the controller can settle close to the capacity (issue 37).
 DROP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(1, 19))
-# The smallest cap, and the cap of the drop levels: the yield utility keeps ~99% of the
-# matches at m = 4 (Fig. 8a); below it, dropping the least valuable posts loses fewer
-# matches than capping further
-DROP_CAP = 4.0
+# The smallest cap, and the cap of the drop levels. The yield utility keeps 99% of the
+# matches at m = 4 and 91% at m = 2 (Fig. 8a), and a value drop keeps the posts with many
+# words, whose spreads the cap cuts: at the throughput of 50% dropped at m = 2, m = 4 must
+# drop 60% for the same matches (1.5M-post batches of the real tweets, issue 37), so m = 2
+# processes a quarter more posts for as many matches
+DROP_CAP = 2.0
 # What a dropped post still costs, as a share of a post processed in full: read from the
 # source and handed to a Python worker, its raw bytes scanned for its value (measured at
 # 2x on the real tweets: 1.2 of 7.5 us; the no-op query's rate says the same).
 DROPPED_POST_COST = 0.16
 # Recent batches at drop levels the costs of a kept and a dropped post are fitted on
-DROP_FIT_BATCHES = 12
+DROP_FIT_BATCHES = 8
+# Batches a level's measured rate is trusted for: a batch's time varies by +-20% with the
+# files it takes (issue 37: rates measured at levels 20-21 in two slow batches early in a
+# 2x run held the stream at level 22, batches half the trigger, for the rest of the run)
+RATE_MEMORY = 6
 # Plans the input rate is measured over: a file source lands whole files, so one trigger
 # interval's count is off by a file either way (+-20% at 5 files per interval)
 RATE_WINDOW = 3
@@ -262,13 +268,17 @@ class StreamShedding:
         self._taken_posts = 0.0  # posts the batches so far took from the source
         self._version: int | None = None
         self._version_batches = 0
-        # share of a batch's task time spent per post (route), not per routed pair (match,
-        # dispatch): capping spreads saves only the latter
+        # share of a batch's task time spent per post (route, and dispatch: per match), not
+        # per routed pair (match): capping spreads saves only the latter
         self.per_post_share = 0.5
-        # posts/s measured at each level (after the warm-up): they correct the model of L
-        self.level_rates: dict[int, float] = {}
+        # (posts/s, batch number) measured at each level after the warm-up: they correct
+        # the model of L while fresh
+        self.level_rates: dict[int, tuple[float, int]] = {}
+        self._batches = 0  # batches learned from
+        self._last_level: int | None = None  # the level of the newest measured batch
         # (kept, dropped, seconds) of recent batches at drop levels
         self._drop_batches: deque[tuple[int, int, float]] = deque(maxlen=DROP_FIT_BATCHES)
+        self._drop_batch_lines = 0  # lines of the newest batch at a drop level
 
     @property
     def enabled(self) -> bool:
@@ -281,48 +291,89 @@ class StreamShedding:
         levels = self.ladder.max_level + 1
         pairs = np.linspace(1.0, 1.0 / levels, levels)
         if self.spread_counts is not None and self.spread_counts.sum() > 0:
-            spreads = np.repeat(np.arange(self.spread_counts.shape[0]), self.spread_counts)
-            total = pair_load(spreads, None)
+            # from the histogram: it covers every post the stream has seen
+            counts = self.spread_counts
+            total = pair_load_of_histogram(counts, None)
             if total > 0:
                 pairs = np.array(
                     [1.0]
-                    + [pair_load(spreads, self.ladder.cap(lv)) / total for lv in range(1, levels)]
+                    + [
+                        pair_load_of_histogram(counts, self.ladder.cap(lv)) / total
+                        for lv in range(1, levels)
+                    ]
                 )
         a = self.per_post_share
         kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
         out = kept * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
         # the drop levels from what a kept and a dropped post cost in the batches that ran
         # at them (one fit, so a level never visited is as well known as its neighbours)
+        first_drop = self.ladder.cap_levels + 1
         costs = self._drop_costs()
+        per_line = None
         if costs is not None and self.capacity:
-            kept_cost, dropped_cost = costs
-            for level in range(self.ladder.cap_levels + 1, levels):
-                drop = self.ladder.drop(level)
-                out[level] = self.capacity * ((1 - drop) * kept_cost + drop * dropped_cost)
-        # where a level ran, its measured rate says what its load is (a value drop keeps
-        # the costlier posts, the more so the more it drops: no fit over levels sees that)
-        base = self.level_rates.get(0)
-        if base is None and self.level_rates:
-            level, rate = next(iter(self.level_rates.items()))
+            fixed, kept_cost, dropped_cost = costs
+            drops = np.array([self.ladder.drop(level) for level in range(levels)])
+            # seconds a line, in a batch as large as the newest one at a drop level
+            per_line = (
+                fixed / max(1, self._drop_batch_lines)
+                + (1 - drops) * kept_cost
+                + drops * dropped_cost
+            )
+            out[first_drop:] = self.capacity * per_line[first_drop:]
+        # where a level ran lately, its measured rate says what its load is
+        rates = self._fresh_rates()
+        base = rates.get(0, self.level_rates.get(0, (None, 0))[0])
+        if base is None and rates:
+            level, rate = next(iter(rates.items()))
             base = rate * out[level]
         if base:
-            for level, rate in self.level_rates.items():
-                if level < levels:
+            for level, rate in rates.items():
+                if level < first_drop:
                     out[level] = min(1.0, base / rate) if level else 1.0
+            current = self._last_level
+            if current is not None and current >= first_drop and current in rates:
+                # the drop levels from the newest batch's rate, scaled by the fit's cost of
+                # a line at each level: the fit gives the shape (a value drop's kept posts
+                # cost more than average ones), the batch that just ran the scale
+                if per_line is not None:
+                    scaled = base * per_line[first_drop:] / (rates[current] * per_line[current])
+                    out[first_drop:] = scaled
+                else:
+                    out[current] = base / rates[current]
         return np.maximum(np.minimum.accumulate(np.minimum(out, 1.0)), 1e-6)
 
-    def _drop_costs(self) -> tuple[float, float] | None:
-        """Seconds per kept and per dropped post at the drop levels. A dropped post costs
-        ``DROPPED_POST_COST`` of a level-0 post; a kept one what the recent batches at drop
-        levels say (one parameter: every such batch informs it, none can tip it over)."""
+    def _fresh_rates(self) -> dict[int, float]:
+        """posts/s of the levels measured within the last ``RATE_MEMORY`` batches."""
+        return {
+            level: rate
+            for level, (rate, seen) in self.level_rates.items()
+            if self._batches - seen < RATE_MEMORY
+        }
+
+    def _drop_costs(self) -> tuple[float, float, float] | None:
+        """(seconds a batch costs whatever its size, per kept post, per dropped post) at
+        the drop levels. A dropped post costs ``DROPPED_POST_COST`` of a level-0 post; the
+        rest is fitted on the recent batches at drop levels, time = fixed + kept x cost.
+        The fixed part matters at high levels, where few posts are kept: folded into the
+        kept posts' cost it makes each level down look far dearer than it is. Without
+        enough spread in the kept counts to tell the two apart it is taken as 0."""
         if not self._drop_batches or not self.capacity:
             return None
         dropped_cost = DROPPED_POST_COST / self.capacity
-        kept = sum(k for k, _, _ in self._drop_batches)
-        spent = sum(t - d * dropped_cost for _, d, t in self._drop_batches)
-        if kept <= 0 or spent <= 0:
+        kept = np.array([k for k, _, _ in self._drop_batches], dtype=np.float64)
+        spent = np.array([t - d * dropped_cost for _, d, t in self._drop_batches])
+        if kept.sum() <= 0 or spent.sum() <= 0:
             return None
-        return spent / kept, dropped_cost
+        fixed = 0.0
+        if kept.shape[0] >= 3 and kept.std() > 0.05 * kept.mean():
+            slope, intercept = np.polyfit(kept, spent, 1)
+            if slope > 0:
+                # never more than half of the cheapest batch: the kept posts stay the cost
+                fixed = float(np.clip(intercept, 0.0, 0.5 * spent.min()))
+        kept_cost = float((spent - fixed).sum() / kept.sum())
+        if kept_cost <= 0:
+            return None
+        return fixed, kept_cost, dropped_cost
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
         """Posts landed and not yet processed, this batch's included (what the batch log
@@ -468,6 +519,7 @@ class StreamShedding:
             self._version, self._version_batches = snapshot.routing_version, 0
             self.spread_counts = None
             self.level_rates = {}
+            self._last_level = None
             self._drop_batches.clear()
         self._version_batches += 1
         posts = sum(n["posts"] for n in route_notes)
@@ -486,16 +538,26 @@ class StreamShedding:
             )
         if taken and read:
             self.posts_per_byte = _smooth(self.posts_per_byte, taken / read)
-        per_post = sum(n["seconds"] for n in route_notes)
-        per_pair = sum(n["seconds"] for n in match_notes) + dispatch_seconds
+        # a cap saves match work per routed pair; the dispatch's work is per match, and a
+        # cap keeps most matches (91% at m = 2), so it counts with the per-post work
+        per_post = sum(n["seconds"] for n in route_notes) + dispatch_seconds
+        per_pair = sum(n["seconds"] for n in match_notes)
         if per_post + per_pair > 0 and self._version_batches > WARMUP_BATCHES:
             self.per_post_share = _smooth(self.per_post_share, per_post / (per_post + per_pair))
         if taken and seconds > 0 and self._version_batches > WARMUP_BATCHES:
+            self._batches += 1
             if level > self.ladder.cap_levels:
                 self._drop_batches.append((posts, taken - posts, seconds))
+                self._drop_batch_lines = taken
             rate = taken / seconds
-            self.level_rates[level] = _smooth(self.level_rates.get(level), rate)
-            self.capacity = self.level_rates.get(0) or rate * float(self.loads()[level])
+            # smoothed with the level's last rate while that is fresh, else measured anew
+            fresh = self._fresh_rates().get(level)
+            self.level_rates[level] = (_smooth(fresh, rate), self._batches)
+            self._last_level = level
+            if level == 0:
+                self.capacity = self.level_rates[0][0]
+            elif 0 not in self.level_rates:
+                self.capacity = rate * float(self.loads()[level])
         adaptive = self.enabled and self.options.adaptive and self.options.max_spread is None
         if self.controller is None and adaptive and self.capacity is not None:
             self.controller = SheddingController(

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
+from core.shedding.post_value import ValueTable
 from core.stream.payload import matcher_inputs
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import route_and_shed
@@ -86,7 +88,25 @@ def _warm_run(
     indexed = time.perf_counter()
     encoder = CACHE.encoder(snapshot)
     indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))
-    # the routing and health kernels too (numba loads each on its first call)
+    # the routing and health kernels too (numba loads each on its first call), and a drop
+    # level's (value scan, selection, spread cap): the first batch of an overload is
+    # otherwise the one that loads them, and its time misleads the controller
+    lines = pa.array(
+        [json.dumps({"id": f"s3tm-warm-up-{i}", "text": t}).encode() for i, t in enumerate(texts)],
+        pa.binary(),
+    )
+    n_slots = int(snapshot.part_matchers.shape[0])
+    drop_plan = ShedPlan(
+        utility="yield",
+        level=1,
+        max_spread=4.0,
+        slot_weight=np.ones(n_slots),
+        exempt_fraction=0.02,
+        drop_fraction=0.5,
+        drop_values=ValueTable.from_words(snapshot.words, np.ones(snapshot.n_words)),
+    )
+    drop_lines(drop_plan, lines, 0)
+    route_and_shed(snapshot, drop_plan, indptr, word_ids)
     shed = route_and_shed(snapshot, ShedPlan(), indptr, word_ids)
     CACHE.health(snapshot, indptr, word_ids, shed.routed)
     posts = _by_partition(

@@ -27,6 +27,7 @@ from core.shedding.shedder import (
     exempt_posts,
     level_loads,
     pair_load,
+    pair_load_of_histogram,
     pair_utilities,
 )
 from core.shedding.simulate import RateStep, simulate
@@ -153,6 +154,15 @@ def test_levels_caps_and_loads() -> None:
     assert loads[0] == 1.0 and (np.diff(loads) <= 0).all()
     with pytest.raises(InvalidArgumentError):
         cap_spread(np.array([0, 1]), np.array([0], np.int32), np.zeros(1), 0.5)
+
+
+@given(
+    st.lists(st.integers(0, 1000), min_size=1, max_size=20),
+    st.sampled_from([None, 1.0, 1.5, 2.0, 4.0, 6.25]),
+)
+def test_pair_load_of_a_histogram_is_the_pair_load_of_its_posts(counts, cap) -> None:
+    spreads = np.repeat(np.arange(len(counts)), counts)
+    assert pair_load_of_histogram(np.array(counts), cap) == pytest.approx(pair_load(spreads, cap))
 
 
 def test_random_drop_and_exempt_draws_are_seeded_and_near_their_rate() -> None:

@@ -15,13 +15,13 @@ from spark_jobs.stream.shedding import (
 )
 
 
-def test_the_ladder_caps_down_to_four_then_drops_in_small_steps() -> None:
+def test_the_ladder_caps_down_to_two_then_drops_in_small_steps() -> None:
     ladder = StreamShedding(SheddingOptions()).ladder
-    assert [ladder.cap(level) for level in range(1, 5)] == [7, 6, 5, 4]
-    drops = [ladder.drop(level) for level in range(5, ladder.max_level + 1)]
+    assert [ladder.cap(level) for level in range(1, 7)] == [7, 6, 5, 4, 3, 2]
+    drops = [ladder.drop(level) for level in range(7, ladder.max_level + 1)]
     assert drops[0] == 0.05 and drops[-1] == 0.9
     assert np.allclose(np.diff(drops), 0.05)
-    assert all(ladder.cap(level) == 4 for level in range(5, ladder.max_level + 1))
+    assert all(ladder.cap(level) == 2 for level in range(7, ladder.max_level + 1))
 
 
 def test_a_fixed_level_may_drop_posts_too() -> None:
@@ -78,3 +78,72 @@ def test_a_catch_up_batch_counts_as_backlog() -> None:
     it, though nothing waits behind it: the controller sheds for it, beyond what the input
     rate alone asks (an interval so long that no batch exceeds it stands for that)."""
     assert _catch_up_level(5.0) > _catch_up_level(1e9) > 0
+
+
+def _learn(shedding: StreamShedding, level: int, kept: int, dropped: int, seconds: float) -> None:
+    from types import SimpleNamespace
+
+    snapshot = SimpleNamespace(routing_version=1, owner="test", part_matchers=np.zeros(4))
+    note = {
+        "posts": kept,
+        "dropped_posts": dropped,
+        "bytes": 200 * (kept + dropped),
+        "spread_counts": [0, kept],
+        "seconds": seconds,
+    }
+    shedding.learn(snapshot, level, [note], [{"seconds": 0.0}], seconds)  # type: ignore[arg-type]
+
+
+def test_a_rate_measured_long_ago_does_not_hold_the_level_up() -> None:
+    """Issue 37, seen at 2x: two slow early batches at levels 20 and 21 held the stream at
+    level 22 for the rest of the run, with batches of half the trigger. Rates are trusted
+    for a few batches only, and the drop levels scale from the newest batch."""
+    from core.shedding.controller import SheddingController
+
+    shedding = StreamShedding(SheddingOptions(latency_budget=5.0, trigger_seconds=5.0))
+    _learn(shedding, 0, 600_000, 0, 4.0)  # the warm-up batch: no rate from it
+    _learn(shedding, 0, 600_000, 0, 4.0)  # 150k posts/s at level 0
+    assert shedding.capacity == pytest.approx(150_000)
+    shedding.controller = SheddingController(
+        shedding.loads(), 5.0 * 150_000, capacity=150_000, step="rate"
+    )
+    first = shedding.ladder.cap_levels + 1
+    level_of = {
+        round(shedding.ladder.drop(lv), 2): lv for lv in range(first, shedding.ladder.max_level + 1)
+    }
+    # two slow batches at 80% and 85% dropped, then steady fast ones at 90%
+    _learn(shedding, level_of[0.8], 360_000, 1_440_000, 6.0)
+    _learn(shedding, level_of[0.85], 270_000, 1_530_000, 6.0)
+    stale = shedding.loads()[level_of[0.85]]
+    # files land whole: 4 to 6 of 300k lines a batch, 1 s a batch whatever its size
+    dropped_cost = DROPPED_POST_COST / 150_000
+    for files in (5, 4, 6, 5, 6, 4, 5, 5):
+        lines = 300_000 * files
+        kept = lines // 10
+        _learn(
+            shedding,
+            level_of[0.9],
+            kept,
+            lines - kept,
+            1.0 + kept * 9e-6 + (lines - kept) * dropped_cost,
+        )
+    loads = shedding.loads()
+    rate_at = {d: shedding.capacity / loads[lv] for d, lv in level_of.items()}
+    assert rate_at[0.9] == pytest.approx(
+        1_500_000 / (1.0 + 150_000 * 9e-6 + 1_350_000 * dropped_cost), rel=0.02
+    )
+
+    # the other levels from the fit (1 s a batch, 9 us a kept post), not from what they
+    # measured long ago (85%: 300k posts/s then; 342k by the costs of the 90% batches)
+    def true_rate(drop: float) -> float:
+        return 1_500_000 / (1.0 + 1_500_000 * ((1 - drop) * 9e-6 + drop * dropped_cost))
+
+    assert loads[level_of[0.85]] < 0.95 * stale
+    for drop in (0.5, 0.7, 0.8, 0.85):
+        assert rate_at[drop] == pytest.approx(true_rate(drop), rel=0.05)
+    # at an input of 320k posts/s, nothing waiting: the least level that covers it, below 90%
+    for t in range(4):
+        choice = shedding.choose(Backlog(0, 0, batch_posts=1_600_000, waiting_posts=0), 5.0 * t)
+    assert first <= choice.level < level_of[0.9]
+    assert rate_at[shedding.ladder.drop(choice.level)] >= 320_000
+    assert rate_at[shedding.ladder.drop(choice.level - 1)] < 1.05 * 320_000
