@@ -185,7 +185,7 @@ def batch_offset_ranges(checkpoint: Path) -> dict[int, tuple[int, int]]:
 
 
 def _batch_files(checkpoint: Path) -> dict[int, list[str]]:
-    from spark_jobs.stream.shedding import _log_entries
+    from spark_jobs.stream.backlog import _log_entries
 
     out: dict[int, list[str]] = {}
     for entry in _log_entries(checkpoint / "sources" / "0"):

@@ -36,13 +36,14 @@ from schemas import table
 from spark_jobs import failpoints
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc, published_version
+from spark_jobs.stream.backlog import Backlog, file_backlog, kafka_backlog
 from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, CommittedBatch
 from spark_jobs.stream.config import StreamConfig
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
 from spark_jobs.stream.pipeline import STREAM_CONF, MatchPipeline, source, task_slots
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
-from spark_jobs.stream.shedding import Backlog, StreamShedding, file_backlog, kafka_backlog
+from spark_jobs.stream.shedding import StreamShedding
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
 
 if TYPE_CHECKING:

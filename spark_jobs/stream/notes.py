@@ -33,6 +33,7 @@ class RouteNote(TypedDict):
     kept_value: float  # ... and of the posts kept beside them
     shed_by_matcher: list[int]
     spread_counts: list[int]  # posts per spread 0..N (before the cap)
+    length_counts: NotRequired[list[int]]  # raw lines per length bin (drop.length_histogram)
     seconds: float
     health: NotRequired[dict[str, object]]  # RoutingHealth.as_row()
     sketch: NotRequired[str]

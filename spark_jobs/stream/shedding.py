@@ -20,26 +20,27 @@ capacity and bytes per post; the match tasks' yield counts update the yield esti
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.shedding.controller import SheddingController
+from core.shedding.drop import kept_byte_share
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.snapshot import MatcherSnapshot
+from spark_jobs.stream.backlog import Backlog
 from spark_jobs.stream.notes import MatchNote, RouteNote
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
+    pass
 from spark_jobs.common import log
 
 # Share of posts processed in full while shedding, so the yield estimate stays unbiased.
@@ -128,68 +129,6 @@ class SheddingOptions:
             raise InvalidArgumentError("--latency-budget must be > 0")
 
 
-# -- the backlog -----------------------------------------------------------------------------
-def _log_entries(folder: Path) -> list[dict[str, Any]]:
-    """Entries of Spark's file-source metadata log (``<checkpoint>/sources/0``): the latest
-    compacted file (it holds every earlier batch) and the batch files after it."""
-    if not folder.is_dir():
-        return []
-    batches: list[tuple[int, Path]] = []
-    for path in folder.iterdir():
-        stem = path.name.removesuffix(".compact")
-        if stem.isdigit() and not path.name.startswith("."):
-            batches.append((int(stem), path))
-    batches.sort()
-    compacted = [i for i, (_, p) in enumerate(batches) if p.name.endswith(".compact")]
-    start = compacted[-1] if compacted else 0
-    entries = []
-    for _, path in batches[start:]:
-        lines = path.read_text(encoding="utf-8").splitlines()[1:]  # the first is "v1"
-        entries += [json.loads(line) for line in lines if line.strip()]
-    return entries
-
-
-@dataclass(frozen=True)
-class Backlog:
-    batch_bytes: int  # this batch's input
-    waiting_bytes: int  # landed, in no batch yet
-    batch_posts: int | None = None  # when the source counts posts (Kafka offsets)
-    waiting_posts: int | None = None
-
-
-def file_backlog(checkpoint: str, landing: str, batch_id: int) -> Backlog:
-    """Bytes of this batch's files and of the landed files no batch has taken yet."""
-    entries = _log_entries(Path(checkpoint) / "sources" / "0")
-    taken = {Path(e["path"].removeprefix("file:")).name: e["batchId"] for e in entries}
-    batch = waiting = 0
-    for path in Path(landing).iterdir():
-        if path.name.startswith((".", "_")) or not path.is_file():
-            continue
-        owner = taken.get(path.name)
-        size = path.stat().st_size
-        if owner is None:
-            waiting += size
-        elif owner == batch_id:
-            batch += size
-    return Backlog(batch, waiting)
-
-
-def kafka_backlog(query: StreamingQuery | None) -> Backlog | None:
-    """Records behind the latest offsets, from the Kafka source's last progress report."""
-    progress = getattr(query, "lastProgress", None) if query is not None else None
-    if not progress or not progress.get("sources"):
-        return None
-    source = progress["sources"][0]
-    metrics = source.get("metrics") or {}
-    if "avgOffsetsBehindLatest" not in metrics:
-        return None
-    end = source.get("endOffset")
-    offsets = json.loads(end) if isinstance(end, str) else (end or {})
-    partitions = sum(len(p) for p in offsets.values()) or 1
-    behind = float(metrics["avgOffsetsBehindLatest"]) * partitions
-    return Backlog(0, 0, int(source.get("numInputRows") or 0), int(behind))
-
-
 # -- yield weights kept for replays ------------------------------------------------------------
 def _weights_path(checkpoint: str, batch_id: int) -> Path:
     return Path(checkpoint) / "s3tm_shedding" / f"yield-weights-{batch_id}.npz"
@@ -258,6 +197,7 @@ class StreamShedding:
         )
         self.controller: SheddingController | None = None
         self.spread_counts: np.ndarray | None = None
+        self.length_counts: np.ndarray | None = None  # raw lines per length bin, all batches
         self.capacity: float | None = None  # posts/s at level 0
         self.posts_per_byte: float | None = None
         self.stats = YieldStats()
@@ -303,8 +243,15 @@ class StreamShedding:
                     ]
                 )
         a = self.per_post_share
-        kept = np.array([1.0 - self.ladder.drop(lv) for lv in range(levels)])
-        out = kept * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
+        drops = np.array([self.ladder.drop(lv) for lv in range(levels)])
+        kept = 1.0 - drops
+        # the work a drop level keeps: its posts' share, or (once lengths are known) the
+        # share of the bytes in the longest posts, as a value drop keeps the long ones
+        # (dropping the shortest 15% of the real tweets saves about 5% of the work)
+        work = kept
+        if self.length_counts is not None:
+            work = np.array([kept_byte_share(self.length_counts, float(d)) for d in drops])
+        out = work * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
         # the drop levels from what a kept and a dropped post cost in the batches that ran
         # at them (one fit, so a level never visited is as well known as its neighbours)
         first_drop = self.ladder.cap_levels + 1
@@ -312,7 +259,6 @@ class StreamShedding:
         per_line = None
         if costs is not None and self.capacity:
             fixed, kept_cost, dropped_cost = costs
-            drops = np.array([self.ladder.drop(level) for level in range(levels)])
             # seconds a line, in a batch as large as the newest one at a drop level
             per_line = (
                 fixed / max(1, self._drop_batch_lines)
@@ -535,6 +481,12 @@ class StreamShedding:
                 total
                 if self.spread_counts is None or self.spread_counts.shape[0] != size
                 else self.spread_counts + total
+            )
+        lengths = [n["length_counts"] for n in route_notes if "length_counts" in n]
+        if lengths:
+            batch_lengths = np.sum(np.asarray(lengths, dtype=np.int64), axis=0)
+            self.length_counts = (
+                batch_lengths if self.length_counts is None else self.length_counts + batch_lengths
             )
         if taken and read:
             self.posts_per_byte = _smooth(self.posts_per_byte, taken / read)

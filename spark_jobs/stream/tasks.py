@@ -35,7 +35,7 @@ from core.corpus.json_lines import judge_lines
 from core.monitor.health import RoutingHealth
 from core.monitor.sketch import WordSketch
 from core.sampling.hash_fraction import spark_xxhash64
-from core.shedding.drop import drop_lines
+from core.shedding.drop import LENGTH_BINS, drop_lines, length_histogram
 from core.shedding.plan import ShedPlan
 from core.shedding.yield_stats import YieldObservation
 from core.stream.dispatch import (
@@ -230,6 +230,7 @@ def _route_run(
     }
     shed_by_matcher = np.zeros(n, dtype=np.int64)
     spread_counts = np.zeros(n + 1, dtype=np.int64)
+    length_counts = np.zeros(LENGTH_BINS, dtype=np.int64)
     # routing health: the version's loads beside hash routing's, and the words' sketch
     health = RoutingHealth.empty(n)
     sketch = WordSketch(SKETCH_SPEC)
@@ -237,7 +238,9 @@ def _route_run(
     word_counts: np.ndarray | None = None  # the task's word occurrences, sketched at its end
     for batch in batches:
         started = time.perf_counter()
-        figures["bytes"] += int(pc.sum(pc.binary_length(batch.column("line"))).as_py() or 0)
+        lengths = np.asarray(pc.fill_null(pc.binary_length(batch.column("line")), 0))
+        figures["bytes"] += int(lengths.sum())
+        length_counts += length_histogram(lengths)
         # a drop level goes first, on the raw bytes: a dropped post costs no parsing
         first = batch.column("line")[0].as_py() if batch.num_rows else None
         dropped = drop_lines(plan, batch.column("line"), line_seed(snapshot, first))
@@ -313,6 +316,7 @@ def _route_run(
         sketch_seconds += time.perf_counter() - sketched
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()
+    figures["length_counts"] = length_counts.tolist()
     figures["health"] = health.as_row()
     figures["sketch"] = sketch.to_text()
     figures["sketch_bytes"] = sketch.nbytes

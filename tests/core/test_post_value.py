@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from core.errors import InvalidArgumentError
 from core.shedding._kernels import unit_draw
 from core.shedding._value_kernels import VALUE_SALT
-from core.shedding.drop import drop_lines
+from core.shedding.drop import (
+    LENGTH_BIN,
+    LENGTH_BINS,
+    drop_lines,
+    kept_byte_share,
+    length_histogram,
+)
 from core.shedding.plan import ShedPlan
 from core.shedding.post_value import (
     PREFIX,
@@ -137,3 +143,26 @@ def test_a_value_table_needs_a_power_of_two() -> None:
         ValueTable(np.zeros(3, dtype=np.float32))
     with pytest.raises(InvalidArgumentError):
         keep_most_valuable(np.zeros(3), 1.0, None, 0)
+
+
+@given(
+    st.lists(st.integers(0, 3000), min_size=1, max_size=300),
+    st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.75, 0.9]),
+)
+def test_kept_byte_share_is_the_bytes_of_the_longest_lines(lengths, drop) -> None:
+    counts = length_histogram(np.array(lengths))
+    # brute force over the binned lengths: each line at its bin's middle, longest first
+    binned = np.sort(
+        (np.minimum(np.array(lengths) // LENGTH_BIN, LENGTH_BINS - 1) + 0.5) * LENGTH_BIN
+    )[::-1]
+    keep = (1 - drop) * len(lengths)
+    whole = int(np.floor(keep))
+    expected = binned[:whole].sum() + (keep - whole) * (binned[whole] if whole < len(binned) else 0)
+    assert kept_byte_share(counts, drop) == pytest.approx(expected / binned.sum())
+    assert kept_byte_share(counts, drop) >= (1 - drop) - 1e-9  # the longest hold the most
+
+
+def test_kept_byte_share_of_equal_lines_is_the_share_of_lines() -> None:
+    counts = length_histogram(np.full(1000, 140))
+    assert kept_byte_share(counts, 0.4) == pytest.approx(0.6)
+    assert kept_byte_share(np.zeros(LENGTH_BINS), 0.4) == pytest.approx(0.6)

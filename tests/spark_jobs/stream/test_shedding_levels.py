@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from core.errors import InvalidArgumentError
+from spark_jobs.stream.backlog import Backlog
 from spark_jobs.stream.shedding import (
     DROPPED_POST_COST,
-    Backlog,
     SheddingOptions,
     StreamShedding,
 )
@@ -147,3 +147,21 @@ def test_a_rate_measured_long_ago_does_not_hold_the_level_up() -> None:
     assert first <= choice.level < level_of[0.9]
     assert rate_at[shedding.ladder.drop(choice.level)] >= 320_000
     assert rate_at[shedding.ladder.drop(choice.level - 1)] < 1.05 * 320_000
+
+
+def test_before_any_drop_level_ran_its_load_is_the_work_of_the_long_posts() -> None:
+    """A value drop keeps the long posts: dropping half the posts keeps far more than half
+    the work when half the posts are ten times as long as the rest."""
+    from core.shedding.drop import length_histogram
+
+    shedding = StreamShedding(SheddingOptions())
+    level = next(
+        lv
+        for lv in range(shedding.ladder.cap_levels + 1, shedding.ladder.max_level + 1)
+        if shedding.ladder.drop(lv) == 0.5
+    )
+    by_posts = shedding.loads()[level]
+    shedding.length_counts = length_histogram(np.r_[np.full(500, 40), np.full(500, 400)])
+    by_bytes = shedding.loads()[level]
+    assert by_bytes > 1.4 * by_posts
+    assert (np.diff(shedding.loads()) <= 1e-12).all()
