@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -76,8 +77,12 @@ class StandaloneCluster:
             )
 
     def start(self) -> str:
-        """Starts the daemons and waits until every worker registered; returns the master
-        URL.
+        """Starts the master, then the workers once the master is bound, and waits until
+        every worker registered; returns the master URL.
+
+        The ports are the master's own word, read off its log: a port picked free here can
+        be taken before the JVM binds it, and Spark then binds the next one (a CI run met
+        another server's page on the UI port). The workers' UIs take ephemeral ports.
 
         Raises:
             ClusterStartFailed: with the daemons' last log lines.
@@ -88,29 +93,44 @@ class StandaloneCluster:
             ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(self.port), "--webui-port", str(self.ui_port)],
         )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (bound := self._bound_ports()) is None:
+            self._check(deadline, "the master did not bind its ports")
+            time.sleep(0.2)
+        self.port, self.ui_port = bound
         for k in range(self.workers):
             self._start(
                 f"worker{k}",
                 ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                  "--cores", str(self.cores), "--memory", self.memory,
                  "--work-dir", str(self.folder / f"work{k}"),
-                 "--webui-port", str(free_port()), self.master_url],
+                 "--webui-port", "0", self.master_url],
             )  # fmt: skip
-        deadline = time.monotonic() + START_TIMEOUT_S
         while self.alive_workers() < self.workers:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
-                logs = {p.name: p.read_text()[-1500:] for p in self.folder.glob("*.log")}
-                self.stop()
-                raise ClusterStartFailed(f"the Spark cluster did not come up: {logs}")
+            self._check(deadline, "the workers did not register")
             time.sleep(1)
         return self.master_url
+
+    def _bound_ports(self) -> tuple[int, int] | None:
+        """(RPC port, UI port) the master's log says it bound, once it said both."""
+        log = self.folder / "master.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        rpc = re.search(r"Starting Spark master at spark://[^:\s]+:(\d+)", text)
+        ui = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+        return (int(rpc.group(1)), int(ui.group(1))) if rpc and ui else None
+
+    def _check(self, deadline: float, what: str) -> None:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
+            logs = {p.name: p.read_text()[-1500:] for p in self.folder.glob("*.log")}
+            self.stop()
+            raise ClusterStartFailed(f"the Spark cluster did not come up ({what}): {logs}")
 
     def state(self) -> dict[str, Any]:
         """The master's JSON status page (workers, applications); empty when it is down."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
                 return dict(json.load(r))
-        except OSError:
+        except (OSError, ValueError):  # down, or not (yet) the master's JSON
             return {}
 
     def alive_workers(self) -> int:

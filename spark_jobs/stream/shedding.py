@@ -225,9 +225,10 @@ class StreamShedding:
         return self.options.mode != "off"
 
     def loads(self) -> np.ndarray:
-        """L(l) per level: work kept over work at level 0. Per post, a fixed part (route)
-        and a part per routed pair (match, dispatch), in the measured proportions; the
-        pairs kept at each cap come from the spreads seen so far."""
+        """L(l) per level: work kept over work at level 0. Per post, a fixed part (route,
+        dispatch) and a part per routed pair (match), in the measured proportions; the
+        pairs kept at each cap come from the spreads seen so far. The drop levels, and
+        any level measured lately, from the batches that ran (see below)."""
         levels = self.ladder.max_level + 1
         pairs = np.linspace(1.0, 1.0 / levels, levels)
         if self.spread_counts is not None and self.spread_counts.sum() > 0:
@@ -247,7 +248,6 @@ class StreamShedding:
         kept = 1.0 - drops
         # the work a drop level keeps: its posts' share, or (once lengths are known) the
         # share of the bytes in the longest posts, as a value drop keeps the long ones
-        # (dropping the shortest 15% of the real tweets saves about 5% of the work)
         work = kept
         if self.length_counts is not None:
             work = np.array([kept_byte_share(self.length_counts, float(d)) for d in drops])
