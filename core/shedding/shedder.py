@@ -198,13 +198,10 @@ def drop_posts_at_random(n_posts: int, fraction: float, seed: int) -> np.ndarray
 
 def pair_load(spreads: np.ndarray, max_spread: float | None) -> float:
     """Expected routed pairs kept under a cap, from the posts' spreads (any utility)."""
-    total = float(spreads.sum())
-    if max_spread is None or total == 0:
-        return total
-    whole, fraction = split_cap(max_spread)
-    capped = np.minimum(spreads, whole).astype(np.float64)
-    capped += fraction * (spreads > whole)
-    return float(capped.sum())
+    spreads = np.asarray(spreads, dtype=np.int64)
+    if spreads.size == 0:
+        return 0.0
+    return pair_load_of_histogram(np.bincount(spreads), max_spread)
 
 
 def pair_load_of_histogram(counts: np.ndarray, max_spread: float | None) -> float:

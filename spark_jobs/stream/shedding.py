@@ -24,7 +24,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,12 +35,9 @@ from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.snapshot import MatcherSnapshot
+from spark_jobs.common import log
 from spark_jobs.stream.backlog import Backlog
 from spark_jobs.stream.notes import MatchNote, RouteNote
-
-if TYPE_CHECKING:
-    pass
-from spark_jobs.common import log
 
 # Share of posts processed in full while shedding, so the yield estimate stays unbiased.
 EXEMPT_FRACTION = 0.02

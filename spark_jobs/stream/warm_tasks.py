@@ -39,6 +39,11 @@ WARMED_SCHEMA = DISPATCHED_SCHEMA
 LINES_SCHEMA = "line binary, source_file string"
 
 
+def _warm_up_line(i: int, text: str) -> bytes:
+    """A raw line as the stream's source gives it, for post ``i`` of the warm-up."""
+    return json.dumps({"id": f"s3tm-warm-up-{i}", "text": text}).encode()
+
+
 def sample_lines(
     sample: Broadcast[list[str]],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -53,10 +58,7 @@ def _sample_run(
     texts: list[str] = sample.value
     for batch in batches:
         ids = batch.column("id").to_pylist()
-        lines = [
-            json.dumps({"id": f"s3tm-warm-up-{i}", "text": texts[i % len(texts)]}).encode()
-            for i in ids
-        ]
+        lines = [_warm_up_line(i, texts[i % len(texts)]) for i in ids]
         yield pa.RecordBatch.from_arrays(
             [pa.array(lines, pa.binary()), pa.array(["s3tm-warm-up"] * len(ids), pa.string())],
             names=["line", "source_file"],
@@ -92,7 +94,7 @@ def _warm_run(
     # level's (value scan, selection, spread cap): the first batch of an overload is
     # otherwise the one that loads them, and its time misleads the controller
     lines = pa.array(
-        [json.dumps({"id": f"s3tm-warm-up-{i}", "text": t}).encode() for i, t in enumerate(texts)],
+        [_warm_up_line(i, t) for i, t in enumerate(texts)],
         pa.binary(),
     )
     n_slots = int(snapshot.part_matchers.shape[0])
