@@ -63,6 +63,7 @@ class LakehouseCatalog:
         self.spark = spark
         self.lakehouse = lakehouse
         self.tables: dict[str, CatalogTable] = {}
+        self._versions: dict[str, list[str]] = {}  # Spark tables of a table's versions
         self.snapshots = lakehouse.root / SNAPSHOTS_DIR
 
     def refresh(self) -> list[CatalogTable]:
@@ -144,16 +145,27 @@ class LakehouseCatalog:
             if spec.partition_by
             else ""
         )
-        # drop + create: the catalog entry points at the new folder in one step
-        self.spark.sql(f"DROP TABLE IF EXISTS {qualified}")
+        # a table per version, and the name users query a view of it: replacing the view
+        # is one catalog step, where dropping and re-creating a table left a moment in
+        # which a query found no table (a CI run met it); the version before stays
+        # registered for queries already planned on it
+        versioned = spark_name(f"{spec.name}__v{snapshot.version:08d}")
+        self.spark.sql(f"DROP TABLE IF EXISTS {versioned}")
         self.spark.sql(
-            f"CREATE TABLE {qualified} ({columns}) USING parquet{partitioned} "
+            f"CREATE TABLE {versioned} ({columns}) USING parquet{partitioned} "
             f"LOCATION '{folder.as_uri()}'"
         )
         if spec.partition_by:
-            self.spark.sql(f"ALTER TABLE {qualified} RECOVER PARTITIONS")
+            self.spark.sql(f"ALTER TABLE {versioned} RECOVER PARTITIONS")
+        self.spark.sql(f"CREATE OR REPLACE VIEW {qualified} AS SELECT * FROM {versioned}")
         entry = CatalogTable(spec.name, qualified, snapshot.version)
         self.tables[spec.name] = entry
+        registered = self._versions.setdefault(spec.name, [])
+        if versioned not in registered:
+            registered.append(versioned)
+        for old in registered[:-KEEP_SNAPSHOTS]:
+            self.spark.sql(f"DROP TABLE IF EXISTS {old}")
+        del registered[:-KEEP_SNAPSHOTS]
         self._prune(spec.name)
         log.info("sql catalog: %s -> version %d", spec.name, snapshot.version)
         return entry
