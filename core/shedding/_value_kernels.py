@@ -103,6 +103,22 @@ def line_values(
 
 
 @njit(cache=True)
+def object_lines(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Per line: does it start like a JSON object, ``{`` after white space (RE2's ``\\s``:
+    tab, line feed, form feed, carriage return, space)?"""
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        for j in range(offsets[i], offsets[i + 1]):
+            b = data[j]
+            if b == 32 or b == 9 or b == 10 or b == 12 or b == 13:
+                continue
+            out[i] = b == 123
+            break
+    return out
+
+
+@njit(cache=True)
 def keep_most_valuable(
     values: np.ndarray, n_drop: int, exempt: np.ndarray, seed: int
 ) -> np.ndarray:

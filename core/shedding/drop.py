@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import ShedPlan
-from core.shedding.post_value import keep_most_valuable, line_values
+from core.shedding.post_value import keep_most_valuable, line_values, object_lines
 from core.shedding.shedder import exempt_posts
 
 
@@ -47,8 +46,7 @@ def drop_lines(plan: ShedPlan, lines: pa.Array, seed: int) -> LineDrop:
     )
     if plan.drop_fraction <= 0 or n == 0:
         return LineDrop(np.ones(n, dtype=np.bool_), sampled)
-    objects = pc.fill_null(pc.match_substring_regex(lines, r"^\s*\{"), False)
-    protected = sampled | ~np.asarray(objects, dtype=np.bool_)
+    protected = sampled | ~object_lines(lines)
     if plan.drop_values is None:
         values = np.zeros(n, dtype=np.float64)
     else:

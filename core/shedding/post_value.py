@@ -79,6 +79,12 @@ def line_values(lines: pa.Array | pa.ChunkedArray, table: ValueTable) -> np.ndar
     return K.line_values(offsets, data, table.buckets, PREFIX)
 
 
+def object_lines(lines: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per raw line: does it start like a JSON object (``^\\s*{``; nulls: no)?"""
+    offsets, data = _binary_buffers(lines)
+    return K.object_lines(offsets, data)
+
+
 def keep_most_valuable(
     values: np.ndarray, fraction: float, exempt: np.ndarray | None, seed: int
 ) -> np.ndarray:

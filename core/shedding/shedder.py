@@ -44,6 +44,9 @@ class LevelLadder:
         drop_cap: the cap of the drop levels (None: ``min_cap``). Where routing, not
             matching, dominates the cost, a moderate cap with fewer posts dropped keeps
             more matches than the smallest cap with more dropped.
+        deep_cap: the cap of the *deep* drop levels, after the drop levels (at most
+            ``drop_cap``), with their own rising ``deep_fractions``: deep in overload a
+            smaller cap keeps more posts at the same cost, for somewhat fewer matches.
     """
 
     k: float = 7.0
@@ -51,20 +54,29 @@ class LevelLadder:
     min_cap: float = 1.0
     drop_fractions: tuple[float, ...] = ()
     drop_cap: float | None = None
+    deep_cap: float | None = None
+    deep_fractions: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.drop_cap is not None and not self.min_cap <= self.drop_cap <= self.k:
             raise InvalidArgumentError(f"drop_cap must lie in [min_cap, k], got {self.drop_cap}")
+        if self.deep_fractions and self.deep_cap is None:
+            raise InvalidArgumentError("deep_fractions need a deep_cap")
+        upper = self.drop_cap if self.drop_cap is not None else self.min_cap
+        if self.deep_cap is not None and not 1 <= self.deep_cap <= upper:
+            raise InvalidArgumentError(
+                f"deep_cap must lie in [1, {upper}] (the drop levels' cap), got {self.deep_cap}"
+            )
         if self.delta <= 0 or self.min_cap < 1 or self.k < self.min_cap:
             raise InvalidArgumentError(
                 f"need delta > 0 and 1 <= min_cap <= k, got k={self.k}, delta={self.delta}, "
                 f"min_cap={self.min_cap}"
             )
-        drops = (0.0, *self.drop_fractions)
-        if any(not 0 < d < 1 for d in self.drop_fractions) or any(
-            b <= a for a, b in itertools.pairwise(drops)
-        ):
-            raise InvalidArgumentError("drop fractions must rise within (0, 1)")
+        for fractions in (self.drop_fractions, self.deep_fractions):
+            if any(not 0 < d < 1 for d in fractions) or any(
+                b <= a for a, b in itertools.pairwise((0.0, *fractions))
+            ):
+                raise InvalidArgumentError("drop fractions must rise within (0, 1)")
 
     @property
     def cap_levels(self) -> int:
@@ -72,8 +84,13 @@ class LevelLadder:
         return 1 + math.floor((self.k - self.min_cap) / self.delta + 1e-9)
 
     @property
+    def deep_levels(self) -> int:
+        """The first deep drop level (``max_level + 1`` without any)."""
+        return self.cap_levels + len(self.drop_fractions) + 1
+
+    @property
     def max_level(self) -> int:
-        return self.cap_levels + len(self.drop_fractions)
+        return self.cap_levels + len(self.drop_fractions) + len(self.deep_fractions)
 
     def _check(self, level: int) -> None:
         if not 0 <= level <= self.max_level:
@@ -84,6 +101,8 @@ class LevelLadder:
         self._check(level)
         if level == 0:
             return None
+        if level >= self.deep_levels and self.deep_cap is not None:
+            return self.deep_cap
         if level > self.cap_levels and self.drop_cap is not None:
             return self.drop_cap
         return max(self.min_cap, self.k - (level - 1) * self.delta)
@@ -91,6 +110,8 @@ class LevelLadder:
     def drop(self, level: int) -> float:
         """The share of whole posts ``level`` drops (0 below the drop levels)."""
         self._check(level)
+        if level >= self.deep_levels:
+            return self.deep_fractions[level - self.deep_levels]
         beyond = level - self.cap_levels
         return self.drop_fractions[beyond - 1] if beyond > 0 else 0.0
 

@@ -240,6 +240,15 @@ class _CachedTrie:
 INDEX_KINDS = ("predicate", "trie")
 
 
+def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr of the given rows, positions of their entries in the CSR's values)."""
+    starts = np.asarray(indptr, dtype=np.int64)[rows]
+    lengths = np.asarray(indptr, dtype=np.int64)[rows + 1] - starts
+    out = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out, np.repeat(starts - out[:-1], lengths) + np.arange(out[-1], dtype=np.int64)
+
+
 class MatcherCache:
     """Per-matcher indexes and post encoders of the current routing version."""
 
@@ -410,12 +419,19 @@ class MatcherCache:
             cached = (snapshot.epoch, sub_ids[order], credit[order])
             self._credit[matcher] = cached
         _, sorted_ids, sorted_credit = cached
-        match_slots = sorted_credit[np.searchsorted(sorted_ids, matches.sub_ids)]
+        # only the sampled posts count: their words and matches are gathered first (2% of
+        # a batch), not every match looked up and most of them thrown away
+        rows = np.flatnonzero(sampled)
+        if rows.size == 0:
+            return YieldObservation.empty()
+        post_indptr, post_words = take_rows(offsets, word_ids, rows)
+        match_indptr, match_at = _csr_positions(matches.indptr, rows)
+        match_slots = sorted_credit[np.searchsorted(sorted_ids, matches.sub_ids[match_at])]
         return observe(
-            offsets,
-            word_ids,
-            sampled,
-            matches.indptr,
+            post_indptr,
+            post_words,
+            np.ones(rows.shape[0], dtype=np.bool_),
+            match_indptr,
             match_slots,
             matcher,
             snapshot.part_start,

@@ -46,13 +46,19 @@ SMOOTHING = 0.3
 # Beyond the smallest cap: the shares of whole posts the last levels drop (the last resort
 # when routing the posts, not matching them, is more than the machines can take), in steps
 # of 5% so that the controller can settle close to the capacity (issue 37).
-DROP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(1, 19))
+DROP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(1, 10))
 # The smallest cap, and the cap of the drop levels. The yield utility keeps 99% of the
 # matches at m = 4 and 91% at m = 2 (Fig. 8a), and a value drop keeps the posts with many
 # words, whose spreads the cap cuts: at the throughput of 50% dropped at m = 2, m = 4 must
 # drop 60% for the same matches (1.5M-post batches of the real tweets, issue 37), so m = 2
 # processes a quarter more posts for as many matches
 DROP_CAP = 2.0
+# Deeper, one matcher per post: at the rate of 60% dropped at m = 2 (340k lines/s), m = 1
+# drops 45% and processes 37% more posts for 10% fewer matches (0.66 of them against 0.73;
+# 1.5M-post batches of the real tweets, issue 37). The deep levels start where their rate
+# passes the last drop level's (m = 2 dropping 45% ~ m = 1 dropping 35%)
+DEEP_CAP = 1.0
+DEEP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(7, 19))
 # What a dropped post still costs, as a share of a post processed in full: read from the
 # source and handed to a Python worker, its raw bytes scanned for its value (measured at
 # 2x on the real tweets: 1.2 of 7.5 us; the no-op query's rate says the same).
@@ -189,6 +195,8 @@ class StreamShedding:
                 min_cap=min(DROP_CAP, options.k),
                 drop_fractions=DROP_FRACTIONS,
                 drop_cap=min(DROP_CAP, options.k),
+                deep_cap=DEEP_CAP,
+                deep_fractions=DEEP_FRACTIONS,
             )
         )
         self.controller: SheddingController | None = None
@@ -212,8 +220,8 @@ class StreamShedding:
         self.level_rates: dict[int, tuple[float, int]] = {}
         self._batches = 0  # batches learned from
         self._last_level: int | None = None  # the level of the newest measured batch
-        # (kept, dropped, seconds) of recent batches at drop levels
-        self._drop_batches: deque[tuple[int, int, float]] = deque(maxlen=DROP_FIT_BATCHES)
+        # (level, kept, dropped, seconds) of recent batches at drop levels
+        self._drop_batches: deque[tuple[int, int, int, float]] = deque(maxlen=DROP_FIT_BATCHES)
         self._drop_batch_lines = 0  # lines of the newest batch at a drop level
 
     @property
@@ -247,11 +255,14 @@ class StreamShedding:
         work = kept
         if self.length_counts is not None:
             work = np.array([kept_byte_share(self.length_counts, float(d)) for d in drops])
-        out = work * (a + (1.0 - a) * pairs) + (1.0 - kept) * DROPPED_POST_COST
+        # a kept post's work by the model, per level (the same at each level of a cap)
+        shape = a + (1.0 - a) * pairs
+        out = work * shape + (1.0 - kept) * DROPPED_POST_COST
         # the drop levels from what a kept and a dropped post cost in the batches that ran
-        # at them (one fit, so a level never visited is as well known as its neighbours)
+        # at them (one fit per cap, so a level never visited is as well known as its
+        # neighbours)
         first_drop = self.ladder.cap_levels + 1
-        costs = self._drop_costs()
+        costs = self._drop_costs(shape)
         per_line = None
         if costs is not None and self.capacity:
             fixed, kept_cost, dropped_cost = costs
@@ -292,29 +303,59 @@ class StreamShedding:
             if self._batches - seen < RATE_MEMORY
         }
 
-    def _drop_costs(self) -> tuple[float, float, float] | None:
-        """(seconds a batch costs whatever its size, per kept post, per dropped post) at
-        the drop levels. A dropped post costs ``DROPPED_POST_COST`` of a level-0 post; the
-        rest is fitted on the recent batches at drop levels, time = fixed + kept x cost.
+    def _drop_costs(self, shape: np.ndarray) -> tuple[float, np.ndarray, float] | None:
+        """(seconds a batch costs whatever its size, per kept post at each level, per
+        dropped post) at the drop levels. A dropped post costs ``DROPPED_POST_COST`` of a
+        level-0 post; the rest is fitted on the recent batches at drop levels, time = fixed
+        + kept x cost, a cost per cap: the drop levels' and the deep levels' kept posts
+        differ (m = 1 sends each to one matcher and finds fewer matches to dispatch). A cap
+        no recent batch ran at takes a measured cap's cost scaled by the model's ``shape``
+        (a kept post's work per level), until one does.
+
         The fixed part matters at high levels, where few posts are kept: folded into the
-        kept posts' cost it makes each level down look far dearer than it is. Without
-        enough spread in the kept counts to tell the two apart it is taken as 0."""
+        kept posts' cost it makes each level down look far dearer than it is. It is fitted
+        on the cap with the most batches; without enough spread in their kept counts to
+        tell the two apart it is taken as 0."""
         if not self._drop_batches or not self.capacity:
             return None
         dropped_cost = DROPPED_POST_COST / self.capacity
-        kept = np.array([k for k, _, _ in self._drop_batches], dtype=np.float64)
-        spent = np.array([t - d * dropped_cost for _, d, t in self._drop_batches])
-        if kept.sum() <= 0 or spent.sum() <= 0:
+        by_cap: dict[float | None, list[tuple[int, float]]] = {}
+        for level, kept_posts, dropped_posts, seconds in self._drop_batches:
+            by_cap.setdefault(self.ladder.cap(level), []).append(
+                (kept_posts, seconds - dropped_posts * dropped_cost)
+            )
+        if sum(k for runs in by_cap.values() for k, _ in runs) <= 0:
             return None
         fixed = 0.0
-        if kept.shape[0] >= 3 and kept.std() > 0.05 * kept.mean():
+        most = max(by_cap.values(), key=len)
+        kept = np.array([k for k, _ in most], dtype=np.float64)
+        spent = np.array([t for _, t in most])
+        if kept.shape[0] >= 3 and kept.std() > 0.05 * kept.mean() and spent.min() > 0:
             slope, intercept = np.polyfit(kept, spent, 1)
             if slope > 0:
                 # never more than half of the cheapest batch: the kept posts stay the cost
                 fixed = float(np.clip(intercept, 0.0, 0.5 * spent.min()))
-        kept_cost = float((spent - fixed).sum() / kept.sum())
-        if kept_cost <= 0:
+        measured: dict[float | None, float] = {}
+        for cap, runs in by_cap.items():
+            kept_sum = sum(k for k, _ in runs)
+            cost = sum(t - fixed for _, t in runs) / kept_sum if kept_sum else 0.0
+            if cost > 0:
+                measured[cap] = cost
+        if not measured:
             return None
+        # the newest batch at a measured cap: what the others scale from
+        reference = next(
+            level
+            for level, *_ in reversed(self._drop_batches)
+            if self.ladder.cap(level) in measured
+        )
+        scale = measured[self.ladder.cap(reference)] / max(float(shape[reference]), 1e-9)
+        kept_cost = np.array(
+            [
+                measured.get(self.ladder.cap(lv), scale * float(shape[lv]))
+                for lv in range(shape.shape[0])
+            ]
+        )
         return fixed, kept_cost, dropped_cost
 
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
@@ -495,7 +536,7 @@ class StreamShedding:
         if taken and seconds > 0 and self._version_batches > WARMUP_BATCHES:
             self._batches += 1
             if level > self.ladder.cap_levels:
-                self._drop_batches.append((posts, taken - posts, seconds))
+                self._drop_batches.append((level, posts, taken - posts, seconds))
                 self._drop_batch_lines = taken
             rate = taken / seconds
             # smoothed with the level's last rate while that is fresh, else measured anew

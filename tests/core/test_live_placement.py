@@ -16,7 +16,7 @@ from core.placement import _lasp_kernels as K
 from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
-from core.shedding.yield_stats import YieldObservation
+from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 from core.stream.snapshot import snapshot_of
 from core.stream.worker import (
     INDEX_KINDS,
@@ -153,6 +153,35 @@ def test_routed_and_matched_posts_equal_brute_force(sets, posts) -> None:
         _routed_and_matched_equal_brute_force(sets, posts, kind)
 
 
+def _counts(observation: YieldObservation) -> tuple[list, list, list]:
+    return (
+        observation.slots.tolist(),
+        observation.matches.tolist(),
+        observation.posts.tolist(),
+    )
+
+
+def _observe_all(snapshot, matcher, offsets, values, sampled, matches) -> YieldObservation:
+    """The plain reference: every match credited to its slot, then the sample counted."""
+    sub_ids, indptr, words = snapshot.matcher_subs[matcher]
+    credit = attribution_slots(
+        indptr, words, matcher, snapshot.part_start, snapshot.part_count, snapshot.part_matchers
+    )
+    slot_of_sub = dict(zip(sub_ids.tolist(), credit.tolist(), strict=True))
+    match_slots = np.array([slot_of_sub[s] for s in matches.sub_ids.tolist()], dtype=np.int64)
+    return observe(
+        offsets,
+        values,
+        sampled,
+        matches.indptr,
+        match_slots,
+        matcher,
+        snapshot.part_start,
+        snapshot.part_count,
+        snapshot.part_matchers,
+    )
+
+
 def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
     live = LivePlacement(_table())
     live.place(list(range(len(sets))), sets)
@@ -188,6 +217,11 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
             matches = cache.match(snapshot, m, offsets, values)
             sampled = np.ones(rows.shape[0], dtype=np.bool_)
             counts.append(cache.observe_yield(snapshot, m, offsets, values, sampled, matches))
+            # a sample of the posts: the counts of every post's matches, filtered
+            some = np.random.default_rng(m).random(rows.shape[0]) < 0.4
+            assert _counts(cache.observe_yield(snapshot, m, offsets, values, some, matches)) == (
+                _counts(_observe_all(snapshot, m, offsets, values, some, matches))
+            )
             for r in range(rows.shape[0]):
                 for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
                     found.add((int(pair_post[rows[r]]), sub))

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +28,7 @@ from core.shedding.post_value import (
     ValueTable,
     keep_most_valuable,
     line_values,
+    object_lines,
     word_values,
 )
 from tests.hypothesis_tiers import examples
@@ -61,6 +63,24 @@ def test_line_values_equal_the_plain_python_reference(texts, values) -> None:
     got = line_values(pa.array(lines, pa.binary()), table)
     want = [_reference_value(line, table) for line in lines]
     assert got == pytest.approx(want, rel=1e-5, abs=1e-4)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.text(alphabet=" \t\n\x0b\x0c\r{x\u00e9[", max_size=6),
+            st.binary(max_size=6),
+        ),
+        max_size=30,
+    )
+)
+def test_object_lines_equal_the_regex(lines) -> None:
+    raw = pa.array([x.encode() if isinstance(x, str) else x for x in lines], pa.binary())
+    want = pc.fill_null(pc.match_substring_regex(raw, r"^\s*\{"), False).to_pylist()
+    assert object_lines(raw).tolist() == want
+    assert object_lines(raw.slice(1)).tolist() == want[1:]
 
 
 def test_raw_words_meet_their_stemmed_forms() -> None:

@@ -15,13 +15,18 @@ from spark_jobs.stream.shedding import (
 )
 
 
-def test_the_ladder_caps_down_to_two_then_drops_in_small_steps() -> None:
+def test_the_ladder_caps_down_to_two_drops_then_drops_at_one_matcher() -> None:
     ladder = StreamShedding(SheddingOptions()).ladder
     assert [ladder.cap(level) for level in range(1, 7)] == [7, 6, 5, 4, 3, 2]
-    drops = [ladder.drop(level) for level in range(7, ladder.max_level + 1)]
-    assert drops[0] == 0.05 and drops[-1] == 0.9
+    deep = ladder.deep_levels
+    drops = [ladder.drop(level) for level in range(7, deep)]
+    assert drops[0] == 0.05 and drops[-1] == 0.45
     assert np.allclose(np.diff(drops), 0.05)
-    assert all(ladder.cap(level) == 2 for level in range(7, ladder.max_level + 1))
+    assert all(ladder.cap(level) == 2 for level in range(7, deep))
+    deep_drops = [ladder.drop(level) for level in range(deep, ladder.max_level + 1)]
+    assert deep_drops[0] == 0.35 and deep_drops[-1] == 0.9
+    assert np.allclose(np.diff(deep_drops), 0.05)
+    assert all(ladder.cap(level) == 1 for level in range(deep, ladder.max_level + 1))
 
 
 def test_a_fixed_level_may_drop_posts_too() -> None:
@@ -35,17 +40,48 @@ def test_drop_level_loads_come_from_what_kept_posts_cost() -> None:
     shedding = StreamShedding(SheddingOptions())
     shedding.capacity = 100_000.0  # posts/s at level 0: 10 us a post
     dropped_cost = DROPPED_POST_COST / shedding.capacity
-    kept_cost = 12e-6  # the posts a value drop keeps are the costly ones
-    for kept, dropped in [(600_000, 400_000), (400_000, 600_000)]:
-        shedding._drop_batches.append((kept, dropped, kept * kept_cost + dropped * dropped_cost))
-    loads = shedding.loads()
+    kept_cost = {2.0: 12e-6, 1.0: 8e-6}  # the posts a value drop keeps are the costly ones
     ladder = shedding.ladder
+    level_at = {(ladder.cap(lv), ladder.drop(lv)): lv for lv in range(ladder.max_level + 1)}
+    for cap, kept, dropped in [(2.0, 600_000, 400_000), (1.0, 400_000, 600_000)]:
+        level = level_at[(cap, dropped / (kept + dropped))]
+        seconds = kept * kept_cost[cap] + dropped * dropped_cost
+        shedding._drop_batches.append((level, kept, dropped, seconds))
+    loads = shedding.loads()
     for level in range(ladder.cap_levels + 1, ladder.max_level + 1):
         d = ladder.drop(level)
-        want = min(1.0, 1e5 * ((1 - d) * kept_cost + d * dropped_cost))
+        want = min(1.0, 1e5 * ((1 - d) * kept_cost[ladder.cap(level)] + d * dropped_cost))
         assert loads[level] == pytest.approx(min(want, loads[level - 1]))
     assert (np.diff(loads) <= 1e-12).all()  # never more load at a higher level
     assert loads[-1] < 0.5
+
+
+def test_a_cap_no_batch_ran_at_takes_a_measured_caps_cost_by_the_model() -> None:
+    shedding = StreamShedding(SheddingOptions())
+    shedding.capacity = 100_000.0
+    shedding.spread_counts = np.array([0, 100, 300, 400, 200])  # 1 to 4 matchers a post
+    ladder = shedding.ladder
+    level = ladder.deep_levels - 1  # m = 2, the last drop level
+    shedding._drop_batches.append((level, 550_000, 450_000, 5.0))
+    costs = shedding._drop_costs(np.linspace(1.0, 0.5, ladder.max_level + 1))
+    assert costs is not None
+    _, kept_cost, dropped_cost = costs
+    measured = (5.0 - 450_000 * dropped_cost) / 550_000
+    assert kept_cost[level] == pytest.approx(measured)
+    shape = np.linspace(1.0, 0.5, ladder.max_level + 1)
+    deep = ladder.deep_levels
+    assert kept_cost[deep] == pytest.approx(measured * shape[deep] / shape[level])
+
+
+def test_deep_levels_need_a_cap_no_larger_than_the_drop_levels() -> None:
+    from core.shedding.shedder import LevelLadder
+
+    with pytest.raises(InvalidArgumentError):
+        LevelLadder(k=7, min_cap=2, drop_fractions=(0.1,), deep_fractions=(0.2,))
+    with pytest.raises(InvalidArgumentError):
+        LevelLadder(k=7, min_cap=2, drop_fractions=(0.1,), deep_cap=3.0, deep_fractions=(0.2,))
+    with pytest.raises(InvalidArgumentError):
+        LevelLadder(k=7, min_cap=2, deep_cap=1.0, deep_fractions=(0.3, 0.2))
 
 
 def test_the_input_rate_is_measured_over_a_few_plans() -> None:
