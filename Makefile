@@ -15,7 +15,8 @@ JARS   := .jars
 # marked by the fixtures they use: tests/conftest.py).
 QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # pytest-xdist workers: each keeps its own Spark session; files stay whole on one worker so
-# module fixtures are built once.
+# module fixtures are built once, queued longest first (tests/scheduling.py, not xdist's
+# most-tests-first order, which left the long single-test files to the end).
 WORKERS ?= 2
 
 setup: $(VENV)/.installed $(JARS)/.resolved
@@ -57,13 +58,13 @@ check: setup
 	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests && \
 	$(BIN)/ruff format --check core schemas spark_jobs s3tm dags tests && \
 	$(BIN)/mypy && \
-	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile; \
+	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make check: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 ## README command two (CI runs this): set up and run every test.
 test: setup
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile; \
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup

@@ -18,6 +18,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from s3tm.bench.realdata import real_corpus_path
+from tests.scheduling import file_seconds, order_longest_first
+from tests.scheduling import pytest_addoption as pytest_addoption
+from tests.scheduling import pytest_configure as pytest_configure
 
 # fixture -> the marker of the resource it starts (markers are declared in pyproject.toml)
 RESOURCE_FIXTURES: dict[str, str] = {
@@ -48,11 +51,13 @@ if CHECK_TIER:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks each test by the resources its fixtures start."""
+    """Marks each test by the resources its fixtures start; queues the longest files first
+    (``tests/scheduling.py``)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker in sorted({m for f, m in RESOURCE_FIXTURES.items() if f in used}):
             item.add_marker(getattr(pytest.mark, marker))
+    order_longest_first(items, file_seconds())
 
 
 @pytest.fixture(scope="session")

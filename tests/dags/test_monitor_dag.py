@@ -2,8 +2,11 @@
 ``s3tm_monitor`` emit the ``remap_request`` asset event that schedules ``s3tm_remap``,
 whose new version splits the burst word and recovers the live relative throughput.
 
-Airflow runs the DAGs with ``airflow dags test`` (SQLite); the stream runs between them
-as the streaming job does (``--available-now``) and writes ``stream.health``. The
+Airflow runs the DAGs the loop is about with ``airflow dags test`` (SQLite): the monitor,
+and the remap its event asks for. What only sets the scene runs on the test worker's Spark
+session (the first version: the remap chain in one session, as ``s3tm pipeline`` runs it;
+the ingest of the burst's posts; the stream between them, ``--available-now``, writing
+``stream.health``): ``airflow dags test`` of both DAGs is ``test_dags.py``'s. The
 scheduler's part (turning a queued asset event into a run) is checked in Airflow's
 database: the event and its ``asset_dag_run_queue`` row for ``s3tm_remap``."""
 
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spark_jobs.lake.delta_io import Lakehouse
+
 AIRFLOW = Path(sys.executable).with_name("airflow")
 
 
@@ -28,30 +33,32 @@ def _write(lines: list[str], path: Path) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def _stream(lakehouse: Path, landing: Path, checkpoint: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_jobs.stream.job",
-            "--lakehouse",
-            str(lakehouse),
-            "--master",
-            "local[2]",
-            "run",
-            "--landing",
-            str(landing),
-            "--checkpoint",
-            str(checkpoint),
-            "--available-now",
-            "--health-window",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+def _stream(lakehouse: Lakehouse, landing: Path, checkpoint: Path) -> None:
+    """What has landed, through the published version, then stop (``--available-now``)."""
+    from spark_jobs.stream.config import StreamConfig
+    from spark_jobs.stream.matcher import start
+
+    config = StreamConfig(
+        landing=str(landing),
+        checkpoint=str(checkpoint),
+        available_now=True,
+        health_window=3,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    query, _ = start(lakehouse.spark, lakehouse, config)
+    try:
+        query.awaitTermination(900)
+        assert not query.isActive, "the --available-now stream did not finish in 900 s"
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+
+
+def _ingest(lakehouse: Lakehouse, landing: Path, batch_id: int) -> None:
+    """``s3tm_ingest``'s two steps (ingest, normalise) on what has landed."""
+    from spark_jobs.jobs import ingest, normalise
+
+    assert ingest.run(ingest.IngestConfig(landing=str(landing), batch_id=batch_id), lakehouse) == 0
+    assert normalise.run(normalise.NormaliseConfig(), lakehouse) == 0
 
 
 def _airflow_db(env: dict[str, str], code: str) -> dict:
@@ -79,7 +86,9 @@ print(json.dumps({"events": events, "queued": queued}))
 """
 
 
-def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, airflow_process_env):
+def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(
+    tmp_path, spark, airflow_process_env
+):
     from core.corpus.arrays import corpus_from_word_lists
     from core.corpus.synthetic import (
         SyntheticCorpusSpec,
@@ -89,7 +98,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, air
     )
     from core.learn import learn_mapping
     from core.routing.evaluate import evaluate_table
-    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.jobs import pipeline
     from spark_jobs.lake.routing_store import load_routing_table, published_version
     from spark_jobs.lake.subscription_store import register_word_sets
 
@@ -139,10 +148,14 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, air
     sets.append([burst])
     register_word_sets(store, [" ".join(s) for s in sets], sets, "desk")
 
+    lake = Lakehouse(spark, lakehouse)
     airflow("db", "migrate")
     _write(before, ingest / "days-0-2.jsonl")
-    airflow("dags", "test", "s3tm_ingest", "2026-01-04T00:00:00+00:00")
-    airflow("dags", "test", "s3tm_remap", "2026-01-04T02:00:00+00:00")
+    # the first version: s3tm_remap's learner and N, ingest -> publish in one session
+    chain = pipeline.PipelineConfig(
+        landing=str(ingest), batch_id=1, nodes=NODES, algorithm="salb2", cooccurrence=False
+    )
+    assert pipeline.run(chain, lake) == 0
     first = published_version(store)
     assert first is not None
     # subscribed but never seen: the version routes it by hash, one version
@@ -153,7 +166,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, air
 
     # a healthy stream: the monitor records it and asks for nothing
     _write(before, live / "a-days-0-2.jsonl")
-    _stream(lakehouse, live, tmp_path / "checkpoint")
+    _stream(lake, live, tmp_path / "checkpoint")
     airflow("dags", "test", "s3tm_monitor", "2026-01-04T03:00:00+00:00")
     checks = store.read_arrow("stream.monitor").to_pylist()
     assert [c["decision"] for c in checks] == ["healthy"], checks
@@ -162,9 +175,9 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, air
 
     # the burst lands (and is ingested, as every post is): the monitor asks for a remap
     _write(first_half, ingest / "day-3a.jsonl")
-    airflow("dags", "test", "s3tm_ingest", "2026-01-04T12:00:00+00:00")
+    _ingest(lake, ingest, batch_id=2)
     _write(first_half, live / "b-day-3a.jsonl")
-    _stream(lakehouse, live, tmp_path / "checkpoint")
+    _stream(lake, live, tmp_path / "checkpoint")
     airflow("dags", "test", "s3tm_monitor", "2026-01-04T13:00:00+00:00")
     checks = sorted(store.read_arrow("stream.monitor").to_pylist(), key=lambda c: c["checked_at"])
     assert checks[-1]["decision"] == "remap"
@@ -190,7 +203,7 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(tmp_path, air
     # after the switch, live health on later posts recovers to within 10% of a mapping
     # learned on the post-burst posts themselves
     _write(second_half, live / "c-day-3b.jsonl")
-    _stream(lakehouse, live, tmp_path / "checkpoint")
+    _stream(lake, live, tmp_path / "checkpoint")
     rows = [
         r for r in store.read_arrow("stream.health").to_pylist() if r["routing_version"] == second
     ]

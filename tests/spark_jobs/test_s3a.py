@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
-from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
+from spark_jobs.lake.subscription_store import active_subscriptions
 from tests.conftest import s3_environment
-from tests.spark_jobs.test_standalone_cluster import _posts, _stable
+from tests.spark_jobs.conftest import REFERENCE_NODES, register_reference_subscriptions
+from tests.spark_jobs.conftest import posts_of as _posts
+from tests.spark_jobs.test_standalone_cluster import _stable
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "s3tm-s3a"
@@ -56,26 +57,18 @@ def _upload(local: Path, key: str) -> str:
     return f"s3://{BUCKET}/{key}"
 
 
-def test_remap_chain_and_a_stream_batch_on_s3a_equal_a_local_run(s3_env, tmp_path):
-    corpus = tmp_path / "demo.jsonl.gz"
-    write_demo_corpus(corpus, SyntheticCorpusSpec(n_posts=2500, n_words=1200, seed=9), days=2)
+def test_remap_chain_and_a_stream_batch_on_s3a_equal_a_local_run(s3_env, reference_chain, tmp_path):
+    corpus = reference_chain.corpus  # the local run: the worker's reference chain
     landing = _upload(corpus, f"{tmp_path.name}/landing/demo.jsonl.gz").rsplit("/", 1)[0]
-    local_landing = tmp_path / "landing"
-    local_landing.mkdir()
-    (local_landing / "demo.jsonl.gz").write_bytes(corpus.read_bytes())
     on_s3 = f"s3a://{BUCKET}/{tmp_path.name}/lake"  # Spark's spelling is accepted too
-    on_disk = tmp_path / "local-lake"
-    texts = [post["text"] for post in _posts(corpus)]
-    phrases = [" ".join(normalize(t)[:2]) for t in texts[:40:4] if normalize(t)]
-    for root in (on_s3, on_disk):
-        add_subscriptions(Lakehouse(None, root, engine="rs"), phrases, "alice")
-    for root, source in ((on_s3, landing), (str(on_disk), str(local_landing))):
-        _s3tm(
-            s3_env, "pipeline", "--master", "local[2]", "--lakehouse", root,
-            "--landing", source, "--batch-id", "1", "--nodes", "8", "--no-cooccurrence",
-        )  # fmt: skip
-
-    remote, local = Lakehouse(None, on_s3, engine="rs"), Lakehouse(None, on_disk, engine="rs")
+    register_reference_subscriptions(on_s3, reference_chain.phrases)
+    _s3tm(
+        s3_env, "pipeline", "--master", "local[2]", "--lakehouse", on_s3,
+        "--landing", landing, "--batch-id", "1", "--nodes", str(REFERENCE_NODES),
+        "--no-cooccurrence",
+    )  # fmt: skip
+    remote = Lakehouse(None, on_s3, engine="rs")
+    local = Lakehouse(None, reference_chain.lakehouse, engine="rs")
     assert remote.remote and remote.location.startswith("s3://")
     for name, key in (
         ("bronze.posts", ["post_id"]),

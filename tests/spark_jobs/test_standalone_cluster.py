@@ -6,7 +6,6 @@ matches equal brute force."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -22,7 +21,12 @@ from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.text import normalize
 from s3tm.local.spark_cluster import StandaloneCluster
 from spark_jobs.lake.delta_io import Lakehouse
-from spark_jobs.lake.subscription_store import active_subscriptions, add_subscriptions
+from spark_jobs.lake.subscription_store import active_subscriptions
+from tests.spark_jobs.conftest import (
+    REFERENCE_NODES,
+    posts_of,
+    register_reference_subscriptions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,16 +68,12 @@ def _stable(table: pa.Table, key: list[str]) -> list[dict]:
     return kept.sort_by([(k, "ascending") for k in key]).to_pylist()
 
 
-def _posts(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as lines:
-        return [json.loads(line) for line in lines]
-
-
 def _chain(master: str, lakehouse: Path, landing: Path) -> None:
     report = lakehouse.parent / f"{lakehouse.name}-report.json"
     _s3tm(
         "pipeline", "--master", master, "--lakehouse", str(lakehouse), "--landing", str(landing),
-        "--batch-id", "1", "--nodes", "8", "--no-cooccurrence", "--report", str(report),
+        "--batch-id", "1", "--nodes", str(REFERENCE_NODES), "--no-cooccurrence",
+        "--report", str(report),
     )  # fmt: skip
     # every step's wall time and the peak memory of the driver's two processes, measured
     steps = json.loads(report.read_text())["steps"]
@@ -83,21 +83,16 @@ def _chain(master: str, lakehouse: Path, landing: Path) -> None:
         assert 30 < step["driver_peak_mib"] < 8192 and 30 < step["jvm_peak_mib"] < 8192
 
 
-def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_path):
-    landing = tmp_path / "landing"
-    write_demo_corpus(
-        landing / "demo.jsonl.gz", SyntheticCorpusSpec(n_posts=3000, n_words=1500, seed=8), days=2
-    )
-    on_cluster, on_local = tmp_path / "cluster-lake", tmp_path / "local-lake"
-    # subscriptions of words the corpus has (validation refuses a mapping without them)
-    texts = [post["text"] for post in _posts(landing / "demo.jsonl.gz")]
-    phrases = [" ".join(normalize(t)[:2]) for t in texts[:40:4] if normalize(t)]
-    for root in (on_cluster, on_local):  # the same subscriptions before each chain
-        add_subscriptions(Lakehouse(None, root, engine="rs"), phrases, "alice")
+def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, reference_chain, tmp_path):
+    landing = reference_chain.corpus.parent
+    on_cluster = tmp_path / "cluster-lake"
+    # the same subscriptions before the chain as the reference (the local[2] run) had
+    register_reference_subscriptions(on_cluster, reference_chain.phrases)
+    phrases = reference_chain.phrases
     _chain(cluster, on_cluster, landing)
-    _chain("local[2]", on_local, landing)
 
-    a, b = Lakehouse(None, on_cluster, engine="rs"), Lakehouse(None, on_local, engine="rs")
+    a = Lakehouse(None, on_cluster, engine="rs")
+    b = Lakehouse(None, reference_chain.lakehouse, engine="rs")
     for name, key in (
         ("bronze.posts", ["post_id"]),
         ("silver.posts", ["post_id"]),
@@ -108,7 +103,7 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_pat
     versions = [lake.read_arrow("routing.versions").to_pylist() for lake in (a, b)]
     for rows in versions:
         assert [r["status"] for r in rows] == ["published"]
-    assert versions[0][0]["n_matchers"] == versions[1][0]["n_matchers"] == 8
+    assert versions[0][0]["n_matchers"] == versions[1][0]["n_matchers"] == REFERENCE_NODES
     # the learned mapping and the placements: row for row the same
     mappings = [_stable(lake.read_arrow("routing.mappings"), ["word", "part"]) for lake in (a, b)]
     assert mappings[0] == mappings[1] and mappings[0]
@@ -122,14 +117,14 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, tmp_pat
     # one streaming micro-batch on the cluster: matches = brute force
     stream_landing = tmp_path / "stream-landing"
     stream_landing.mkdir()
-    source = landing / "demo.jsonl.gz"
+    source = reference_chain.corpus
     shutil.copy(source, stream_landing / "posts.jsonl.gz")
     _s3tm(
         "stream", "--master", cluster, "--lakehouse", str(on_cluster), "run",
         "--landing", str(stream_landing), "--available-now",
         "--checkpoint", str(tmp_path / "checkpoint"),
     )  # fmt: skip
-    posts = _posts(source)
+    posts = posts_of(source)
     subs = {r["sub_id"]: set(r["words"]) for r in active_subscriptions(a)}
     expected = {
         (p["id"], sub) for p in posts for sub, ws in subs.items() if ws <= set(normalize(p["text"]))

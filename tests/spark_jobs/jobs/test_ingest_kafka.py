@@ -169,11 +169,13 @@ def _ingest_process(lakehouse_root: Path, broker, topic: str, batch_id: int, cra
 
 @pytest.mark.parametrize("point", ["ingest:after-plan", "ingest:after-quarantine"])
 def test_a_killed_batch_is_finished_on_its_own_range_by_the_next_run(
-    kafka_broker, spark, tmp_path, point
+    kafka_broker, spark, tmp_path, capsys, point
 ):
     """Killed after recording its offsets (and after the quarantine commit): the next run,
     with a later batch id and more records on the topic, first finishes the killed batch on
-    the range it recorded, then reads the rest; each record lands once."""
+    the range it recorded, then reads the rest; each record lands once. The killed run is
+    a child process (``s3tm ingest``); the next one runs the same job on this worker's
+    session."""
     from spark_jobs.lake.delta_io import Lakehouse
 
     topic = _topic(kafka_broker, 2)
@@ -182,12 +184,13 @@ def test_a_killed_batch_is_finished_on_its_own_range_by_the_next_run(
     killed = _ingest_process(root, kafka_broker, topic, 100, crash=point)
     assert killed.returncode == 137, killed.stderr[-2000:]
     _send(kafka_broker, topic, _posts(20, 10))
-    done = _ingest_process(root, kafka_broker, topic, 101)
-    assert done.returncode == 0, done.stderr[-3000:]
-    batches = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lakehouse = Lakehouse(spark, str(root))
+    capsys.readouterr()
+    assert ingest.run(_config(kafka_broker, topic, 101), lakehouse) == 0
+    printed = capsys.readouterr().out
+    batches = [json.loads(line) for line in printed.splitlines() if line.startswith("{")]
     assert [(b["batch"], b["records"]) for b in batches] == [("100", 23), ("101", 10)]
 
-    lakehouse = Lakehouse(spark, str(root))
     assert _bronze_ids(lakehouse) == sorted(f"p{n}" for n in range(30))
     quarantined = lakehouse.read("silver.posts_quarantine").collect()
     assert len(quarantined) == len(BAD)  # not twice after the kill after its commit

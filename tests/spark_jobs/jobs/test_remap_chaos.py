@@ -64,46 +64,54 @@ def _complete(lake: Lakehouse) -> None:
 
 @pytest.mark.parametrize("engine", ["rs", "spark"])
 def test_remap_killed_in_every_step_leaves_the_published_version_intact(
-    tmp_path, spark_process_env, engine
+    tmp_path, spark, spark_process_env, engine
 ):
-    """With each Delta engine committing the jobs' DataFrame writes."""
+    """With each Delta engine committing the jobs' DataFrame writes. A kill is a child
+    process (``spark-submit``'s script, SIGKILLed at its kill point); the steps between the
+    kills run on this worker's session, as the same jobs' ``run``."""
     spark_process_env = {**spark_process_env, "S3TM_DELTA_ENGINE": engine}
     from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, write_demo_corpus
+    from spark_jobs.jobs import evaluate, learn, pipeline, place, publish
     from spark_jobs.lake.subscription_store import add_subscriptions
 
     root, landing = tmp_path / "lakehouse", tmp_path / "landing"
     spec = SyntheticCorpusSpec(n_posts=1500, n_words=800, seed=4)
     write_demo_corpus(landing / "posts.jsonl.gz", spec, days=2)
     lake = Lakehouse(None, root)
+    session_lake = Lakehouse(spark, root, engine=engine)
     words = list(generate_corpus(spec).vocabulary[:40])  # subscribed words the posts hold
     add_subscriptions(
         lake, [f"{a} {b}" for a, b in zip(words[::2], words[1::2], strict=True)], "alice"
     )
-    first = _job(root, spark_process_env, "pipeline.py", "--landing", str(landing), "--nodes", "4")
-    assert first.returncode == 0, first.stderr[-2000:]
+    first = pipeline.run(pipeline.PipelineConfig(landing=str(landing), nodes=4), session_lake)
+    assert first == 0
     before = _visible(lake)
     assert before[0] is not None and before[1] and before[2]
 
+    learn_5 = learn.LearnConfig(nodes=5, algorithm="salb", split=False)
     steps = [
         ("learn.py", ["--nodes", "5", "--algorithm", "salb", "--no-split"], "learn:after-mapping"),
-        ("learn.py", ["--nodes", "5", "--algorithm", "salb", "--no-split"], None),
+        ("learn", lambda: learn.run(learn_5, session_lake), None),
         ("place.py", [], "place:before-commit"),
-        ("place.py", [], None),
-        ("evaluate.py", [], None),
-        ("publish.py", ["validate"], None),
+        ("place", lambda: place.run(place.PlaceConfig(), session_lake), None),
+        ("evaluate", lambda: evaluate.run(evaluate.EvaluateConfig(), session_lake), None),
+        (
+            "validate",
+            lambda: publish.run(publish.RoutingCommand("validate"), session_lake),
+            None,
+        ),
         ("publish.py", ["publish"], "publish:before-commit"),
     ]
-    for script, args, crash in steps:
-        done = _job(root, spark_process_env, script, *args, crash=crash)
+    for step, how, crash in steps:
         if crash:
+            done = _job(root, spark_process_env, step, *how, crash=crash)
             assert done.returncode == 137, f"{crash} did not fire: {done.stderr[-1500:]}"
         else:
-            assert done.returncode == 0, done.stderr[-2000:]
-        assert _visible(lake) == before, f"the published state changed after {script} {crash}"
+            assert how() == 0, step
+        assert _visible(lake) == before, f"the published state changed after {step} {crash}"
         _complete(lake)
 
-    rerun = _job(root, spark_process_env, "publish.py", "publish")
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert publish.run(publish.RoutingCommand("publish"), session_lake) == 0  # the rerun
     live, mapping, placements = _visible(lake)
     assert live != before[0] and mapping and placements
     statuses = {r["routing_version"]: r["status"] for r in versions(lake)}
