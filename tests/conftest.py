@@ -112,35 +112,16 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """An S3-compatible server (moto's, from PyPI) on a loopback port: conditional puts and
-    all that delta-rs, pyarrow and S3A use."""
-    import socket
-    import subprocess
-    import time
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An S3-compatible server (moto's, from PyPI) on a loopback port it chose: conditional
+    puts and all that delta-rs, pyarrow and S3A use."""
+    from s3tm.local.s3_server import LocalS3
 
-    from s3tm.local.kafka_broker import free_port
-
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None, "moto server exited"
-            assert time.monotonic() < deadline, "moto server did not start"
-            time.sleep(0.2)
+    server = LocalS3(log=tmp_path_factory.mktemp("moto") / "moto.log")
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield server.start()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
 
 
 def s3_environment(endpoint: str) -> dict[str, str]:

@@ -178,7 +178,7 @@ def run(config: ClusterDemoConfig) -> int:
     _say(f"S3-TM cluster demo: the compose topology as local processes; log: {log}")
     with contextlib.ExitStack() as running:
         with _timed("S3 server (moto), bucket " + BUCKET):
-            s3 = LocalS3()
+            s3 = LocalS3(log=out / "s3-server.log")
             s3.start()
             running.callback(s3.stop)
             s3.create_bucket(BUCKET)

@@ -3,14 +3,16 @@ service gives the platform (conditional puts and all that delta-rs, pyarrow and 
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.errors import InputDataError
-from s3tm.local.kafka_broker import free_port
 
 START_TIMEOUT_S = 60.0
 # moto accepts any credentials; these are what the processes are given
@@ -19,7 +21,12 @@ ACCESS_KEY, SECRET_KEY, REGION = "s3tm-local", "s3tm-local-secret", "us-east-1"
 
 @dataclass
 class LocalS3:
-    port: int = field(default_factory=free_port)
+    """moto's server; ``port`` 0 (the default): the server binds a port of its choosing and
+    says which (read back from its output: a port picked free here could be taken before
+    the server binds it). ``log``: where its output goes (default: a temporary file)."""
+
+    port: int = 0
+    log: Path | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -39,28 +46,41 @@ class LocalS3:
         }
 
     def start(self) -> str:
-        """Starts the server; returns its endpoint.
+        """Starts the server on loopback; returns its endpoint once it answers.
 
         Raises:
-            InputDataError: moto's server is missing or did not answer.
+            InputDataError: moto's server is missing, exited, or did not answer in time
+                (with its last output).
         """
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        if self.log is None:
+            self.log = Path(tempfile.mkstemp(prefix="s3tm-moto-", suffix=".log")[1])
+        with self.log.open("wb") as out:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self.endpoint
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise InputDataError(
-                        "the S3 server (moto.server) did not start: run `make setup`"
-                    ) from None
-                time.sleep(0.2)
+            bound = re.search(r"Running on http://127\.0\.0\.1:(\d+)", self._output())
+            if bound:
+                self.port = int(bound.group(1))
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return self.endpoint
+                except OSError:
+                    pass
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                output = self._output()[-1500:]
+                self.stop()
+                raise InputDataError(
+                    f"the S3 server (moto.server) did not start in {START_TIMEOUT_S:.0f} s "
+                    f"(run `make setup` if it is missing); its output: {output}"
+                )
+            time.sleep(0.2)
+
+    def _output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
 
     def create_bucket(self, bucket: str) -> None:
         import pyarrow.fs as pafs

@@ -23,7 +23,6 @@ from typing import Any
 import pyspark
 
 from core.errors import S3TMError
-from s3tm.local.kafka_broker import free_port
 from s3tm.local.processes import stop_group
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -43,8 +42,9 @@ class StandaloneCluster:
     workers: int = 2
     cores: int = 1
     memory: str = "2g"
-    port: int = field(default_factory=free_port)
-    ui_port: int = field(default_factory=free_port)
+    # 0: the master binds ports of its choosing and says which in its log (read back)
+    port: int = 0
+    ui_port: int = 0
     # variables the daemons pass on to executors (S3A reads the object store's keys there)
     env: dict[str, str] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
@@ -99,17 +99,31 @@ class StandaloneCluster:
             time.sleep(0.2)
         self.port, self.ui_port = bound
         for k in range(self.workers):
-            self._start(
-                f"worker{k}",
-                ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                 "--cores", str(self.cores), "--memory", self.memory,
-                 "--work-dir", str(self.folder / f"work{k}"),
-                 "--webui-port", "0", self.master_url],
-            )  # fmt: skip
+            self._start_worker(k)
         while self.alive_workers() < self.workers:
             self._check(deadline, "the workers did not register")
             time.sleep(1)
         return self.master_url
+
+    def _start_worker(self, k: int) -> None:
+        self._start(
+            f"worker{k}",
+            ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+             "--port", "0", "--cores", str(self.cores), "--memory", self.memory,
+             "--work-dir", str(self.folder / f"work{k}"),
+             "--webui-port", "0", self.master_url],
+        )  # fmt: skip
+
+    def add_worker(self) -> int:
+        """Starts one more worker (``cores`` cores) and waits until the master counts it;
+        returns the number of live workers. Raises ClusterStartFailed as ``start`` does."""
+        before = self.alive_workers()
+        self._start_worker(len(list(self.folder.glob("worker*.log"))))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.alive_workers() <= before:
+            self._check(deadline, "the added worker did not register")
+            time.sleep(1)
+        return self.alive_workers()
 
     def _bound_ports(self) -> tuple[int, int] | None:
         """(RPC port, UI port) the master's log says it bound, once it said both."""

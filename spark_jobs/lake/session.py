@@ -1,14 +1,17 @@
 """The one SparkSession builder every job uses.
 
 Embedded default: ``local[*]`` with settings for a small machine; any master by argument or
-``S3TM_SPARK_MASTER``. The jars ``make setup`` resolved (Delta, S3A, the Kafka source:
-``jars``) go on the classpath; Delta's session extension is configured when its jar is
-there, else Delta I/O goes through delta-rs (see ``delta_io``).
+``S3TM_SPARK_MASTER``. On a cluster the settings the application was given (spark-submit,
+``spark-defaults.conf``, the Spark operator, Airflow's connection) stand: this module only
+fills in what is missing, and sizes nothing. The jars ``make setup`` resolved (Delta, S3A,
+the Kafka source: ``jars``) go on the classpath; Delta's session extension is configured
+when its jar is there, else Delta I/O goes through delta-rs (see ``delta_io``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -18,10 +21,16 @@ from spark_jobs.lake import jars
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOCAL_DEFAULTS: dict[str, str] = {
+# Sizing for a machine of its own: local masters only. On a cluster, spark-submit,
+# spark-defaults.conf, the Spark operator or Airflow's spark_default connection size the
+# application (shuffle partitions = N on the matcher, the executors' cores), never this file.
+LOCAL_SIZING: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.default.parallelism": "4",
     "spark.driver.memory": os.environ.get("S3TM_DRIVER_MEMORY", "4g"),
+}
+# What every job relies on, wherever it runs; set only where nobody else set it.
+PLATFORM_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -32,6 +41,47 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
 }
+
+
+def is_local_master(master: str | None) -> bool:
+    """``local``, ``local[4]``, ``local[*]``, ``local[2,3]``: one process, this machine."""
+    return master is not None and re.fullmatch(r"local(\[[^\]]*\])?", master) is not None
+
+
+def properties_file(environ: Mapping[str, str]) -> dict[str, str]:
+    """``spark-defaults.conf`` of ``SPARK_CONF_DIR`` (else ``$SPARK_HOME/conf``): what the
+    spark-submit that PySpark starts for this process reads, and an argument from here
+    would override."""
+    folder = environ.get("SPARK_CONF_DIR") or (
+        f"{environ['SPARK_HOME']}/conf" if environ.get("SPARK_HOME") else None
+    )
+    if folder is None or not os.path.isfile(os.path.join(folder, "spark-defaults.conf")):
+        return {}
+    settings: dict[str, str] = {}
+    with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as lines:
+        for line in lines:
+            parts = line.strip().split(None, 1)
+            if len(parts) == 2 and not parts[0].startswith("#"):
+                settings[parts[0]] = parts[1].strip()
+    return settings
+
+
+def given_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """Settings the application was given by someone other than this code.
+
+    Under spark-submit (Airflow's operator, the Spark operator, a user) the JVM is up
+    already and holds them (``--conf``, ``--master``, ``--properties-file``,
+    ``spark-defaults.conf``, the connection's extras); with an active SparkContext, its
+    settings; else the ``spark-defaults.conf`` the launched spark-submit will read."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return dict(active.getConf().getAll())
+    if "PYSPARK_GATEWAY_PORT" in environ:
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM: nothing starts
+        return dict(SparkConf().getAll())
+    return properties_file(environ)
 
 
 def console_progress() -> str:
@@ -86,20 +136,26 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     chosen = master or os.environ.get("S3TM_SPARK_MASTER")
+    given = given_settings(os.environ)
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (it starts Python with a gateway port), the master it was given
     # (Airflow's ``spark_default``) stands: setting one here would quietly override it.
     if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(chosen or "local[*]")
-    settings = {
-        **LOCAL_DEFAULTS,
+    running_on = chosen or given.get("spark.master") or "local[*]"
+    defaults = {
+        **PLATFORM_DEFAULTS,
+        **(LOCAL_SIZING if is_local_master(running_on) else {}),
         "spark.ui.showConsoleProgress": console_progress(),
         **jars.spark_classpath_conf(),
     }
     # Delta's SQL and format("delta") whenever its jars are here, whichever engine commits
     if delta_jars_present():
-        settings.update(DELTA_CONF)
-    settings.update(s3a_settings(os.environ))
+        defaults.update(DELTA_CONF)
+    defaults.update(s3a_settings(os.environ))
+    # what spark-submit, spark-defaults.conf, the operator or the connection gave wins;
+    # the caller's own ``conf`` (a test's, a benchmark's) wins over everything
+    settings = {k: v for k, v in defaults.items() if k not in given}
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -43,8 +43,10 @@ STREAM_CONF = {
 
 
 def task_slots(spark: SparkSession) -> int:
-    """Tasks the application runs at once: the threads of a local master, else Spark's
-    default parallelism (the executors' cores)."""
+    """Tasks the application runs at once now: the threads of a local master, else the task
+    slots of the executors registered at this moment (their cores over ``spark.task.cpus``),
+    so an executor that joins or leaves changes the next batch's plan. Before any executor
+    has registered, Spark's default parallelism."""
     master = str(spark.sparkContext.master)
     local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
     if local:
@@ -52,7 +54,10 @@ def task_slots(spark: SparkSession) -> int:
         if threads is None:
             return 1
         return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
-    return max(1, int(spark.sparkContext.defaultParallelism))
+    context = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    profile = context.resourceProfileManager().defaultResourceProfile()
+    live = int(context.maxNumConcurrentTasks(profile))
+    return live if live > 0 else max(1, int(spark.sparkContext.defaultParallelism))
 
 
 def partition_keys(spark: SparkSession, n_matchers: int) -> np.ndarray:

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +185,43 @@ def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, t
     store = Lakehouse(None, lakehouse, engine="rs")
     statuses = [r["status"] for r in store.read_arrow("routing.versions").to_pylist()]
     assert statuses == ["published"]
+
+
+def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(cluster, tmp_path):
+    """On a cluster the session builder sizes nothing: spark-submit's ``--conf`` is what the
+    job uses (not the builder's local sizing), the platform's own defaults still fill what
+    nobody set, and the stream's task slots are the executors' cores now: a worker added
+    while the job runs is counted at the next reading. Last in the file: it leaves the
+    module's cluster a worker larger."""
+    probe_script = Path(__file__).with_name("cluster_probe.py")
+    properties = ROOT / ".jars" / "spark-defaults.conf"  # the jars, as Airflow's tasks pass
+    argv = [
+        str(Path(sys.executable).with_name("spark-submit")),
+        "--master", cluster,
+        "--conf", "spark.sql.shuffle.partitions=12",
+        "--conf", "spark.default.parallelism=12",
+        "--conf", "spark.cores.max=8",  # the master gives an application 1 core unless asked
+        *(["--properties-file", str(properties)] if properties.is_file() else []),
+        str(probe_script), str(tmp_path), "2",
+    ]  # fmt: skip
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "S3TM_SPARK_LOG_LEVEL": "ERROR"}
+    with (tmp_path / "probe.log").open("w") as log:
+        probe = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        try:
+            deadline = time.monotonic() + 300
+            while not (tmp_path / "first").exists():
+                assert probe.poll() is None, (tmp_path / "probe.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the probe's first reading took over 300 s"
+                time.sleep(0.5)
+            assert _CLUSTERS[cluster].add_worker() == 3
+            (tmp_path / "added").write_text("")
+            printed, _ = probe.communicate(timeout=300)
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+    assert probe.returncode == 0, (printed, (tmp_path / "probe.log").read_text()[-3000:])
+    first, second = [json.loads(line) for line in printed.splitlines() if line.startswith("{")]
+    assert first["master"] == cluster
+    assert (first["shuffle_partitions"], first["default_parallelism"]) == ("12", "12")
+    assert first["time_zone"] == "UTC"  # a platform default nobody set: still filled in
+    assert (first["task_slots"], second["task_slots"]) == (2, 3)
