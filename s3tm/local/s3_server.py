@@ -3,6 +3,7 @@ service gives the platform (conditional puts and all that delta-rs, pyarrow and 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -53,7 +54,9 @@ class LocalS3:
                 (with its last output).
         """
         if self.log is None:
-            self.log = Path(tempfile.mkstemp(prefix="s3tm-moto-", suffix=".log")[1])
+            handle, name = tempfile.mkstemp(prefix="s3tm-moto-", suffix=".log")
+            os.close(handle)
+            self.log = Path(name)
         with self.log.open("wb") as out:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
