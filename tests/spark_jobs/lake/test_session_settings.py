@@ -19,13 +19,6 @@ def test_the_stage_progress_bar_shows_on_a_terminal_only(monkeypatch) -> None:
     assert session.console_progress() == "false"
 
 
-def test_local_masters_are_told_from_cluster_masters() -> None:
-    for master in ("local", "local[2]", "local[*]", "local[2,3]"):
-        assert session.is_local_master(master), master
-    for master in ("spark://127.0.0.1:7077", "yarn", "k8s://https://api:6443", None):
-        assert not session.is_local_master(master), master
-
-
 def test_spark_defaults_conf_is_read_from_the_conf_dir(tmp_path) -> None:
     """What the spark-submit PySpark launches reads (and a builder setting would override)."""
     (tmp_path / "spark-defaults.conf").write_text(
