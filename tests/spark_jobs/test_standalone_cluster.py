@@ -187,7 +187,9 @@ def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, t
     assert statuses == ["published"]
 
 
-def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(cluster, tmp_path):
+def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
+    cluster, spark_process_env, tmp_path
+):
     """On a cluster the session builder sizes nothing: spark-submit's ``--conf`` is what the
     job uses (not the builder's local sizing), the platform's own defaults still fill what
     nobody set, and the stream's task slots are the executors' cores now: a worker added
@@ -204,7 +206,8 @@ def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(clu
         *(["--properties-file", str(properties)] if properties.is_file() else []),
         str(probe_script), str(tmp_path), "2",
     ]  # fmt: skip
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "S3TM_SPARK_LOG_LEVEL": "ERROR"}
+    # spark_process_env: this interpreter (spark-submit finds pyspark's SPARK_HOME with it)
+    env = {**spark_process_env, "SPARK_LOCAL_IP": "127.0.0.1", "S3TM_SPARK_LOG_LEVEL": "ERROR"}
     with (tmp_path / "probe.log").open("w") as log:
         probe = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         try:
