@@ -20,17 +20,14 @@ from spark_jobs.lake import jars
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Sizing for small data: what a job gets when nobody sized it. Whatever spark-submit,
-# spark-defaults.conf, the Spark operator or Airflow's spark_default connection set wins
-# (shuffle partitions = N on the matcher); Spark's own 200 shuffle partitions made each
-# remap step on a small cluster 3-10x slower (the cluster demo: normalise 349 s).
-LOCAL_SIZING: dict[str, str] = {
+# What a job gets where nobody set it: whatever spark-submit, spark-defaults.conf, the Spark
+# operator or Airflow's spark_default connection set wins (shuffle partitions = N on the
+# matcher). The sizing is for small data: Spark's own 200 shuffle partitions made each remap
+# step on a small cluster 3-10x slower (the cluster demo: normalise 349 s).
+DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.default.parallelism": "4",
     "spark.driver.memory": os.environ.get("S3TM_DRIVER_MEMORY", "4g"),
-}
-# What every job relies on, wherever it runs; set only where nobody else set it.
-PLATFORM_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -138,8 +135,7 @@ def build_session(
     if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(chosen or "local[*]")
     defaults = {
-        **PLATFORM_DEFAULTS,
-        **LOCAL_SIZING,
+        **DEFAULTS,
         "spark.ui.showConsoleProgress": console_progress(),
         **jars.spark_classpath_conf(),
     }
