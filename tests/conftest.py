@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from s3tm.bench.realdata import real_corpus_path
 from tests.scheduling import file_seconds, order_longest_first
 from tests.scheduling import pytest_addoption as pytest_addoption
-from tests.scheduling import pytest_configure as pytest_configure
+from tests.scheduling import pytest_configure as configure_scheduling
 
 # fixture -> the marker of the resource it starts (markers are declared in pyproject.toml)
 RESOURCE_FIXTURES: dict[str, str] = {
@@ -48,6 +48,22 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "check" if CHECK_TIER
 
 if CHECK_TIER:
     os.environ["JAVA_HOME"] = NO_JVM_HOME
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Scheduling options; and the Spark drivers this run starts (here and in children) get
+    the quick start-up options of ``tests/jvm_startup.py``: xdist's controller writes the
+    class archive once per machine, its workers find it."""
+    configure_scheduling(config)
+    if CHECK_TIER or "S3TM_TEST_JVM_OPTIONS" in os.environ:
+        return
+    from tests import jvm_startup
+
+    controller = not hasattr(config, "workerinput")
+    archive = jvm_startup.ensure_archive() if controller else jvm_startup.archive_path()
+    options = jvm_startup.driver_options(archive if archive and archive.is_file() else None)
+    os.environ["S3TM_TEST_JVM_OPTIONS"] = options  # once: a worker inherits, keeps it
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,117 @@
+"""Faster start-up of the suite's Spark JVMs: a class-data-sharing archive and the quick JIT.
+
+The suite starts a Spark driver JVM some two hundred times (spark-submit in Airflow tasks,
+``s3tm`` commands, the kill-point runs, each worker's session), and on 2 cores start-up is
+most of what those tests cost: loading and verifying Spark's classes from their jars, and
+compiling the code that runs once. Two JVM options cut it (measured on the 2-core machine,
+a session plus its first Python job: 10 s -> 5 s):
+
+- an AppCDS archive (JDK's ``-XX:ArchiveClassesAtExit``) of the classes a small job loads,
+  written once per machine under ``.jars/test-jvm/`` and mapped by every later driver. It is
+  keyed by everything it depends on (Java, pyspark, the resolved jars): the JVM checks the
+  classpath itself and quietly runs without it on a mismatch.
+- ``-XX:TieredStopAtLevel=1``: the client compiler only. The suite's jobs are small and
+  short, so the optimising compiler's work would not pay back.
+
+They go to the drivers through ``SPARK_SUBMIT_OPTS`` (read by spark-submit's launcher for the
+driver only: the standalone cluster's master, workers and executors are untouched). Tests
+only: what a job does is the same with or without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+# The archive's workload: what most tests' drivers load (a session with the project's
+# settings, Delta write and read, a shuffle, JSON, a Python mapInArrow).
+_WORKLOAD = """
+import sys, tempfile
+from spark_jobs.lake.session import build_session
+spark = build_session("s3tm-test-jvm-archive", master="local[2]")
+folder = tempfile.mkdtemp()
+df = spark.range(0, 2000).selectExpr("id", "id % 7 AS k", "cast(id AS string) AS s")
+df.groupBy("k").count().collect()
+df.write.mode("overwrite").json(folder + "/json")
+spark.read.json(folder + "/json").count()
+df.mapInArrow(lambda batches: batches, df.schema).count()
+try:
+    df.write.format("delta").save(folder + "/delta")
+    spark.read.format("delta").load(folder + "/delta").count()
+except Exception as error:  # no Delta jars here: the archive covers the rest
+    print(f"no Delta in the archive: {error}"[:200], file=sys.stderr)
+spark.stop()
+"""
+
+
+def _key() -> str:
+    """What the archive depends on: the JVM, Spark's jars and the resolved classpath."""
+    import pyspark
+
+    from spark_jobs.lake import jars
+
+    java = subprocess.run(
+        ["java", "-version"], capture_output=True, text=True, check=False
+    ).stderr.strip()
+    listing = jars.jars_dir() / "spark.classpath"
+    parts = [
+        java,
+        pyspark.__version__,
+        str(Path(pyspark.__file__).parent),
+        listing.read_text() if listing.is_file() else "",
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def archive_path() -> Path:
+    from spark_jobs.lake import jars
+
+    return jars.jars_dir() / "test-jvm" / f"spark-{_key()}.jsa"
+
+
+def ensure_archive() -> Path | None:
+    """The archive, written first if this machine has none (about 20 s); None if the JVM
+    could not write one (the suite then runs without: slower, not different)."""
+    path = archive_path()
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "S3TM_DRIVER_MEMORY": "1g",
+        "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off "
+        "-Xlog:cds+dynamic=off",
+    }
+    print(f"writing the test JVMs' class archive {path} (once per machine)", file=sys.stderr)
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKLOAD],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0 or not partial.is_file():
+        print(f"no class archive (exit {done.returncode}): {done.stderr[-1500:]}", file=sys.stderr)
+        partial.unlink(missing_ok=True)
+        return None
+    partial.replace(path)  # atomic: a concurrent run sees the whole archive or none
+    return path
+
+
+def driver_options(archive: Path | None) -> str:
+    """``SPARK_SUBMIT_OPTS`` for the suite's drivers."""
+    options = [QUICK_JIT]
+    if archive is not None:
+        options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    return " ".join(options)
