@@ -41,7 +41,13 @@ from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, Commi
 from spark_jobs.stream.config import StreamConfig
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
-from spark_jobs.stream.pipeline import STREAM_CONF, MatchPipeline, source, task_slots
+from spark_jobs.stream.pipeline import (
+    DISPATCH_JOB,
+    STREAM_CONF,
+    MatchPipeline,
+    source,
+    task_slots,
+)
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
 from spark_jobs.stream.shedding import StreamShedding
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
@@ -191,18 +197,27 @@ class StreamMatcher:
         now = now_utc()
         staging = {name: lake.staging_dir(name) for name in self.outputs}
         assert self.state.broadcast is not None
-        notes: list[TaskNote] = [
-            json.loads(row["note"])
-            for row in self.pipeline.dispatched(
-                posts,
-                snapshot,
-                self.state.broadcast,
-                batch_id,
-                now,
-                {k: str(v) for k, v in staging.items()},
-                shed_plan,
-            ).collect()
-        ]
+        # named in the Spark UI and the event log (the streaming batch's own name is put back)
+        context = posts.sparkSession.sparkContext
+        streaming_description = context.getLocalProperty("spark.job.description")
+        context.setJobDescription(
+            f"{DISPATCH_JOB}: batch {batch_id}, routing version {snapshot.routing_version}"
+        )
+        try:
+            notes: list[TaskNote] = [
+                json.loads(row["note"])
+                for row in self.pipeline.dispatched(
+                    posts,
+                    snapshot,
+                    self.state.broadcast,
+                    batch_id,
+                    now,
+                    {k: str(v) for k, v in staging.items()},
+                    shed_plan,
+                ).collect()
+            ]
+        finally:
+            context.setJobDescription(streaming_description)  # type: ignore[arg-type]
         computed = time.perf_counter()
         failpoints.crash_driver("after-dispatch", batch_id)
         # each output table in one Delta commit carrying the batch id: a replayed batch

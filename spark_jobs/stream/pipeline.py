@@ -42,13 +42,18 @@ STREAM_CONF = {
 }
 
 
+# the description of each batch's route -> match -> dispatch job (Spark UI, event log)
+DISPATCH_JOB = "s3tm stream: route, match, dispatch"
+LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\d+)?\])?")
+
+
 def task_slots(spark: SparkSession) -> int:
     """Tasks the application runs at once now: the threads of a local master, else the task
     slots of the executors registered at this moment (their cores over ``spark.task.cpus``),
     so an executor that joins or leaves changes the next batch's plan. Before any executor
     has registered, Spark's default parallelism."""
     master = str(spark.sparkContext.master)
-    local = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    local = LOCAL_MASTER.fullmatch(master)
     if local:
         threads = local.group(1)
         if threads is None:
@@ -58,6 +63,19 @@ def task_slots(spark: SparkSession) -> int:
     profile = context.resourceProfileManager().defaultResourceProfile()
     live = int(context.maxNumConcurrentTasks(profile))
     return live if live > 0 else max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def match_tasks(master: str, n_matchers: int, slots: int) -> int:
+    """How many tasks a batch's match stage runs.
+
+    On a cluster, one per matcher: Spark's scheduler spreads them over the executors there
+    are at this batch (one that joined takes its share at the next), and a task holds only
+    its matcher's work. On a local master every matcher shares one machine's Python workers,
+    so no more tasks than slots (matcher m goes to task m mod slots): a Python task costs
+    0.05-0.1 s of set-up, more than a small matcher's work in a batch."""
+    if LOCAL_MASTER.fullmatch(master):
+        return max(1, min(n_matchers, slots))
+    return n_matchers
 
 
 def partition_keys(spark: SparkSession, n_matchers: int) -> np.ndarray:
@@ -108,11 +126,9 @@ class MatchPipeline:
     ) -> DataFrame:
         """Pure transform: raw posts -> task notes, with ``matches`` / ``deliveries`` files
         written to ``staging`` as a side effect of the dispatch tasks."""
-        # one dispatch task per task slot, and no more match tasks than slots either (with
-        # fewer slots than matchers, matcher m goes to match task m mod slots): every Python
-        # task costs 0.05-0.1 s of set-up here, more than a small matcher's work in a batch
+        # one dispatch task per task slot; the match tasks: see match_tasks
         slots = task_slots(self.spark)
-        n_match = min(snapshot.n_matchers, slots)
+        n_match = match_tasks(str(self.spark.sparkContext.master), snapshot.n_matchers, slots)
         match_keys = self.keys(n_match)
         pkeys = match_keys[np.arange(snapshot.n_matchers) % n_match]
         n_dispatch = slots

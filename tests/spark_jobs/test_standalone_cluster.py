@@ -2,13 +2,17 @@
 pyspark's own distribution (``bin/spark-class ...Master`` / ``...Worker``). The whole remap
 chain runs on it with ``--master spark://127.0.0.1:PORT`` and its tables equal a
 ``local[2]`` run on the same input; then a streaming micro-batch runs on it and its
-matches equal brute force."""
+matches equal brute force. A running stream spreads one match task per matcher over the
+executors and uses a worker that joins between batches (a third, from Spark's event log);
+spark-submit's settings stand and the task slots follow a fourth."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -187,6 +191,147 @@ def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, t
     assert statuses == ["published"]
 
 
+def _events(event_logs: Path) -> list[dict]:
+    """The events Spark's event log holds so far (it flushes as it goes): Spark 4 rolls it,
+    a folder per application of ``events_<k>_<app>`` files."""
+    events: list[dict] = []
+    for app in event_logs.iterdir():
+        parts = sorted(app.glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+        for line in (line for p in parts for line in p.read_text().splitlines()):
+            try:
+                events.append(json.loads(line))
+            except ValueError:  # the line being written
+                break
+    return events
+
+
+def _match_stage_executors(event_logs: Path) -> dict[int, list[str]]:
+    """Per stream batch, the executor of each successful task of its match stage, as Spark's
+    event log (its listener's record of every job, stage and task) has them.
+
+    A batch's route -> match -> dispatch job carries the stream's description; its match
+    stage is the one whose parent is a stage of the job and which is a parent itself."""
+    from spark_jobs.stream.pipeline import DISPATCH_JOB
+
+    events = _events(event_logs)
+    parents: dict[int, list[int]] = {}
+    batch_of: dict[int, int] = {}
+    for event in events:
+        description = (event.get("Properties") or {}).get("spark.job.description") or ""
+        if event["Event"] == "SparkListenerJobStart" and description.startswith(DISPATCH_JOB):
+            batch = int(description.split("batch ")[1].split(",")[0])
+            for info in event["Stage Infos"]:
+                parents[info["Stage ID"]] = info["Parent IDs"]
+                batch_of[info["Stage ID"]] = batch
+    match_stages = {
+        stage: batch_of[stage]
+        for stage, up in parents.items()
+        if up and any(stage in other for other in parents.values())
+    }
+    executors: dict[int, list[str]] = {}
+    for event in events:
+        if (
+            event["Event"] == "SparkListenerTaskEnd"
+            and event["Stage ID"] in match_stages
+            and event["Task End Reason"]["Reason"] == "Success"
+        ):
+            batch = match_stages[event["Stage ID"]]
+            executors.setdefault(batch, []).append(event["Task Info"]["Executor ID"])
+    return executors
+
+
+def _wait(what: str, ready, process: subprocess.Popen, log: Path, timeout_s: float = 300):
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert process.poll() is None, f"the stream exited: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"waited {timeout_s} s for {what}"
+        time.sleep(0.5)
+
+
+def test_a_stream_on_the_cluster_runs_a_match_task_per_matcher_and_a_joining_worker_takes_some(
+    cluster, reference_chain, spark_process_env, tmp_path
+):
+    """A running stream on the standalone cluster: each batch's match stage runs N tasks
+    (one per matcher, spread by Spark over the executors there are), and a worker added
+    between two batches runs match tasks in the next one (read from Spark's event log)."""
+    from spark_jobs.lake.routing_store import published_version
+
+    lake = tmp_path / "lake"
+    shutil.copytree(reference_chain.lakehouse, lake)  # published version: N = 8, with subs
+    store = Lakehouse(None, lake, engine="rs")
+    assert published_version(store) is not None
+    # spark-defaults.conf, as an operator would give it: every core, and the event log
+    conf, event_logs = tmp_path / "conf", tmp_path / "events"
+    conf.mkdir()
+    event_logs.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "spark.cores.max 8\nspark.eventLog.enabled true\nspark.eventLog.compress false\n"
+        f"spark.eventLog.dir {event_logs.as_uri()}\n"
+    )
+    with gzip.open(reference_chain.corpus, "rt") as source:
+        lines = source.read().splitlines(keepends=True)
+    landing, staged = tmp_path / "landing", tmp_path / "staged"
+    landing.mkdir()
+    staged.mkdir()
+    halves = [lines[: len(lines) // 2], lines[len(lines) // 2 :]]
+
+    def land(k: int) -> None:  # plain JSON lines: the route stage splits them over the slots
+        (staged / f"posts-{k}.jsonl").write_text("".join(halves[k]))
+        (staged / f"posts-{k}.jsonl").replace(landing / f"posts-{k}.jsonl")
+
+    def committed() -> list[dict]:
+        if not store.exists("stream.batches"):
+            return []
+        rows = store.read_arrow("stream.batches").to_pylist()
+        return sorted((r for r in rows if r["stage"] == "committed"), key=lambda r: r["batch_id"])
+
+    def registered() -> set[str]:  # executors the driver has, as its listener saw
+        kinds = ("SparkListenerExecutorAdded", "SparkListenerExecutorRemoved")
+        ids: set[str] = set()
+        for event in _events(event_logs):
+            if event["Event"] in kinds:
+                change = {event["Executor ID"]}
+                ids = ids | change if event["Event"] == kinds[0] else ids - change
+        return ids
+
+    env = {
+        **spark_process_env,
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "S3TM_SPARK_LOG_LEVEL": "ERROR",
+    }
+    argv = [
+        sys.executable, "-m", "s3tm.cli.main", "stream", "--master", cluster,
+        "--lakehouse", str(lake), "run", "--landing", str(landing),
+        "--checkpoint", str(tmp_path / "checkpoint"), "--trigger-seconds", "1", "--no-warm-up",
+    ]  # fmt: skip
+    log = tmp_path / "stream.log"
+    workers = _CLUSTERS[cluster].alive_workers()
+    with log.open("w") as output:
+        stream = subprocess.Popen(argv, stdout=output, stderr=output, env=env, cwd=ROOT)
+        try:
+            _wait(f"{workers} executors", lambda: len(registered()) == workers, stream, log)
+            land(0)
+            _wait("the first batch", lambda: len(committed()) == 1, stream, log)
+            assert _CLUSTERS[cluster].add_worker() == workers + 1
+
+            _wait("the joining worker's executor", lambda: len(registered()) > workers, stream, log)
+            land(1)
+            _wait("the second batch", lambda: len(committed()) == 2, stream, log)
+            stream.send_signal(signal.SIGINT)  # Ctrl-C: the query stops, the session ends
+            assert stream.wait(timeout=120) == 0, log.read_text()[-3000:]
+        finally:
+            if stream.poll() is None:
+                stream.kill()
+    first, second = (_match_stage_executors(event_logs)[r["batch_id"]] for r in committed())
+    assert len(first) == len(second) == REFERENCE_NODES  # one match task per matcher
+    assert len(set(first)) == workers  # over every executor there was
+    # the executor of the worker that joined (ids count up) ran some of the next batch's
+    assert len(set(second)) == workers + 1
+    assert str(workers) in set(second) - set(first)
+    assert sum(r["posts"] for r in committed()) == len(lines)
+
+
 def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
     cluster, spark_process_env, tmp_path
 ):
@@ -196,6 +341,7 @@ def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
     while the job runs is counted at the next reading. Last in the file: it leaves the
     module's cluster a worker larger."""
     probe_script = Path(__file__).with_name("cluster_probe.py")
+    workers = _CLUSTERS[cluster].alive_workers()  # one task slot each
     properties = ROOT / ".jars" / "spark-defaults.conf"  # the jars, as Airflow's tasks pass
     argv = [
         str(Path(sys.executable).with_name("spark-submit")),
@@ -204,7 +350,7 @@ def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
         "--conf", "spark.default.parallelism=12",
         "--conf", "spark.cores.max=8",  # the master gives an application 1 core unless asked
         *(["--properties-file", str(properties)] if properties.is_file() else []),
-        str(probe_script), str(tmp_path), "2",
+        str(probe_script), str(tmp_path), str(workers),
     ]  # fmt: skip
     # spark_process_env: this interpreter (spark-submit finds pyspark's SPARK_HOME with it)
     env = {**spark_process_env, "SPARK_LOCAL_IP": "127.0.0.1", "S3TM_SPARK_LOG_LEVEL": "ERROR"}
@@ -216,7 +362,7 @@ def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
                 assert probe.poll() is None, (tmp_path / "probe.log").read_text()[-3000:]
                 assert time.monotonic() < deadline, "the probe's first reading took over 300 s"
                 time.sleep(0.5)
-            assert _CLUSTERS[cluster].add_worker() == 3
+            assert _CLUSTERS[cluster].add_worker() == workers + 1
             (tmp_path / "added").write_text("")
             printed, _ = probe.communicate(timeout=300)
         finally:
@@ -227,4 +373,4 @@ def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
     assert first["master"] == cluster
     assert (first["shuffle_partitions"], first["default_parallelism"]) == ("12", "12")
     assert first["time_zone"] == "UTC"  # a platform default nobody set: still filled in
-    assert (first["task_slots"], second["task_slots"]) == (2, 3)
+    assert (first["task_slots"], second["task_slots"]) == (workers, workers + 1)

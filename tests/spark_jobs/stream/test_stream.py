@@ -381,3 +381,13 @@ def test_two_streams_in_one_spark_application_do_not_share_worker_caches(lakehou
         results.append((sum(expected.values()), matches_of(lake) == expected))
     assert all(n > 100 for n, _ in results)
     assert [same for _, same in results] == [True, True]
+
+
+def test_match_tasks_are_one_per_matcher_on_a_cluster_and_at_most_the_slots_locally():
+    from spark_jobs.stream.pipeline import match_tasks
+
+    assert match_tasks("local[2]", 8, 2) == 2
+    assert match_tasks("local[*]", 3, 16) == 3
+    assert match_tasks("local", 4, 1) == 1
+    assert match_tasks("spark://127.0.0.1:7077", 8, 2) == 8
+    assert match_tasks("k8s://https://10.0.0.1:443", 6, 64) == 6
