@@ -76,6 +76,20 @@ def given_settings(environ: Mapping[str, str]) -> dict[str, str]:
     return properties_file(environ)
 
 
+# A local master's driver listens on loopback only: by default Spark binds its RPC, block
+# manager and UI ports to the machine's network address, unauthenticated. A cluster's driver
+# must be reachable by its executors: there the deployment's network and settings decide.
+LOOPBACK = "127.0.0.1"
+LOCAL_DRIVER: dict[str, str] = {
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+}
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
 def console_progress() -> str:
     """Spark's stage progress bar on a terminal (a long ingest or chain run by hand shows
     how far it is), never in logs (Airflow tasks, tests, pipes)."""
@@ -134,11 +148,17 @@ def build_session(
     # (Airflow's ``spark_default``) stands: setting one here would quietly override it.
     if chosen or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(chosen or "local[*]")
+    master = chosen or given.get("spark.master") or "local[*]"
     defaults = {
         **DEFAULTS,
         "spark.ui.showConsoleProgress": console_progress(),
         **jars.spark_classpath_conf(),
     }
+    if is_local_master(master):
+        defaults.update(LOCAL_DRIVER)
+        # the JVM this process launches binds its other servers (the UI) there too
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     # Delta's SQL and format("delta") whenever its jars are here, whichever engine commits
     if delta_jars_present():
         defaults.update(DELTA_CONF)
