@@ -4,8 +4,13 @@ tab on every DAG run that shows it (the UI fills in the DAG and run ids).
 
 The reports live under the lakehouse (``$S3TM_LAKEHOUSE/reports``, local or object
 storage): the remap run's page with its pictures, the maintenance run's text. The app
-reads nothing else. Like every plugin app it is not behind Airflow's login: put the API
-server behind the deployment's own access control (the reports hold figures, not data).
+reads nothing else.
+
+Airflow mounts a plugin's app with ``app.mount()``, and a mount inherits none of the core
+API's authentication (Airflow's plugin docs say so): every page here asks Airflow's auth
+manager itself, through the core API's own dependency. Its user is the caller's session
+cookie (the UI's tab) or ``Authorization: Bearer`` token (``/auth/token``); anonymous
+callers get 401, a user who may not read the DAG's runs 403.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import html
 import os
 
-from fastapi import FastAPI
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
 from s3tm.orchestration.dag_support import DEFAULT_LAKEHOUSE
@@ -21,6 +28,9 @@ from s3tm.orchestration.reports import read_report
 
 # which DAG writes which kind of report
 REPORT_KINDS = {"s3tm_remap": "remap", "s3tm_maintenance": "maintenance"}
+
+# may the caller read the runs of the DAG in the path? (its {dag_id})
+READ_DAG_RUNS = requires_access_dag("GET", DagAccessEntity.RUN)
 
 app = FastAPI(title="s3tm run reports")
 
@@ -33,7 +43,11 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     )
 
 
-@app.get("/reports/{dag_id}/{run_id}", response_class=HTMLResponse)
+@app.get(
+    "/reports/{dag_id}/{run_id}",
+    response_class=HTMLResponse,
+    dependencies=[Depends(READ_DAG_RUNS)],
+)
 def run_report(dag_id: str, run_id: str) -> HTMLResponse:
     """The run's report page (404 with a reason when there is none)."""
     kind = REPORT_KINDS.get(dag_id)

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,13 +86,16 @@ def _click_trigger(
         page.screenshot(path=str(screenshot_dir / "trigger.png"))
 
 
-def _dags_page(base_url: str, password: str, screenshot: Path) -> str:
-    """The DAG list page's text, and a screenshot of it."""
+def _dags_page(base_url: str, password: str, screenshot: Path, report_href: str) -> tuple[str, str]:
+    """The DAG list page's text, and a screenshot of it; then the text of a run-report page
+    in the same logged-in browser (the session cookie the UI's tab sends)."""
     with _logged_in(base_url, password, "/dags", 800) as page:
         page.get_by_text("s3tm_remap").first.wait_for()
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(screenshot))
-        return str(page.inner_text("body"))
+        dags = str(page.inner_text("body"))
+        page.goto(f"{base_url}/{report_href}")
+        return dags, str(page.inner_text("body"))
 
 
 def test_the_command_prints_where_and_how_to_log_in(airflow_ui):
@@ -169,13 +173,24 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     views = [v for p in plugins if p["name"] == "s3tm_reports" for v in p["external_views"]]
     assert [(v["name"], v["destination"]) for v in views] == [("Run report", "dag_run")]
     href = views[0]["href"].replace("{DAG_ID}", "s3tm_remap").replace("{RUN_ID}", quote(clicked_id))
-    with urllib.request.urlopen(f"{airflow_ui['base_url']}/{href}", timeout=60) as response:
+    report_url = f"{airflow_ui['base_url']}/{href}"
+    # ... for a logged-in user only: Airflow's auth manager decides, an anonymous caller
+    # gets 401 and no page
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(report_url, timeout=60)
+    assert refused.value.code == 401
+    logged_in = urllib.request.Request(report_url, headers={"Authorization": f"Bearer {api.token}"})
+    with urllib.request.urlopen(logged_in, timeout=60) as response:
         assert "Throughput by matcher work" in response.read().decode()
 
     screenshot_dir = Path(os.environ.get("S3TM_SCREENSHOT_DIR", tmp_path))
-    text = _dags_page(
-        airflow_ui["base_url"], airflow_ui["password"], screenshot_dir / "airflow-ui-dags.png"
+    text, report_text = _dags_page(
+        airflow_ui["base_url"],
+        airflow_ui["password"],
+        screenshot_dir / "airflow-ui-dags.png",
+        href,
     )
+    assert "Throughput by matcher work" in report_text
     assert f"{len(PROJECT_DAGS)} Dags" in text and all(d in text for d in PROJECT_DAGS)
     assert "example_" not in text
 
