@@ -38,6 +38,9 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
             # paused in `s3tm airflow` and a run triggered there would wait in `queued`.
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            # an API server started in this environment listens on loopback (Airflow's
+            # default is every interface); `s3tm airflow --host` chooses otherwise
+            "AIRFLOW__API__HOST": "127.0.0.1",
             # the run reports' tab and pages (s3tm.orchestration.report_views)
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "infra" / "airflow" / "plugins"),
             # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the

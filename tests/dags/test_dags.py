@@ -205,6 +205,17 @@ def test_airflow_ui_lists_the_dags_and_the_finished_run(airflow_runs, chromium, 
                 time.sleep(1)
         else:
             pytest.fail("Airflow API server did not come up on localhost")
+        # the demo's environment keeps it on loopback (Airflow's default: every interface)
+        import psutil
+
+        tree = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+        bound = {
+            c.laddr.ip
+            for p in tree
+            for c in p.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        }
+        assert bound == {"127.0.0.1"}, bound
         dags_page = _dom(f"{base}/dags", tmp_path / "chrome-dags")
         assert "s3tm_ingest" in dags_page and "s3tm_remap" in dags_page
         runs_page = _dom(f"{base}/dags/s3tm_remap/runs", tmp_path / "chrome-runs")
