@@ -99,6 +99,12 @@ def test_rendered_overlays_are_valid_and_sized(overlay):
         assert slots == partitions == 64
     config = by_kind[("ConfigMap", "s3tm-config")]["data"]
     assert config["S3TM_LAKEHOUSE"].startswith("s3://")
+    # an empty value is not an unset one (delta-rs, pyarrow and boto3 read "" as set)
+    assert all(value != "" for value in config.values()), config
+    # the local state folder is the image's, as compose sets it
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    assert config["S3TM_STATE_DIR"] == compose["x-object-store-env"]["S3TM_STATE_DIR"]
+    assert ("AWS_ENDPOINT_URL" in config) == (overlay == "dev")  # MinIO in dev, AWS in prod
     namespaces = {d["metadata"].get("namespace") for d in documents if d["kind"] != "Namespace"}
     assert len(namespaces) == 1
 
