@@ -22,6 +22,7 @@ from core.stream.snapshot import MatcherSnapshot
 from spark_jobs import failpoints
 from spark_jobs.common import kafka_jar_missing
 from spark_jobs.lake import storage
+from spark_jobs.lake.session import is_local_master
 from spark_jobs.stream import tasks as stream_tasks
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def match_tasks(master: str, n_matchers: int, slots: int) -> int:
     its matcher's work. On a local master every matcher shares one machine's Python workers,
     so no more tasks than slots (matcher m goes to task m mod slots): a Python task costs
     0.05-0.1 s of set-up, more than a small matcher's work in a batch."""
-    if LOCAL_MASTER.fullmatch(master):
+    if is_local_master(master):
         return max(1, min(n_matchers, slots))
     return n_matchers
 
