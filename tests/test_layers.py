@@ -114,3 +114,78 @@ def test_dag_files_parse_without_heavy_imports():
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded == [], f"parsing {dags} loaded {loaded}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(layers: list[str]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (lazy and type-checking imports included:
+    a cycle among them is still two modules that cannot be read one without the other)."""
+    paths = [p for layer in layers for p in modules_of(layer)]
+    known = {_module_name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        this = _module_name(path)
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # ``from a.b import c``: module a.b.c when it is one, else a.b
+                names = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                    for a in node.names
+                ]
+            edges.update(n for n in names if n in known and n != this)
+        graph[this] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycle():
+    graph = import_graph(["core", "schemas", "spark_jobs", "s3tm", "dags"])
+    assert len(graph) > 100
+    assert import_cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]

@@ -26,16 +26,30 @@ log = logging.getLogger(__name__)
 
 
 def tweet_subscriptions(corpus: Corpus, n_subscriptions: int, seed: int) -> Corpus:
-    """``n_subscriptions`` distinct random posts of ``corpus`` as subscriptions.
+    """``n_subscriptions`` random posts of ``corpus`` as subscriptions (the paper's
+    tweet-based workload).
+
+    Up to the posts' count the posts are distinct. Past it every post is taken
+    ``n_subscriptions // n_posts`` times and the remainder are distinct random posts: the
+    paper draws its 10M from a larger crawl, so a repeat here stands for another user who
+    subscribed to the same words (its own subscription id, its own matches), and every word
+    set is registered as evenly as the count allows.
 
     Raises:
-        InvalidArgumentError: if more subscriptions than posts are asked for.
+        InvalidArgumentError: if fewer than one subscription is asked for, or the corpus
+            has no posts.
     """
-    if not 1 <= n_subscriptions <= corpus.n_posts:
-        raise InvalidArgumentError(
-            f"n_subscriptions must be in [1, {corpus.n_posts}], got {n_subscriptions}"
-        )
-    rows = np.random.default_rng(seed).choice(corpus.n_posts, n_subscriptions, replace=False)
+    if n_subscriptions < 1:
+        raise InvalidArgumentError(f"n_subscriptions must be at least 1, got {n_subscriptions}")
+    if corpus.n_posts == 0:
+        raise InvalidArgumentError("tweet-based subscriptions need posts to draw from")
+    copies, rest = divmod(n_subscriptions, corpus.n_posts)
+    # the remainder first, from the same stream as before: counts up to the posts' count
+    # draw exactly the posts they always drew
+    rows = np.random.default_rng(seed).choice(corpus.n_posts, rest, replace=False)
+    if copies:
+        whole = np.tile(np.arange(corpus.n_posts, dtype=np.int64), copies)
+        rows = np.concatenate([whole, rows.astype(np.int64)])
     picked = corpus.select(np.sort(rows))
     return Corpus(
         picked.vocabulary,

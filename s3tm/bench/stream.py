@@ -85,7 +85,7 @@ def _subscriptions(workload: str, training: Corpus, n: int, seed: int) -> list[l
     from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
 
     if workload == "tweet":
-        subs = tweet_subscriptions(training, min(n, training.n_posts), seed=seed)
+        subs = tweet_subscriptions(training, n, seed=seed)
     else:
         subs = topic_subscriptions(training, fit_topics(training, seed=seed), n, seed=seed)
     return [

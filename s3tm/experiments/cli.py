@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "--subscriptions",
             type=int,
             default=100_000,
-            help="subscriptions per workload (capped by the corpus)",
+            help="subscriptions per workload (tweet-based past the training posts: every post "
+            "repeated evenly, see core/subscriptions/workloads.py)",
         )
         p.add_argument(
             "--counts",

@@ -160,7 +160,7 @@ def load_windows(
 
 def _subscriptions(posts: Corpus, kind: str, count: int, lda_iterations: int, seed: int) -> Corpus:
     if kind == "tweet":
-        return tweet_subscriptions(posts, min(count, posts.n_posts), seed)
+        return tweet_subscriptions(posts, count, seed)
     model = fit_topics(posts, max_iter=lda_iterations, seed=seed)
     return topic_subscriptions(posts, model, count, seed)
 

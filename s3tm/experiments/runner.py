@@ -53,9 +53,6 @@ class Workloads:
     _cache: dict[tuple[str, int], Corpus] = field(default_factory=dict)
     _costs: dict[tuple[str, int], CostFit] = field(default_factory=dict)
 
-    def max_subscriptions(self, kind: str) -> int:
-        return self.training.n_posts if kind == "tweet" else 10**7
-
     def get(self, kind: str, n: int) -> Corpus:
         key = (kind, n)
         if key not in self._cache:

@@ -129,7 +129,7 @@ def shedding(
     teach, test = work.held_out.select(half), work.held_out.select(~half)
     rows: list[dict[str, Any]] = []
     for kind in kinds:
-        subs = work.get(kind, min(n_subs, work.max_subscriptions(kind)))
+        subs = work.get(kind, n_subs)
         cost = work.cost(kind, subs.n_posts)
         for n in nodes:
             started = time.perf_counter()
@@ -243,7 +243,7 @@ def shedding_control(
     duration: float = 2000.0,
 ) -> list[dict[str, Any]]:
     """Fig. 8b: input rate, fullness, level and latency over simulated time, both rules."""
-    subs = work.get("tweet", min(n_subs, work.max_subscriptions("tweet")))
+    subs = work.get("tweet", n_subs)
     cost = work.cost("tweet", subs.n_posts)
     learned = learn_mapping(
         work.training,

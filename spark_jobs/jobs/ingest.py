@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
-from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
 from spark_jobs.common import add_kafka_arguments, job_main, log
+from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -61,31 +61,12 @@ class IngestConfig:
 
 
 APP_ID = "s3tm.ingest"
-PARSED_SCHEMA = (
-    "ok boolean, post_id string, text string, source string, created_at string, "
-    "source_file string, line_number long, reason string, raw string"
-)
 
 
 def _gunzip_if_needed(content: bytes) -> bytes:
     import gzip
 
     return gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
-
-
-PARSED_ARROW = pa.schema(
-    [
-        ("ok", pa.bool_()),
-        ("post_id", pa.string()),
-        ("text", pa.string()),
-        ("source", pa.string()),
-        ("created_at", pa.string()),
-        ("source_file", pa.string()),
-        ("line_number", pa.int64()),
-        ("reason", pa.string()),
-        ("raw", pa.string()),
-    ]
-)
 
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
@@ -98,42 +79,6 @@ def split_lines(data: bytes) -> list[bytes]:
     if lines and lines[-1] == b"":
         lines.pop()
     return lines
-
-
-class ParsedRow(TypedDict, total=False):
-    """A row of ``PARSED_SCHEMA``: a good record's fields, or a bad one's reason."""
-
-    ok: bool
-    post_id: str
-    text: str
-    source: str | None
-    created_at: str | None
-    source_file: str
-    line_number: int
-    reason: str
-    raw: str
-
-
-def judge_record(raw: bytes, source_file: str, line_number: int) -> ParsedRow:
-    """One record (a landing line or a Kafka value) as a parsed row: ``ok`` with its fields,
-    or not ``ok`` with the reason (``core.corpus.io.parse_json_record``'s rules)."""
-    record, reason = parse_json_record(raw) if raw.strip() else (None, "blank line")
-    row: ParsedRow = {
-        "ok": record is not None,
-        "source_file": source_file,
-        "line_number": line_number,
-        "raw": raw[: 2 * MAX_TEXT_CHARS].decode("utf-8", errors="replace"),
-    }
-    if record is None:
-        row["reason"] = reason
-        return row
-    post_id = record.get("id")
-    row["post_id"] = str(post_id) if post_id is not None else f"{source_file}:{line_number}"
-    row["text"] = record["text"]
-    row["source"] = str(record["source"]) if record.get("source") is not None else None
-    created = record.get("created_at")
-    row["created_at"] = str(created) if created is not None else None
-    return row
 
 
 def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from core.errors import InputDataError
 from spark_jobs import failpoints
 from spark_jobs.common import kafka_jar_missing, log
-from spark_jobs.jobs.ingest import PARSED_ARROW, PARSED_SCHEMA, judge_record
+from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.jobs.sampling import hash_fraction_filter
 
 if TYPE_CHECKING:

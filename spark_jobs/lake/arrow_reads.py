@@ -15,10 +15,10 @@ from schemas import table
 from spark_jobs.lake.table_files import TableSnapshot, partition_values, relative_path
 
 if TYPE_CHECKING:
-    from spark_jobs.lake.delta_store import DeltaStore
+    from spark_jobs.lake.table_store import TableStore
 
 
-def read_arrow(store: DeltaStore, name: str, version: int | None = None) -> pa.Table:
+def read_arrow(store: TableStore, name: str, version: int | None = None) -> pa.Table:
     """The table as a pyarrow Table, on the driver (small tables).
 
     delta-rs resolves the files of the version; pyarrow reads them with its own file
@@ -55,7 +55,7 @@ def read_arrow(store: DeltaStore, name: str, version: int | None = None) -> pa.T
     return pa.concat_tables(pieces)
 
 
-def recent_rows(store: DeltaStore, name: str, columns: Sequence[str], limit: int) -> pa.Table:
+def recent_rows(store: TableStore, name: str, columns: Sequence[str], limit: int) -> pa.Table:
     """Up to ``limit`` rows of ``columns`` (not partition columns) from the table's
     newest files: partition paths sort by their values (``event_day=YYYY-MM-DD``), file
     names by nothing, so "newest" is the last partition's files. A sample, not a query:
@@ -83,7 +83,7 @@ def recent_rows(store: DeltaStore, name: str, columns: Sequence[str], limit: int
     return pa.concat_tables(pieces).slice(0, limit) if pieces else schema.empty_table()
 
 
-def snapshot(store: DeltaStore, name: str, as_of: int | dt.datetime | None = None) -> TableSnapshot:
+def snapshot(store: TableStore, name: str, as_of: int | dt.datetime | None = None) -> TableSnapshot:
     """One version of a table as a lazy pyarrow dataset (for SQL engines: DuckDB,
     Polars, ...): exactly the files of that version, partition values from their paths.
 

@@ -29,10 +29,10 @@ from spark_jobs.lake.table_files import (
 )
 
 if TYPE_CHECKING:
-    from spark_jobs.lake.delta_store import DeltaStore
+    from spark_jobs.lake.table_store import TableStore
 
 
-def staging_dir(store: DeltaStore, name: str) -> str:
+def staging_dir(store: TableStore, name: str) -> str:
     """A fresh folder inside table ``name`` for files to commit with :meth:`commit_staged`.
 
     Named key=value so that every file of the table sits at the same depth
@@ -43,14 +43,14 @@ def staging_dir(store: DeltaStore, name: str) -> str:
     return storage.join(store.path(name), f"{WRITE_DIR_KEY}={stamp}")
 
 
-def discard_staged(store: DeltaStore, staging: str) -> None:
+def discard_staged(store: TableStore, staging: str) -> None:
     """Remove a staging folder whose files will not be committed (absent: nothing)."""
     with contextlib.suppress(FileNotFoundError, OSError):
         store.fs.delete_dir(store.fs_path(staging))
 
 
 def commit_staged(
-    store: DeltaStore,
+    store: TableStore,
     name: str,
     staging: str | Path,
     *,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -179,10 +181,22 @@ def test_placement_rejects_unrouted_words_and_bad_policy():
     with pytest.raises(InvalidArgumentError, match="policy"):
         place_subscriptions(table, corpus, policy="best")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="n_subscriptions"):
-        tweet_subscriptions(corpus, 3, seed=0)
+        tweet_subscriptions(corpus, 0, seed=0)
     with pytest.raises(InvalidArgumentError, match="steps"):
         fit_cost_model(corpus, corpus, steps=1)
     assert CostModel(2.0, 1.0)(3) == 7.0
+
+
+def test_tweet_subscriptions_past_the_posts_repeat_every_post_evenly():
+    corpus = corpus_from_word_lists([["a", "b"], ["c"], ["d", "e", "f"]])
+    few = tweet_subscriptions(corpus, 2, seed=5)
+    assert few.n_posts == 2 and len({tuple(few.post_words(s)) for s in range(2)}) == 2  # distinct
+    many = tweet_subscriptions(corpus, 8, seed=5)  # 2 whole copies + 2 distinct posts
+    assert many.n_posts == 8 and len(set(many.post_ids)) == 8
+    drawn = Counter(tuple(sorted(many.post_words(s))) for s in range(8))
+    assert set(drawn) == {("a", "b"), ("c",), ("d", "e", "f")}
+    assert sorted(drawn.values()) == [2, 3, 3]
+    assert np.array_equal(tweet_subscriptions(corpus, 8, seed=5).indices, many.indices)
 
 
 def test_a_previous_placement_keeps_subscriptions_whose_matcher_stays_eligible(setup) -> None:

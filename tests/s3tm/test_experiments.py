@@ -64,6 +64,22 @@ def test_scalability_compares_every_variant_with_hash(corpus, tmp_path):
     _assert_a_drawn_figure(tmp_path / "scalability.png")
 
 
+def test_subscriptions_past_the_training_posts_registers_every_one_asked_for(corpus, tmp_path):
+    """3,000 posts, 2,400 of them training: 5,000 tweet-based subscriptions repeat posts,
+    they are not capped (a count the corpus cannot give distinctly is still that count)."""
+    args = ["-q", "experiment", "subscriptions", "--corpus", str(corpus), "--nodes", "4"]
+    args += ["--counts", "100,5000", "--algorithms", "salb2", "--lda-iterations", "1"]
+    assert main([*args, "--repeats", "1", "--out", str(tmp_path)]) == 0
+    rows = _rows(tmp_path / "subscriptions.csv")
+    assert {(r["workload"], r["algorithm"], int(r["subscriptions"])) for r in rows} == {
+        (w, a, n) for w in ("tweet", "topic") for a in ("hash", "salb2") for n in (100, 5000)
+    }
+    assert len(rows) == 8
+    tweet = {(r["algorithm"], int(r["subscriptions"])): r for r in rows if r["workload"] == "tweet"}
+    # twice as many subscriptions as posts: the held-out posts meet more matches
+    assert int(tweet["hash", 5000]["matches"]) > int(tweet["hash", 100]["matches"])
+
+
 def _assert_a_drawn_figure(path) -> None:
     """A PNG that decodes to a picture with something drawn on it (not a blank canvas)."""
     import matplotlib.image
