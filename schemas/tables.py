@@ -313,6 +313,9 @@ STREAM_BATCHES = TableSpec(
             _f("shed_pairs", pa.int64()),
             _f("shed_pairs_by_matcher", pa.list_(pa.int64())),
             _f("written_bytes", pa.int64()),  # Parquet bytes of the batch's output tables
+            # the query's trigger interval (null: available-now or as fast as it can): a
+            # batch longer than it means the stream falls behind
+            _f("trigger_seconds", pa.float64()),
         ]
     ),
     key=("query_id", "batch_id", "stage"),

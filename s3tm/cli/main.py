@@ -34,6 +34,9 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
         "Airflow on PostgreSQL"
     },
     "s3tm.cli.kafka": {"kafka": "a local Kafka broker (KRaft) for the stream"},
+    "s3tm.cli.metrics": {
+        "metrics": "the platform's figures for Prometheus (an exporter over the lakehouse)"
+    },
     "s3tm.cli.sql": {
         "sql": "SQL over the lakehouse's Delta tables (time travel with --as-of)",
         "sql-server": "[spark] a SQL endpoint (Spark Connect) over the lakehouse's tables",

@@ -35,14 +35,16 @@ class BatchPlan:
     shedding_level: int = 0
     max_spread: float | None = None
     backlog_posts: int | None = None
+    trigger_seconds: float | None = None
 
     def columns(self) -> dict[str, object]:
-        """The plan's shedding columns of ``stream.batches``."""
+        """The plan's shedding and trigger columns of ``stream.batches``."""
         return {
             "shedding": self.shedding,
             "shedding_level": self.shedding_level,
             "max_spread": self.max_spread,
             "backlog_posts": self.backlog_posts,
+            "trigger_seconds": self.trigger_seconds,
         }
 
 
@@ -149,6 +151,7 @@ class BatchLog:
             shedding_level=row["shedding_level"] or 0,
             max_spread=row["max_spread"],
             backlog_posts=row["backlog_posts"],
+            trigger_seconds=row.get("trigger_seconds"),
         )
 
     def record(

@@ -82,6 +82,12 @@ class StreamMatcher:
         self.shedding = StreamShedding(config.shedding_options())
         self.health = StreamHealth(config.health_options())
         self.landing = config.landing if config.source == "files" else None
+        # what a batch must fit in to keep up (None: available-now, or no trigger)
+        self.trigger_seconds = (
+            float(config.trigger_seconds)
+            if config.trigger_seconds > 0 and not config.available_now
+            else None
+        )
         self.query: StreamingQuery | None = None  # set once started: Kafka's backlog
         self.log = BatchLog(lakehouse, self.checkpoint)
         self.pipeline = MatchPipeline(lakehouse.spark)
@@ -127,6 +133,7 @@ class StreamMatcher:
             shedding_level=choice.level,
             max_spread=choice.max_spread,
             backlog_posts=choice.backlog_posts,
+            trigger_seconds=self.trigger_seconds,
         )
         self.log.record(plan, "planned", self.state.epoch)
         return plan
