@@ -1,0 +1,174 @@
+"""Prometheus on loopback (Debian's ``prometheus`` package): what compose's ``prometheus``
+service runs, as a local process scraping ``s3tm metrics serve`` with the project's alert
+rules (``infra/monitoring/s3tm-alerts.yml``). Its HTTP API answers queries and lists the
+alerts its own rule evaluation fires."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import InputDataError
+from s3tm.local.processes import stop_group
+
+RULES = Path(__file__).resolve().parents[2] / "infra" / "monitoring" / "s3tm-alerts.yml"
+START_TIMEOUT_S = 60.0
+_ATTEMPTS = 3  # a port picked free can be taken before Prometheus binds it
+
+
+def binary() -> str:
+    """The ``prometheus`` executable.
+
+    Raises:
+        InputDataError: when it is not installed (Debian package ``prometheus``)."""
+    found = shutil.which("prometheus")
+    if found is None:
+        raise InputDataError(
+            "prometheus is not installed: `apt-get install prometheus` (Debian's package; "
+            ".ci/run installs it)"
+        )
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LocalPrometheus:
+    """A Prometheus server in ``folder`` (config, data, log) scraping ``targets``
+    (``host:port`` of exporters, job ``s3tm``) every ``scrape_seconds`` and evaluating
+    ``rule_files`` every ``evaluation_seconds``."""
+
+    folder: Path
+    targets: Sequence[str]
+    rule_files: Sequence[Path] = (RULES,)
+    scrape_seconds: float = 15.0
+    evaluation_seconds: float = 15.0
+    port: int = 0
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "prometheus.log"
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "global": {
+                "scrape_interval": f"{self.scrape_seconds:g}s",
+                "evaluation_interval": f"{self.evaluation_seconds:g}s",
+            },
+            "rule_files": [str(p) for p in self.rule_files],
+            "scrape_configs": [
+                {"job_name": "s3tm", "static_configs": [{"targets": list(self.targets)}]}
+            ],
+        }
+
+    def start(self) -> str:
+        """Starts the server on a loopback port; returns its URL once it is ready.
+
+        Raises:
+            InputDataError: prometheus is missing, exited, or was not ready in time (with
+                the end of its log).
+        """
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "prometheus.yml"
+        # JSON is YAML: no YAML writer needed
+        config.write_text(json.dumps(self.config(), indent=1))
+        for attempt in range(_ATTEMPTS):
+            self.port = self.port if self.port and attempt == 0 else _free_port()
+            with self.log.open("ab") as out:
+                self._process = subprocess.Popen(
+                    [
+                        binary(),
+                        f"--config.file={config}",
+                        f"--storage.tsdb.path={self.folder / 'data'}",
+                        f"--web.listen-address=127.0.0.1:{self.port}",
+                        "--web.enable-lifecycle",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            if self._wait_ready():
+                return self.url
+            if self._process.poll() is None:
+                break  # running but not ready: not a port clash
+        tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+        self.stop()
+        raise InputDataError(f"prometheus did not start on 127.0.0.1: {tail}")
+
+    def _wait_ready(self) -> bool:
+        assert self._process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        if self._process is not None:
+            stop_group(self._process, timeout_s=30)
+            self._process = None
+
+    # -- the HTTP API ----------------------------------------------------------------------
+    def _get(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=30) as response:
+            body = json.loads(response.read())
+        if body.get("status") != "success":
+            raise InputDataError(f"prometheus {path}: {body}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's result: ``[{"metric": {...}, "value": [t, "v"]}, ...]``.
+
+        Raises:
+            InputDataError: the expression does not parse or fails (Prometheus' error)."""
+        try:
+            data = self._get("/api/v1/query", query=expr)
+        except urllib.error.HTTPError as error:  # 400: a bad expression, with the reason
+            raise InputDataError(f"prometheus query {expr!r}: {error.read().decode()}") from error
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def value(self, expr: str) -> float | None:
+        """The single value of ``expr`` now (None: no series)."""
+        result = self.query(expr)
+        if not result:
+            return None
+        if len(result) > 1:
+            raise InputDataError(f"prometheus query {expr!r} returned {len(result)} series")
+        return float(result[0]["value"][1])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The alerts Prometheus' rule evaluation holds (pending or firing)."""
+        alerts: list[dict[str, Any]] = self._get("/api/v1/alerts")["alerts"]
+        return alerts
+
+    def targets_up(self) -> list[dict[str, Any]]:
+        targets: list[dict[str, Any]] = self._get("/api/v1/targets")["activeTargets"]
+        return targets
