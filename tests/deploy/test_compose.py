@@ -71,7 +71,7 @@ def test_services_are_healthy_wired_and_their_volumes_declared():
     expected = {
         "spark-master", "spark-worker-1", "spark-worker-2", "postgres", "minio", "kafka",
         "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-        "airflow-triggerer", "matcher", "producer",
+        "airflow-triggerer", "matcher", "producer", "metrics", "prometheus", "grafana",
     }  # fmt: skip
     assert expected <= set(services)
     one_shot = {n for n, s in services.items() if n.endswith("-init")}
@@ -86,13 +86,28 @@ def test_services_are_healthy_wired_and_their_volumes_declared():
             ), (name, needed, wanted)
         for mount in service.get("volumes", []):
             source = mount.split(":", 1)[0]
-            assert source in compose["volumes"], (name, source)
+            if source.startswith("."):  # the project's own config files, read-only
+                assert (DOCKER / source).exists() and mount.endswith(":ro"), (name, mount)
+            else:
+                assert source in compose["volumes"], (name, source)
     assert set(compose["volumes"]) >= {"postgres-data", "minio-data", "kafka-data"}
     # the DAGs submit to the standalone master, the lakehouse is on MinIO
     airflow = services["airflow-scheduler"]["environment"]
     assert "spark://spark-master:7077" in airflow["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert airflow["S3TM_LAKEHOUSE"].startswith("s3://")
     assert "--source" in services["matcher"]["command"]
+    # monitoring: Prometheus and Grafana reach the host on loopback only; the exporter not at
+    # all (Prometheus scrapes it on the compose network)
+    for name in ("prometheus", "grafana"):
+        assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"]), name
+    assert "ports" not in services["metrics"]
+    scraped = yaml.safe_load((REPO / "infra" / "monitoring" / "prometheus-compose.yml").read_text())
+    targets = {
+        t for job in scraped["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    }
+    assert "metrics:9108" in targets and "9108" in services["metrics"]["command"]
+    for target in targets:
+        assert target.split(":")[0] in services, target
 
 
 def test_the_image_context_holds_what_the_dockerfile_copies():

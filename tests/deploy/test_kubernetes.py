@@ -25,6 +25,8 @@ def _validate(documents: list[dict]) -> list[str]:
     for doc in documents:
         if doc["apiVersion"].startswith("sparkoperator.k8s.io/"):
             _check_spark_application(doc)
+        elif doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            _check_prometheus_rule(doc)
         else:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         checked.append(doc["kind"])
@@ -49,6 +51,38 @@ def _check_spark_application(app: dict) -> None:
         assert isinstance(spec[role]["cores"], int) and spec[role]["memory"].endswith("g")
     assert spec["driver"]["serviceAccount"] == "spark"
     assert isinstance(spec["executor"]["instances"], int)
+
+
+def _check_prometheus_rule(rule: dict) -> None:
+    """The Prometheus Operator's CRD schema is not packaged either: the rule must be the
+    project's rule file, group for group."""
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["kind"] == "PrometheusRule"
+    rules = yaml.safe_load((REPO / "infra" / "monitoring" / "s3tm-alerts.yml").read_text())
+    assert rule["spec"]["groups"] == rules["groups"]
+
+
+def test_the_prometheus_rule_is_the_rule_file_rendered() -> None:
+    from tests.deploy.prometheus_rule import TARGET, render
+
+    assert TARGET.read_text() == render(), (
+        "infra/k8s/components/monitoring/prometheus-rule.yaml is stale: "
+        "python -m tests.deploy.prometheus_rule > it"
+    )
+
+
+def test_the_exporter_is_scraped_by_annotation_and_runs_the_platform_image() -> None:
+    documents = _documents(K8S / "base" / "metrics.yaml")
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    container = pod["spec"]["containers"][0]
+    command = container["command"]
+    assert command[:3] == ["s3tm", "metrics", "serve"]
+    assert annotations["prometheus.io/port"] == command[command.index("--port") + 1]
+    matcher = yaml.safe_load((K8S / "base" / "matcher.yaml").read_text())
+    assert container["image"] == matcher["spec"]["image"]
+    assert matcher["spec"]["sparkConf"]["spark.ui.prometheus.enabled"] == "true"
 
 
 def _documents(path: Path) -> list[dict]:
