@@ -1,14 +1,15 @@
 """``s3tm cluster-demo`` (``make cluster-demo``, README command three): the production
 topology of ``docker/compose.yaml`` on one machine, without Docker, from the pinned
 artifacts: an S3 server holding the lakehouse, a Kafka broker (KRaft) with the posts topic,
-a Spark standalone master with two workers, PostgreSQL for Airflow (LocalExecutor).
+a Spark standalone master with two workers, PostgreSQL for Airflow (LocalExecutor), the
+platform's exporter and Prometheus (Debian's package) with the alert rules.
 
 Then, as a deployment runs: the demo corpus is produced into Kafka; ``s3tm_ingest`` and
 ``s3tm_remap`` run through the Airflow scheduler with ``spark_default`` = the standalone
 master and the lakehouse on ``s3://`` (Spark writes it through S3A); the streaming matcher
 reads Kafka on the cluster; a second remap publishes a new version while the stream runs,
-and the stream switches over between two micro-batches. It prints ``make demo``'s summary
-and the switch-over, stops everything it started and exits 0.
+and the stream switches over between two micro-batches. It prints ``make demo``'s summary,
+the switch-over and what Prometheus scraped, stops everything it started and exits 0.
 
 Settings are the deployment's variables (``TOPOLOGY_VARIABLES``: the names compose and
 Kubernetes set), given to every process the demo starts.
@@ -35,6 +36,8 @@ from core.errors import S3TMError
 from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from s3tm.local.postgres import LocalPostgres
 from s3tm.local.processes import stop_group
+from s3tm.local.prometheus import LocalPrometheus
+from s3tm.local.prometheus import binary as prometheus_binary
 from s3tm.local.s3_server import LocalS3
 from s3tm.local.spark_cluster import StandaloneCluster
 
@@ -176,6 +179,7 @@ def run(config: ClusterDemoConfig) -> int:
     # every process the demo starts inherits this: what is left of a demo can be found
     os.environ[DEMO_MARK] = str(out)
     _say(f"S3-TM cluster demo: the compose topology as local processes; log: {log}")
+    prometheus_binary()  # says what to install before anything starts
     with contextlib.ExitStack() as running:
         with _timed("S3 server (moto), bucket " + BUCKET):
             s3 = LocalS3(log=out / "s3-server.log")
@@ -205,6 +209,7 @@ def run(config: ClusterDemoConfig) -> int:
         processes.run(f"produce {learn.name} into Kafka", _s3tm(*produce, str(learn)))
 
         api = _start_airflow(processes, out, running)
+        prometheus = _start_monitoring(processes, out, lakehouse, running)
         _run_dag(api, "s3tm_ingest", {}, "s3tm_ingest: the topic into bronze.posts (Kafka)")
         phrases = out / "subscriptions.txt"
         phrases.write_text("\n".join(subscription_phrases(learn, config.subscriptions)) + "\n")
@@ -268,6 +273,7 @@ def run(config: ClusterDemoConfig) -> int:
         _stop_stream(stream)
         print_summary(lakehouse, env)
         print_switch_over(store)
+        print_scraped(prometheus, store)
     seconds = time.perf_counter() - started
     _say(f"\ncluster demo: done in {seconds:.0f}s; everything it started is stopped")
     return 0
@@ -325,6 +331,48 @@ def _start_airflow(processes: _Processes, out: Path, running: contextlib.ExitSta
         standalone.wait_until_ready(base_url, process)
     _say(f"    log in as 'admin' with password {password!r} while the demo runs")
     return AirflowApi(base_url, password)
+
+
+def _start_monitoring(
+    processes: _Processes, out: Path, lakehouse: str, running: contextlib.ExitStack
+) -> LocalPrometheus:
+    """``s3tm metrics serve`` over the lakehouse, and Prometheus scraping it every 5 s with
+    the alert rules, both on 127.0.0.1."""
+    port = free_port()
+    with _timed(f"the exporter (s3tm metrics serve) on 127.0.0.1:{port}, and Prometheus"):
+        exporter = processes.start(
+            _s3tm("metrics", "serve", "--lakehouse", lakehouse, "--port", str(port))
+        )
+        running.callback(stop_group, exporter, timeout_s=30)
+        prometheus = LocalPrometheus(
+            out / "prometheus", [f"127.0.0.1:{port}"], scrape_seconds=5, evaluation_seconds=5
+        )
+        url = prometheus.start()
+        running.callback(prometheus.stop)
+    _say(f"    Prometheus at {url} (alerts: {url}/alerts) while the demo runs")
+    return prometheus
+
+
+def print_scraped(prometheus: LocalPrometheus, store: Lakehouse) -> None:
+    """One query through Prometheus' API, once it scraped the last batch: the posts the
+    stream processed, beside what stream.batches holds."""
+    expected = _streamed(store)
+    query = "sum(s3tm_stream_posts_total)"
+    deadline = time.monotonic() + 120
+    value = prometheus.value(query)
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(2)
+        value = prometheus.value(query)
+    if value != expected:
+        raise ClusterDemoFailed(
+            f"Prometheus answers {query} = {value}, stream.batches holds {expected}; "
+            f"see {prometheus.log}"
+        )
+    version = prometheus.value("s3tm_routing_published_version")
+    _say(
+        f"\nPrometheus: {query} = {value:,.0f} (stream.batches: {expected:,}); "
+        f"s3tm_routing_published_version = {version:.0f}"
+    )
 
 
 def _run_dag(api: AirflowApi, dag_id: str, conf: dict[str, object], title: str) -> None:

@@ -159,7 +159,10 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
     summarize_monitor(lakehouse)
     print(
         "\nSee the DAGs and runs in the Airflow UI, and trigger them there:\n"
-        f"  {s3tm} airflow --out {out}"
+        f"  {s3tm} airflow --out {out}\n"
+        "The same figures for Prometheus (http://127.0.0.1:9108/metrics; rules and a "
+        "dashboard in infra/monitoring):\n"
+        f"  {s3tm} metrics serve --lakehouse {lakehouse}"
     )
 
 

@@ -96,6 +96,9 @@ def test_services_are_healthy_wired_and_their_volumes_declared():
     assert "spark://spark-master:7077" in airflow["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert airflow["S3TM_LAKEHOUSE"].startswith("s3://")
     assert "--source" in services["matcher"]["command"]
+    # the broker keeps its data on its volume
+    kafka = services["kafka"]
+    assert f"kafka-data:{kafka['environment']['KAFKA_LOG_DIRS']}" in kafka["volumes"]
     # monitoring: Prometheus and Grafana reach the host on loopback only; the exporter not at
     # all (Prometheus scrapes it on the compose network)
     for name in ("prometheus", "grafana"):

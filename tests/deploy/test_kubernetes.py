@@ -141,6 +141,17 @@ def test_rendered_overlays_are_valid_and_sized(overlay):
     assert ("AWS_ENDPOINT_URL" in config) == (overlay == "dev")  # MinIO in dev, AWS in prod
     namespaces = {d["metadata"].get("namespace") for d in documents if d["kind"] != "Namespace"}
     assert len(namespaces) == 1
+    # the Python workers live outside the JVM heap: each executor core's worker gets room in
+    # the memory overhead (prod: 1M subscriptions a worker with the trie, 1.2 GiB each)
+    overhead = _gib(app["executor"]["memoryOverhead"])
+    assert overhead >= (1.2 if overlay == "prod" else 0.5) * app["executor"]["cores"], app
+    defaults = by_kind[("ConfigMap", "s3tm-spark-defaults")]["data"]["spark-defaults.conf"]
+    assert "spark.executor.memoryOverhead" in defaults
+
+
+def _gib(size: str) -> float:
+    units = {"g": 1.0, "m": 1 / 1024}
+    return float(size[:-1]) * units[size[-1].lower()]
 
 
 def test_one_images_entry_retags_every_platform_pod_and_the_matcher_reads_the_config(tmp_path):

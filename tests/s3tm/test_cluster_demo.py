@@ -1,7 +1,8 @@
 """``make cluster-demo`` (README command three) as a user runs it: the compose topology as
 local processes (S3 server, Kafka, a Spark standalone cluster, Airflow's scheduler on
-PostgreSQL), a version published through the scheduler, the stream reading Kafka on the
-cluster and switching to a version published while it runs; then nothing left running."""
+PostgreSQL, the exporter and Prometheus), a version published through the scheduler, the
+stream reading Kafka on the cluster and switching to a version published while it runs,
+Prometheus answering what the stream wrote; then nothing left running."""
 
 from __future__ import annotations
 
@@ -72,6 +73,28 @@ def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switche
     produced = sum(1 for p in out.glob("posts-*.jsonl") for _ in p.open())
     assert streamed == produced == 12000
     assert "streaming matcher:" in printed and "routing versions:" in printed
+    # Prometheus scraped the exporter: the posts it answers are the posts streamed
+    scraped = re.search(r"Prometheus: sum\(s3tm_stream_posts_total\) = ([\d,]+)", printed)
+    assert scraped and int(scraped.group(1).replace(",", "")) == produced, printed[-2000:]
+    assert "s3tm_routing_published_version = 2" in printed
+    # secrets stay out of every log and report: the S3 secret key and the Airflow password
+    # are in the passwords file and the processes' environment only
+    from s3tm.local.s3_server import SECRET_KEY
+    from s3tm.orchestration.standalone import admin_password, passwords_file
+
+    password = admin_password(out / "airflow")
+    report = re.search(r"run report: (\S+)", printed)
+    assert report, printed[-2000:]
+    written = [p for p in out.rglob("*") if p.is_file()]
+    written += [p for p in Path(report.group(1)).parent.rglob("*") if p.is_file()]
+    leaks = [
+        str(path)
+        for path in written
+        if path != passwords_file(out / "airflow")
+        and "postgres" not in path.parts  # the database's own files
+        and (SECRET_KEY.encode() in (data := path.read_bytes()) or password.encode() in data)
+    ]
+    assert len(written) > 50 and leaks == []
     # nothing it started is left running
     assert _left_running(out.resolve()) == []
     print(f"cluster demo: exit 0 in {seconds:.0f}s")
