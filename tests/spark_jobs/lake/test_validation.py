@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from core.corpus import corpus_from_word_lists
 from core.learn import learn_mapping
@@ -93,6 +95,9 @@ def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
         "silver_posts",
     }
     assert data_docs_index(lakehouse).is_file()
+    # the project GX made says no usage analytics
+    project = next(Path(lakehouse.root).rglob("great_expectations.yml"))
+    assert yaml.safe_load(project.read_text())["analytics_enabled"] is False
     assert publish.publish(lakehouse, None)["published"] == 1
     # the suite sees each word list as its length: no Python list per row to fingerprint
     frame = silver_frame(lakehouse).sort_values("post_id", key=lambda c: c.str[1:].astype(int))
