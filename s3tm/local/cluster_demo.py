@@ -274,6 +274,7 @@ def run(config: ClusterDemoConfig) -> int:
         print_summary(lakehouse, env)
         print_switch_over(store)
         print_scraped(prometheus, store)
+        keep_reports(lakehouse, out / "reports")
     seconds = time.perf_counter() - started
     _say(f"\ncluster demo: done in {seconds:.0f}s; everything it started is stopped")
     return 0
@@ -351,6 +352,24 @@ def _start_monitoring(
         running.callback(prometheus.stop)
     _say(f"    Prometheus at {url} (alerts: {url}/alerts) while the demo runs")
     return prometheus
+
+
+def keep_reports(lakehouse: str, folder: Path) -> None:
+    """Copies of the runs' reports (on the S3 server, which stops with the demo) in the
+    demo's folder, to read afterwards."""
+    from s3tm.orchestration.reports import list_reports
+    from spark_jobs.lake import storage
+
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for kind in ("remap", "maintenance"):
+        for suffix in (".md", ".html"):
+            for location in list_reports(lakehouse, kind, suffix):
+                store, key = storage.filesystem(location)
+                with store.open_input_stream(key) as stream:
+                    (folder / location.rsplit("/", 1)[1]).write_bytes(bytes(stream.read()))
+                copied += 1
+    _say(f"the runs' reports: {copied} files copied to {folder}")
 
 
 def print_scraped(prometheus: LocalPrometheus, store: Lakehouse) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import S3TMError
 from s3tm.orchestration import report_charts, reports
+from s3tm.orchestration.report_text import decision_sentence, evaluation_table
 from spark_jobs.common import log
 from spark_jobs.lake.delta_io import Lakehouse
 
@@ -176,7 +177,7 @@ def write_report(
             else ["- the nightly schedule (or a manual trigger): no monitor request"]
         ),
         "",
-        f"Decision: `{json.dumps(outcome)}`",
+        f"Decision: {decision_sentence(outcome)}",
         "",
         "## Remap",
         "",
@@ -190,9 +191,7 @@ def write_report(
         "",
         "## Evaluation of the latest candidate",
         "",
-        "```json",
-        json.dumps(evaluation, indent=2),
-        "```",
+        *evaluation_table(evaluation),
         "",
         f"Data Docs: {data_docs_index(lakehouse)}",
         "",

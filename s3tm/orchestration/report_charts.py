@@ -99,17 +99,40 @@ def throughput_by_version(rows: Sequence[VersionRow]) -> str:
     return _frame("Throughput by matcher work, x hash routing, per version", body, "x hash")
 
 
+_STYLE = (
+    "body { font-family: sans-serif; max-width: 960px; margin: 1em auto; }"
+    " table { border-collapse: collapse; margin: 0.5em 0; }"
+    " th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; }"
+    " td { text-align: right; } td:first-child { text-align: left; }"
+    " pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }"
+)
+
+
+def markdown_html(markdown_lines: Sequence[str]) -> str:
+    """Markdown (CommonMark with tables) as HTML; raw HTML in the text is escaped."""
+    from markdown_it import MarkdownIt
+
+    renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return str(renderer.render("\n".join(markdown_lines)))
+
+
 def report_html(title: str, markdown_lines: Sequence[str], charts: Sequence[str]) -> str:
-    """The report as one HTML page: the pictures, then the Markdown text as written."""
+    """The report as one HTML page: its text rendered (headings, lists, tables), the
+    pictures after its first paragraph (the headline)."""
+    body = markdown_html(markdown_lines)
+    first_paragraph_end = body.find("</p>")
+    pictures = "\n".join(c for c in charts if c)
+    if first_paragraph_end >= 0:
+        cut = first_paragraph_end + len("</p>")
+        body = body[:cut] + "\n" + pictures + body[cut:]
+    else:
+        body = pictures + body
     return "\n".join(
         [
             "<!doctype html>",
-            f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>",
-            "<body style='font-family: sans-serif; max-width: 960px; margin: 1em auto'>",
-            f"<h1>{html.escape(title)}</h1>",
-            *[c for c in charts if c],
-            "<pre style='white-space: pre-wrap'>",
-            html.escape("\n".join(markdown_lines)),
-            "</pre></body></html>",
+            f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            body,
+            "</body></html>",
         ]
     )

@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
 from s3tm.orchestration.dag_support import DEFAULT_LAKEHOUSE
+from s3tm.orchestration.report_charts import report_html
 from s3tm.orchestration.reports import read_report
 
 # which DAG writes which kind of report
@@ -63,8 +64,8 @@ def run_report(dag_id: str, run_id: str) -> HTMLResponse:
     if page is not None:
         return HTMLResponse(page)
     text = read_report(root, kind, run_id)
-    if text is not None:
-        return _page(f"{dag_id} {run_id}", f"<pre>{html.escape(text)}</pre>")
+    if text is not None:  # a report without pictures (maintenance): its Markdown, rendered
+        return HTMLResponse(report_html(f"{dag_id} {run_id}", text.splitlines(), []))
     return _page(
         "no run report",
         f"<p>No report for {html.escape(dag_id)} run {html.escape(run_id)} under "

@@ -12,6 +12,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shutil
 import time
 import urllib.error
@@ -191,6 +192,10 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
         href,
     )
     assert "Throughput by matcher work" in report_text
+    # a page a person reads: the decision as a sentence, tables, no Markdown or JSON
+    assert re.search(r"Decision: (Published|Kept) version \d", report_text), report_text[:2000]
+    assert "held-out posts:" in report_text and "hash routing" in report_text
+    assert "```" not in report_text and '{"' not in report_text and "|---" not in report_text
     assert f"{len(PROJECT_DAGS)} Dags" in text and all(d in text for d in PROJECT_DAGS)
     assert "example_" not in text
 

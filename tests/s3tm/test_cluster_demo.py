@@ -83,10 +83,9 @@ def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switche
     from s3tm.orchestration.standalone import admin_password, passwords_file
 
     password = admin_password(out / "airflow")
-    report = re.search(r"run report: (\S+)", printed)
-    assert report, printed[-2000:]
     written = [p for p in out.rglob("*") if p.is_file()]
-    written += [p for p in Path(report.group(1)).parent.rglob("*") if p.is_file()]
+    # the demo copies the runs' reports out of the S3 server before it stops
+    assert any(p.parent.name == "reports" and p.name.startswith("remap-") for p in written)
     leaks = [
         str(path)
         for path in written

@@ -32,7 +32,8 @@ def _pages(client: TestClient, run_id: str) -> None:
     page = client.get(f"/reports/s3tm_remap/{run_id}")
     assert page.status_code == 200 and "<svg>chart</svg>" in page.text
     text = client.get(f"/reports/s3tm_maintenance/{run_id}")
-    assert text.status_code == 200 and "kept 30 days" in text.text
+    assert text.status_code == 200 and "<p>kept 30 days</p>" in text.text
+    assert "<h1>s3tm_maintenance</h1>" in text.text  # rendered, not the Markdown as text
     missing = client.get("/reports/s3tm_remap/another-run")
     assert missing.status_code == 404 and "written by the run's last task" in missing.text
     other = client.get(f"/reports/s3tm_ingest/{run_id}")

@@ -160,7 +160,7 @@ def test_s3tm_sql_reads_an_s3_lakehouse(s3_root):
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"n": 3}
 
 
-def test_run_reports_go_to_the_object_store(s3_root):
+def test_run_reports_go_to_the_object_store(s3_root, tmp_path):
     from s3tm.orchestration.reports import write_report
 
     location = write_report(s3_root, "remap", "manual__2026-11-23T10:00", ["# run", "ok"])
@@ -168,6 +168,17 @@ def test_run_reports_go_to_the_object_store(s3_root):
     store, key = storage.filesystem(str(location))
     with store.open_input_stream(key) as data:
         assert data.read().decode() == "# run\nok"
+    # the cluster demo keeps copies of them before its S3 server stops
+    from s3tm.local.cluster_demo import keep_reports
+
+    write_report(s3_root, "remap", "manual__2026-11-23T10:00", ["<html></html>"], suffix=".html")
+    folder = tmp_path / "reports"
+    keep_reports(s3_root, folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "remap-manual__2026-11-23T10_00.html",
+        "remap-manual__2026-11-23T10_00.md",
+    ]
+    assert (folder / "remap-manual__2026-11-23T10_00.md").read_text() == "# run\nok"
 
 
 def test_landing_files_on_the_object_store_are_listed_for_spark(s3_root):
