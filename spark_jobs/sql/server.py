@@ -10,12 +10,20 @@ catalog under its own name (``spark_jobs.sql.catalog``), refreshed every
     spark.sql("SELECT routing_version, status FROM routing.versions").show()
 
 or ``pyspark --remote sc://127.0.0.1:15002``. Stop it with Ctrl-C or SIGTERM.
+
+Access control is Spark Connect's own: with ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` set in its
+environment the server refuses every request that does not carry that token (clients:
+``sc://localhost:15002/;token=...``, or the same variable in their environment). Listening
+beyond loopback (``--host``) requires the token; past localhost pyspark sends a token over
+TLS only, so a TLS-terminating proxy goes in front of the server (docs/OPERATIONS.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
@@ -35,6 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("s3tm.sql_server")
 
 DEFAULT_PORT = 15002
+# the variable Spark Connect's clients and this server read the shared token from (not an
+# option: a command line is visible to every user of the machine)
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -61,15 +72,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def connect_conf(host: str, port: int) -> dict[str, str]:
-    """The session settings that start the Spark Connect service inside the application."""
-    return {
+def connect_conf(host: str, port: int, token: str | None = None) -> dict[str, str]:
+    """The session settings that start the Spark Connect service inside the application
+    (with ``token``: every request must carry it; Spark's UI redacts the setting)."""
+    conf = {
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
         # every timestamp of the lakehouse is UTC; dates of them are UTC dates, as in s3tm sql
         "spark.sql.session.timeZone": "UTC",
     }
+    if token:
+        conf["spark.connect.authenticate.token"] = token
+    return conf
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_access(host: str, token: str | None) -> None:
+    """Beyond loopback only with a token: an open SQL endpoint reads every table."""
+    if not is_loopback(host) and not token:
+        raise InvalidArgumentError(
+            f"--host {host} opens the SQL endpoint beyond this machine: set {TOKEN_ENV} "
+            "(clients send it) and put a TLS proxy in front (docs/OPERATIONS.md, SQL over "
+            "the lakehouse)"
+        )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -119,7 +153,9 @@ def run(config: ServerConfig, lakehouse: Lakehouse) -> int:
 
     def announce(_: list[CatalogTable]) -> None:
         # the line a script waits for before it connects
-        print(f"sql-server: listening on sc://{config.host}:{config.port}", flush=True)
+        token = os.environ.get(TOKEN_ENV)
+        access = f"; requests must carry the token of ${TOKEN_ENV}" if token else ""
+        print(f"sql-server: listening on sc://{config.host}:{config.port}{access}", flush=True)
 
     serve(catalog, config.refresh_seconds, stop, ready=announce)
     log.info("sql-server: stopping")
@@ -140,10 +176,14 @@ def run_server(config: ServerConfig) -> int:
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
 
+    token = os.environ.get(TOKEN_ENV) or None
     try:
+        check_access(config.host, token)
         check_port_free(config.host, config.port)
         spark = build_session(
-            "s3tm-sql-server", master=config.master, conf=connect_conf(config.host, config.port)
+            "s3tm-sql-server",
+            master=config.master,
+            conf=connect_conf(config.host, config.port, token),
         )
         started = time.perf_counter()
         code = run(config, Lakehouse(spark, config.lakehouse))

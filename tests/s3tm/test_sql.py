@@ -293,14 +293,19 @@ print(json.dumps([r.asDict(recursive=True) for r in rows], default=str))
 """
 
 
-def _client(url: str, query: str) -> list[dict]:
+def _client(url: str, query: str, *, refused: bool = False) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
     run = subprocess.run(
         [sys.executable, "-c", CLIENT, url, query],
+        env=env,
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
+    if refused:
+        assert run.returncode != 0 and "UNAUTHENTICATED" in run.stderr, run.stderr[-3000:]
+        return []
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -313,9 +318,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_sql_server_answers_a_spark_connect_client(built, lake, tmp_path):
+def test_sql_server_beyond_loopback_needs_a_token(monkeypatch):
+    from spark_jobs.sql.server import ServerConfig, run_server
+
+    monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", raising=False)
+    # refused before any JVM starts
+    assert run_server(ServerConfig(host="0.0.0.0", port=_free_port())) == 2
+
+
+def test_sql_server_answers_a_spark_connect_client_with_its_token(built, lake, tmp_path):
     port = _free_port()
-    env = {**os.environ, "S3TM_SPARK_LOG_LEVEL": "ERROR"}
+    token = "s3tm-test-token-7c1e"
+    env = {
+        **os.environ,
+        "S3TM_SPARK_LOG_LEVEL": "ERROR",
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+    }
     server = subprocess.Popen(
         [
             sys.executable,
@@ -341,7 +359,10 @@ def test_sql_server_answers_a_spark_connect_client(built, lake, tmp_path):
     try:
         line = server.stdout.readline()
         assert "listening on sc://" in line, (tmp_path / "server.log").read_text()[-3000:]
-        url = f"sc://127.0.0.1:{port}"
+        assert "must carry the token" in line and token not in line
+        # without the token: refused
+        _client(f"sc://localhost:{port}", "SELECT 1 AS one", refused=True)
+        url = f"sc://localhost:{port}/;token={token}"
         for query in (
             "SELECT routing_version, status, n_matchers FROM routing.versions ORDER BY 1",
             example("matcher-load").sql,
