@@ -180,3 +180,28 @@ def test_one_images_entry_retags_every_platform_pod_and_the_matcher_reads_the_co
     assert app["executor"]["memoryOverhead"]
     config = next(d for d in documents if d["metadata"]["name"] == "s3tm-config")["data"]
     assert {"KAFKA_BOOTSTRAP", "POSTS_TOPIC", "S3TM_LAKEHOUSE"} <= set(config)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (kustomize) not installed")
+def test_the_runbook_namespace_is_the_one_each_overlay_renders():
+    """DEPLOY.md's commands name the namespace as $NS, set beside the overlay it goes with:
+    following them with either overlay creates the secrets and Airflow where the platform is."""
+    import re
+
+    docs = "\n".join((REPO / "docs" / name).read_text() for name in ("DEPLOY.md", "OPERATIONS.md"))
+    pairs = dict(re.findall(r"OVERLAY=(\w+) NS=([\w-]+)", docs))
+    assert set(pairs) == set(OVERLAYS), pairs
+    for overlay, namespace in pairs.items():
+        rendered = subprocess.run(
+            ["kubectl", "kustomize", str(K8S / "overlays" / overlay)],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        namespaces = {
+            d["metadata"]["name"] if d["kind"] == "Namespace" else d["metadata"].get("namespace")
+            for d in yaml.safe_load_all(rendered)
+            if d
+        }
+        assert namespaces == {namespace}, (overlay, namespaces)
+    # every namespaced command of the docs uses it, none a literal namespace
+    assert re.findall(r"(?:kubectl|helm)[^\n]* -n (?!\"\$NS\")\S+", docs) == []
+    assert '\\"namespace\\": \\"$NS\\"' in docs  # the Spark connection's namespace
