@@ -205,3 +205,21 @@ def test_the_runbook_namespace_is_the_one_each_overlay_renders():
     # every namespaced command of the docs uses it, none a literal namespace
     assert re.findall(r"(?:kubectl|helm)[^\n]* -n (?!\"\$NS\")\S+", docs) == []
     assert '\\"namespace\\": \\"$NS\\"' in docs  # the Spark connection's namespace
+
+
+def test_airflow_on_kubernetes_has_the_login_compose_has():
+    """The chart's values define the admin user as compose does (simple auth manager), its
+    password from a Secret mounted where the passwords file is read."""
+    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
+    core = values["config"]["core"]
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["x-airflow-env"]
+    role = compose["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(":")[-1]
+    assert core["simple_auth_manager_users"] == f"admin:{role}"
+    mounts = values["apiServer"]["extraVolumeMounts"]
+    passwords = core["simple_auth_manager_passwords_file"]
+    mount = next(m for m in mounts if passwords.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in values["apiServer"]["extraVolumes"] if v["name"] == mount["name"])
+    secret = volume["secret"]["secretName"]
+    runbook = (REPO / "docs" / "DEPLOY.md").read_text()
+    assert f"create secret generic {secret}" in runbook and "passwords.json" in runbook
+    assert values["config"]["metrics"]["statsd_on"] == "True" and values["statsd"]["enabled"]
