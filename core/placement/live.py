@@ -10,6 +10,9 @@ A placement is *covering* when every post that contains the subscription reaches
 matchers: one matcher owns an unsplit word of it, or its matchers hold every version of one
 of its words. Only covering placements make matching exact; adopted rows that are not
 covering (a corrupted table, a mapping changed under them) are re-placed and reported.
+
+The placed subscriptions are arrays (``core.placement.rows``), not an object each: the
+driver holds millions of them.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
 from core.matching.dictionary import WordDictionary
 from core.placement import _lasp_kernels as K
 from core.placement.lasp import UNIT_COST, CostModel
+from core.placement.rows import PlacedRows
 from core.routing.hashing import hash_matchers
 from core.routing.table import RoutingTable
 
@@ -61,7 +66,7 @@ class LivePlacement:
         self._part_matchers = np.zeros(0, dtype=np.int32)
         self._word_count = np.zeros((n, 64), dtype=np.int32)
         self._unique = np.zeros(n, dtype=np.int64)
-        self._subs: dict[int, PlacedSubscription] = {}
+        self._rows = PlacedRows()
 
     # -- words ---------------------------------------------------------------------------
     @property
@@ -123,17 +128,26 @@ class LivePlacement:
 
     # -- subscriptions -------------------------------------------------------------------
     def __contains__(self, sub_id: object) -> bool:
-        return sub_id in self._subs
+        return isinstance(sub_id, int | np.integer) and self._rows.contains(int(sub_id))
 
     def __len__(self) -> int:
-        return len(self._subs)
+        return len(self._rows)
 
     @property
-    def sub_ids(self) -> list[int]:
-        return list(self._subs)
+    def sub_ids(self) -> np.ndarray:
+        """The placed subscriptions' ids (int64), in the order they were placed."""
+        return self._rows.sub_ids()
+
+    def placed(self, sub_ids: np.ndarray) -> np.ndarray:
+        """Whether each id is placed."""
+        return self._rows.rows_of(np.asarray(sub_ids, dtype=np.int64)) >= 0
 
     def get(self, sub_id: int) -> PlacedSubscription:
-        return self._subs[sub_id]
+        """Raises: KeyError for an id that is not placed."""
+        row = int(self._rows.rows_of(np.array([sub_id], dtype=np.int64))[0])
+        if row < 0:
+            raise KeyError(sub_id)
+        return PlacedSubscription(self._rows.words(row).copy(), self._rows.matchers(row).copy())
 
     def unique_words(self) -> np.ndarray:
         """``(N,)`` |H(i)|: distinct words of the subscriptions on each matcher."""
@@ -144,7 +158,8 @@ class LivePlacement:
     ) -> tuple[np.ndarray, np.ndarray]:
         if len(sub_ids) != len(word_sets):
             raise InvalidArgumentError("one word set per subscription id is required")
-        if len(set(sub_ids)) != len(sub_ids) or any(s in self._subs for s in sub_ids):
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        if np.unique(ids).shape[0] != ids.shape[0] or self.placed(ids).any():
             raise InvalidArgumentError("subscription ids must be new and distinct")
         frequency = self.word_frequency
         new_words = sorted(
@@ -190,12 +205,11 @@ class LivePlacement:
             self.n_matchers,
         )
         keep = np.flatnonzero(ok)
-        for s in keep.tolist():
-            self._subs[int(sub_ids[s])] = PlacedSubscription(
-                words[indptr[s] : indptr[s + 1]], placed[place_indptr[s] : place_indptr[s + 1]]
-            )
-        kept_subs = [self._subs[int(sub_ids[s])] for s in keep.tolist()]
-        self._account(kept_subs, +1)
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        kept_words = take_rows(indptr, words, keep)
+        kept_matchers = take_rows(place_indptr, placed, keep)
+        self._rows.append(ids[keep], *kept_words, *kept_matchers)
+        K.account(*kept_words, *kept_matchers, self._word_count, self._unique, 1)
         redo = np.flatnonzero(~ok).tolist()
         if redo:
             self._place_encoded(
@@ -235,53 +249,28 @@ class LivePlacement:
             0,
             np.full(len(sub_ids), -1, dtype=np.int32),
         )
-        out: dict[int, np.ndarray] = {}
-        for s, sub in enumerate(sub_ids):
-            chosen = matchers[place_indptr[s] : place_indptr[s + 1]].copy()
-            self._subs[sub] = PlacedSubscription(encoded[s], chosen)
-            out[sub] = chosen
-        return out
+        self._rows.append(
+            np.asarray(sub_ids, dtype=np.int64), indptr, words, place_indptr, matchers
+        )
+        return {
+            sub: matchers[place_indptr[s] : place_indptr[s + 1]].copy()
+            for s, sub in enumerate(sub_ids)
+        }
 
-    def remove(self, sub_ids: Sequence[int]) -> None:
+    def remove(self, sub_ids: Sequence[int] | np.ndarray) -> None:
         """Take cancelled subscriptions off their matchers.
 
         Raises:
             InvalidArgumentError: for an id that is not placed.
         """
-        unknown = [s for s in sub_ids if s not in self._subs]
-        if unknown:
-            raise InvalidArgumentError(f"subscriptions {unknown[:5]} are not placed")
-        gone = [self._subs.pop(s) for s in sub_ids]
-        self._account(gone, -1)
-
-    def _account(self, subs: list[PlacedSubscription], sign: int) -> None:
-        if not subs:
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        if ids.size == 0:
             return
-        indptr = np.zeros(len(subs) + 1, dtype=np.int64)
-        np.cumsum([p.word_ids.shape[0] for p in subs], out=indptr[1:])
-        place_indptr = np.zeros(len(subs) + 1, dtype=np.int64)
-        np.cumsum([p.matchers.shape[0] for p in subs], out=place_indptr[1:])
-        K.account(
-            indptr,
-            np.concatenate([p.word_ids for p in subs]).astype(np.int32),
-            place_indptr,
-            np.concatenate([p.matchers for p in subs]).astype(np.int32),
-            self._word_count,
-            self._unique,
-            sign,
-        )
+        rows = self._rows.remove(ids)
+        K.account(*self._rows.csr(rows), self._word_count, self._unique, -1)
+        self._rows.compact_if_sparse()
 
     def by_matcher(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per matcher: its subscriptions as ``(sub_ids int64, indptr int64, word_ids int32)``."""
-        rows: list[list[int]] = [[] for _ in range(self.n_matchers)]
-        for sub, placed in self._subs.items():
-            for m in placed.matchers.tolist():
-                rows[m].append(sub)
-        out = []
-        for subs in rows:
-            sets = [self._subs[s].word_ids for s in subs]
-            indptr = np.zeros(len(sets) + 1, dtype=np.int64)
-            np.cumsum([w.shape[0] for w in sets], out=indptr[1:])
-            words = np.concatenate(sets) if sets else np.zeros(0, dtype=np.int32)
-            out.append((np.array(subs, dtype=np.int64), indptr, words.astype(np.int32)))
-        return out
+        """Per matcher: its subscriptions as ``(sub_ids int64, indptr int64, word_ids int32)``,
+        in the order they were placed."""
+        return self._rows.by_matcher(self.n_matchers)

@@ -363,3 +363,77 @@ def test_an_unknown_index_kind_is_refused(monkeypatch) -> None:
         MatcherCache("btree")
     monkeypatch.setenv("S3TM_MATCHER_INDEX", "trie")
     assert MatcherCache().index_kind == "trie"
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.data())
+def test_array_placement_equals_the_object_per_subscription_reference(data) -> None:
+    """The arrays the driver keeps (core.placement.rows) against the dict of objects they
+    replaced (tests/core/live_placement_reference.py): the same sequence of adopt, place and
+    remove leaves the same matchers, word counts, per-matcher subscriptions and lookups,
+    through compactions too."""
+    from tests.core.live_placement_reference import ReferenceLivePlacement
+
+    table = _table(4)
+    live, reference = LivePlacement(table), ReferenceLivePlacement(table)
+    next_id = 0
+    for _ in range(data.draw(st.integers(1, 8), label="steps")):
+        action = data.draw(st.sampled_from(["place", "adopt", "remove"]), label="action")
+        if action == "remove" and len(live):
+            ids = data.draw(
+                st.lists(st.sampled_from(live.sub_ids.tolist()), unique=True, min_size=1),
+                label="removed",
+            )
+            live.remove(ids)
+            reference.remove(ids)
+            continue
+        sets = data.draw(word_sets, label="sets")
+        ids = list(range(next_id, next_id + len(sets)))
+        next_id += len(sets)
+        if action == "adopt":
+            stored = [
+                data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=2), label="stored")
+                for _ in sets
+            ]
+            assert live.adopt(ids, sets, stored) == reference.adopt(ids, sets, stored)
+        else:
+            placed = live.place(ids, sets)
+            expected = reference.place(ids, sets)
+            assert placed.keys() == expected.keys()
+            assert all(np.array_equal(placed[s], expected[s]) for s in ids)
+    assert len(live) == len(reference)
+    assert live.sub_ids.tolist() == reference.sub_ids
+    assert np.array_equal(live.unique_words(), reference.unique_words())
+    assert np.array_equal(live.slot_subscriptions(), reference.slot_subscriptions())
+    for got, want in zip(live.by_matcher(), reference.by_matcher(), strict=True):
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    for sub in reference.sub_ids:
+        assert sub in live
+        assert np.array_equal(live.get(sub).matchers, reference.get(sub).matchers)
+        assert np.array_equal(live.get(sub).word_ids, reference.get(sub).word_ids)
+    assert next_id not in live and -1 not in live
+
+
+def test_rows_compact_and_refuse_what_is_not_dense() -> None:
+    from core.placement.rows import PlacedRows
+
+    rows = PlacedRows()
+    n = 5000
+    one = np.arange(n + 1, dtype=np.int64)
+    rows.append(np.arange(n), one, np.arange(n, dtype=np.int32), one, np.zeros(n, np.int32))
+    rows.remove(np.arange(0, n, 2))
+    rows.remove(np.arange(1, n - 10, 2))
+    rows.compact_if_sparse()  # 4,990 dead of 5,000: compacted
+    assert len(rows) == 5 and rows.sub_ids().tolist() == list(range(n - 9, n, 2))
+    assert [r[0].tolist() for r in rows.by_matcher(2)] == [list(range(n - 9, n, 2)), []]
+    assert rows.words(int(rows.rows_of(np.array([n - 1]))[0])).tolist() == [n - 1]
+    with pytest.raises(InvalidArgumentError, match="not placed"):
+        rows.remove(np.array([0]))
+    with pytest.raises(InvalidArgumentError, match="dense"):
+        rows.append(
+            np.array([10**12]),
+            np.array([0, 1]),
+            np.zeros(1, np.int32),
+            np.array([0, 1]),
+            np.zeros(1, np.int32),
+        )
