@@ -1,4 +1,4 @@
-"""The layers (DESIGN.md section 3): nothing imports upward.
+"""The layers (docs/ARCHITECTURE.md, "Layout"): nothing imports upward.
 
 core (pure) <- schemas <- spark_jobs (lake, jobs, stream) <- s3tm (application) and dags.
 Every import statement of every module is checked, the lazy ones inside functions too.

@@ -7,7 +7,7 @@ weighted by their co-occurrence count. Variants:
 - gFC: co-frequency-weighted cut, unit vertex weights;
 - gFCL: co-frequency cut, vertex weight f(w);
 - gNFCL: co-frequency cut, vertex weight l(w) = f(w) / (1 + f_n(w) / f(w)), f_n the sum of
-  the word's co-occurrence counts (DESIGN.md section 6).
+  the word's co-occurrence counts.
 
 Counts stand in for the paper's frequencies (both divide by |P|, which METIS does not see).
 The co-occurrence matrix is X^T X of the binary post x token matrix (scipy).

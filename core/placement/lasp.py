@@ -3,7 +3,7 @@
 LASP's utility for eligible matcher i is -f(|S \\ H(i)|) x CV(f(|H(1)|), ..., f(|H(N)|)
 after the move), f linear (the fitted trie cost, see ``cost``). The paper prints
 sqrt(var / avg); we use the coefficient of variation std / avg, the same imbalance SALB
-uses (DESIGN.md section 6). Placement is incremental: one subscription at a time, in order.
+uses. Placement is incremental: one subscription at a time, in order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Routing quality metrics (paper 001, Sect. 3.1; DESIGN.md section 6).
+"""Routing quality metrics (paper 001, Sect. 3.1; docs/GLOSSARY.md).
 
 Load L(i, M) counts posts routed to matcher i, a post once per matcher (Alg. 1 and Eq. 6
 need posts, not words). Spread is the mean |K(P, M)| over all evaluated posts; throughput is

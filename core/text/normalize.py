@@ -1,4 +1,4 @@
-"""Normalisation of posts and subscriptions (paper 001, Sect. 6.1; DESIGN.md section 6).
+"""Normalisation of posts and subscriptions (paper 001, Sect. 6.1).
 
 One function serves posts and subscriptions, so a subscription matches exactly the posts
 that contain its words after the same treatment:

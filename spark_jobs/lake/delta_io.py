@@ -1,4 +1,5 @@
-"""All Delta reads and writes of the platform, with two engines (DESIGN.md section 4).
+"""All Delta reads and writes of the platform, with two engines (docs/ARCHITECTURE.md,
+"Delta engines").
 
 - ``spark``: delta-spark, when the session has Delta's JVM classes: ``format("delta")``
   reads and writes, ``txnAppId``/``txnVersion`` for idempotent appends.
