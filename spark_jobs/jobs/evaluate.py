@@ -181,13 +181,13 @@ def evaluate_version(
 
     def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
         if key == "model":
-            return a["model"]["throughput"] / b["model"]["throughput"]
+            return float(a["model"]["throughput"]) / float(b["model"]["throughput"])
         if key == "work":
             if a.get("work_throughput") and b.get("work_throughput"):
-                return a["work_throughput"] / b["work_throughput"]
+                return float(a["work_throughput"]) / float(b["work_throughput"])
             return None
         if "replay_posts_per_s" in a and "replay_posts_per_s" in b:
-            return a["replay_posts_per_s"] / b["replay_posts_per_s"]
+            return float(a["replay_posts_per_s"]) / float(b["replay_posts_per_s"])
         return None
 
     report["relative_model_throughput_vs_hash"] = ratio(

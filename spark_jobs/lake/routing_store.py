@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import InputDataError, InvalidArgumentError
-from core.routing.table import RoutingTable
+from core.routing.table import LearnerManifest, RoutingTable
 from schemas import table
 from schemas.rows import CandidateRow, VersionChanges, VersionRow
 from spark_jobs import failpoints
@@ -89,7 +89,7 @@ def _update_versions(lakehouse: DeltaStore, changes: Mapping[int, VersionChanges
     if missing:
         raise InputDataError(f"routing versions {sorted(missing)} do not exist")
     for row in rows:
-        row.update(changes.get(row["routing_version"], VersionChanges()))
+        row.update(cast(VersionRow, changes.get(row["routing_version"], VersionChanges())))
         if row["status"] not in STATUSES:
             raise InvalidArgumentError(f"unknown status {row['status']!r}")
     lakehouse.write_arrow(
@@ -112,7 +112,7 @@ def write_mapping(lakehouse: DeltaStore, version: int, routing: RoutingTable) ->
     lakehouse.write_arrow(
         data, "routing.mappings", mode="overwrite", replace_where={"routing_version": [version]}
     )
-    return data.num_rows
+    return int(data.num_rows)
 
 
 def load_routing_table(lakehouse: DeltaStore, version: int) -> RoutingTable:
@@ -128,11 +128,14 @@ def load_routing_table(lakehouse: DeltaStore, version: int) -> RoutingTable:
         rows["matcher_id"].to_pylist(),
         int(meta["n_matchers"]),
         subscribed_words=meta["subscribed_words"],
-        manifest={
-            "algorithm": meta["algorithm"],
-            "label": meta["algorithm"],
-            **json.loads(meta["params"]),
-        },
+        manifest=cast(
+            LearnerManifest,
+            {
+                "algorithm": meta["algorithm"],
+                "label": meta["algorithm"],
+                **json.loads(meta["params"]),
+            },
+        ),
     )
 
 
@@ -155,7 +158,7 @@ def write_placements(
     lakehouse.write_arrow(
         data, "routing.placements", mode="overwrite", replace_where={"routing_version": [version]}
     )
-    return data.num_rows
+    return int(data.num_rows)
 
 
 def load_placements(lakehouse: DeltaStore, version: int) -> pa.Table:

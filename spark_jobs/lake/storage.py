@@ -15,7 +15,9 @@ from a Kubernetes Secret, a compose ``.env`` file or an Airflow connection.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -120,7 +122,9 @@ class LockTimeout(InvalidArgumentError):
     """A lakehouse lock stayed held by another process for longer than the wait allowed."""
 
 
-def object_lock(location: str, *, lease_seconds: float = 600.0, wait_seconds: float = 900.0):
+def object_lock(
+    location: str, *, lease_seconds: float = 600.0, wait_seconds: float = 900.0
+) -> contextlib.AbstractContextManager[None]:
     """An exclusive lease on the object ``location`` (``s3://bucket/key``), as a context
     manager: created with a conditional put (If-None-Match: *), so exactly one of several
     processes on any machines creates it; deleted on exit. A holder that died leaves a
@@ -129,7 +133,6 @@ def object_lock(location: str, *, lease_seconds: float = 600.0, wait_seconds: fl
     Raises:
         LockTimeout: when the lease could not be taken within ``wait_seconds``.
     """
-    import contextlib
     import json
     import time
     import uuid
@@ -142,7 +145,7 @@ def object_lock(location: str, *, lease_seconds: float = 600.0, wait_seconds: fl
     owner = uuid.uuid4().hex
 
     @contextlib.contextmanager
-    def held():
+    def held() -> Iterator[None]:
         deadline = time.monotonic() + wait_seconds
         pause = 0.05
         while True:

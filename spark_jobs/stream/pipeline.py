@@ -60,7 +60,7 @@ def task_slots(spark: SparkSession) -> int:
         if threads is None:
             return 1
         return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
-    context = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    context = spark.sparkContext._jsc.sc()
     profile = context.resourceProfileManager().defaultResourceProfile()
     live = int(context.maxNumConcurrentTasks(profile))
     return live if live > 0 else max(1, int(spark.sparkContext.defaultParallelism))
