@@ -224,14 +224,10 @@ def routing_metrics(versions: pa.Table | None) -> list[Metric]:
     )
     out = [by_status, published, published_at, reference, last, last_at, last_published]
     out += [candidate, moved]
-    for status in STATUSES:
-        by_status.samples[(status,)] = 0.0
-    if versions is None or versions.num_rows == 0:
+    rows = versions.to_pylist() if versions is not None else []
+    _count(by_status, STATUSES, [r["status"] if r["status"] in STATUSES else "other" for r in rows])
+    if not rows:
         return out
-    rows = versions.to_pylist()
-    for row in rows:
-        status = row["status"] if row["status"] in STATUSES else "other"
-        by_status.samples[(status,)] = by_status.samples.get((status,), 0.0) + 1
     live = [r for r in rows if r["status"] == "published"]
     if live:
         row = max(live, key=lambda r: r["routing_version"])
@@ -310,14 +306,10 @@ def monitor_metrics(checks: pa.Table | None) -> list[Metric]:
         "latest check compared it",
     )
     out = [total, last_check, last_remap, live, reference]
-    for decision in DECISIONS:
-        total.samples[(decision,)] = 0.0
-    if checks is None or checks.num_rows == 0:
+    rows = checks.to_pylist() if checks is not None else []
+    _count(total, DECISIONS, [r["decision"] for r in rows])
+    if not rows:
         return out
-    rows = checks.to_pylist()
-    for row in rows:
-        key = (row["decision"],)
-        total.samples[key] = total.samples.get(key, 0.0) + 1
     newest = max(rows, key=lambda r: r["checked_at"])
     last_check.samples[()] = _seconds(newest["checked_at"]) or 0.0
     remaps = [r["checked_at"] for r in rows if r["decision"] == "remap"]
@@ -331,6 +323,14 @@ def monitor_metrics(checks: pa.Table | None) -> list[Metric]:
         if value is not None:
             metric.samples[()] = value
     return out
+
+
+def _count(metric: Metric, known: Iterable[str], values: Iterable[str]) -> None:
+    """One sample per label value: how often it occurs (0 for the known ones absent)."""
+    for value in known:
+        metric.samples[(value,)] = 0.0
+    for value in values:
+        metric.samples[(value,)] = metric.samples.get((value,), 0.0) + 1
 
 
 # -- silver.posts_quarantine ------------------------------------------------------------------
