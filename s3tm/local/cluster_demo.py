@@ -274,6 +274,7 @@ def run(config: ClusterDemoConfig) -> int:
         print_summary(lakehouse, env)
         print_switch_over(store)
         print_scraped(prometheus, store)
+        print_applications(cluster)
         keep_reports(lakehouse, out / "reports")
     seconds = time.perf_counter() - started
     _say(f"\ncluster demo: done in {seconds:.0f}s; everything it started is stopped")
@@ -370,6 +371,16 @@ def keep_reports(lakehouse: str, folder: Path) -> None:
                     (folder / location.rsplit("/", 1)[1]).write_bytes(bytes(stream.read()))
                 copied += 1
     _say(f"the runs' reports: {copied} files copied to {folder}")
+
+
+def print_applications(cluster: StandaloneCluster) -> None:
+    """What ran on the standalone master (its JSON status page): every Spark job of the
+    DAGs' tasks and the stream, as applications of the cluster, none on a local master."""
+    counts: dict[str, int] = {}
+    for name in cluster.applications():
+        counts[name] = counts.get(name, 0) + 1
+    ran = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+    _say(f"\nSpark applications the standalone master ran: {ran}")
 
 
 def print_scraped(prometheus: LocalPrometheus, store: Lakehouse) -> None:

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run_demo(out: Path, base_env: dict[str, str]) -> None:
+def run_demo(out: Path, base_env: dict[str, str]) -> None:
     """The README's first command (`s3tm demo`), small: its Airflow half runs the DAGs with
     `airflow dags test`, which creates their rows in the metadata database."""
     done = subprocess.run(
@@ -73,12 +72,9 @@ def start_airflow(
     out: Path, port: int, *extra: str, base_env: dict[str, str], after_demo: bool = False
 ) -> Iterator[dict[str, Any]]:
     """Runs ``s3tm airflow`` until its ready line; yields the API client and the paths.
-    ``after_demo``: on the folder `s3tm demo` left (the README's path), else on a fresh one.
-    ``base_env``: the environment of processes that start Spark (the test's fixture)."""
-    demo_started = time.time()
-    if after_demo:
-        _run_demo(out, base_env)
-    else:
+    ``after_demo``: on the folder :func:`run_demo` left (the README's path), else on a fresh
+    one. ``base_env``: the environment of processes that start Spark (the test's fixture)."""
+    if not after_demo:
         from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 
         write_demo_corpus(
@@ -122,7 +118,6 @@ def start_airflow(
             "password": password,
             "printed": output,
             "out": out,
-            "demo_started": demo_started,
         }
     finally:
         process.terminate()  # SIGTERM: the command stops Airflow's whole process group

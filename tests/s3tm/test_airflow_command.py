@@ -1,8 +1,12 @@
-"""``s3tm airflow`` tried as a user would: start it, trigger the DAGs through the REST API the
-UI uses and by clicking Trigger in headless Chromium, and wait for green runs.
+"""The README's path tried as a user would: ``s3tm demo`` (its Airflow half runs the DAGs
+with ``airflow dags test``), then ``s3tm airflow`` on the folder it left: trigger the DAGs
+through the REST API the UI uses and by clicking Trigger in headless Chromium, and wait for
+green runs.
 
-The same command on PostgreSQL with the LocalExecutor (the production setting) runs
-``s3tm_remap`` end to end when Debian's PostgreSQL server is installed (.ci/run installs it).
+One demo serves every test here (it is the slowest set-up of the suite): the `dags test`
+runs it made are checked as they are, a worse candidate is run beside them with `dags test`,
+the API server alone shows them, and then ``s3tm airflow`` starts on the same folder.
+The same command on PostgreSQL with the LocalExecutor is ``test_airflow_postgres.py``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,21 +30,46 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.s3tm.airflow_support import PROJECT_DAGS, AirflowApi, free_port, start_airflow
+from tests.dags.conftest import embedded_env
+from tests.s3tm.airflow_support import (
+    PROJECT_DAGS,
+    AirflowApi,
+    free_port,
+    run_demo,
+    start_airflow,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+AIRFLOW = Path(sys.executable).with_name("airflow")
+DEMO_NODES = 4  # the demo's --airflow-nodes
 
 
 @pytest.fixture(scope="module")
-def airflow_ui(
+def demo(
     tmp_path_factory: pytest.TempPathFactory, spark_process_env: dict[str, str]
-) -> Iterator[dict[str, Any]]:
-    yield from start_airflow(
-        tmp_path_factory.mktemp("s3tm-airflow"),
-        free_port(),
-        base_env=spark_process_env,
-        after_demo=True,
+) -> dict[str, Any]:
+    """`s3tm demo`'s folder (small), when it started, and the environment of `airflow`
+    commands on its Airflow home (the demo's own, with local[2] and no retries)."""
+    out = tmp_path_factory.mktemp("s3tm-airflow")
+    started = time.time()
+    run_demo(out, spark_process_env)
+    env = embedded_env(
+        out / "airflow",
+        spark_process_env,
+        S3TM_LAKEHOUSE=str(out / "lakehouse"),
+        S3TM_LANDING=str(out / "landing"),
     )
+    return {"out": out, "started": started, "env": env, "spark_env": spark_process_env}
+
+
+@pytest.fixture(scope="module")
+def airflow_ui(demo: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """`s3tm airflow` on the demo's folder (after this file's `dags test` run, which comes
+    first in it: one SQLite writer at a time)."""
+    for started in start_airflow(
+        demo["out"], free_port(), base_env=demo["spark_env"], after_demo=True
+    ):
+        yield {**started, "demo_started": demo["started"]}
 
 
 @contextlib.contextmanager
@@ -97,6 +128,122 @@ def _dags_page(base_url: str, password: str, screenshot: Path, report_href: str)
         dags = str(page.inner_text("body"))
         page.goto(f"{base_url}/{report_href}")
         return dags, str(page.inner_text("body"))
+
+
+def test_remap_end_to_end_with_airflow_dags_test(demo):
+    """The demo's `dags test` runs of s3tm_ingest and s3tm_remap published a version; a
+    second s3tm_remap by `airflow dags test` on the demo's home, whose worse candidate (hash,
+    no split, 5% margin, the demo's N) is evaluated and validated, leaves it published."""
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import published_version, versions
+
+    done = subprocess.run(
+        [
+            str(AIRFLOW),
+            "dags",
+            "test",
+            "s3tm_remap",
+            "--conf",
+            json.dumps({"algorithm": "hash", "split": False, "margin": 0.05, "nodes": DEMO_NODES}),
+        ],
+        env=demo["env"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=demo["out"],
+    )
+    worse = f"exit={done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0 and "state=success" in worse, worse
+    lakehouse = demo["out"] / "lakehouse"
+    store = Lakehouse(None, lakehouse, engine="rs")
+    rows = versions(store)
+    first = rows[0]["routing_version"]
+    assert rows[0]["status"] == "published"
+    evaluation = json.loads(rows[first - 1]["metrics"])["evaluation"]
+    assert evaluation["posts"] > 0 and evaluation["relative_model_throughput_vs_hash"] > 0
+    assert (
+        lakehouse / "_quality" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    ).is_file()
+    # The worse candidate was evaluated and validated, but the published version stayed.
+    assert published_version(store) == first and len(rows) == 2
+    reports = sorted((lakehouse / "reports").glob("remap-*.md"))
+    # the default remap is incremental salb2: with nothing published yet it learned in full
+    assert "full remap (no published version)" in reports[0].read_text()
+    report = reports[-1].read_text()
+    assert "below the required" in report
+    assert "full remap (--no-incremental)" in report  # hash cannot refine incrementally
+    # the demo registered subscriptions: the gate counted the matchers' work on them (the
+    # posts-only model's gate is tests/spark_jobs/jobs/test_publish_gate.py's)
+    assert "(counted work)" in report
+    assert f"Published: version {first}, x" in report and "by matcher work" in report
+    page = sorted((lakehouse / "reports").glob("remap-*.html"))[-1].read_text()
+    assert "below the required" in page  # the same report as a page
+
+
+def _dom(url: str, profile: Path) -> str:
+    done = subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout
+
+
+def test_the_api_server_lists_the_dags_and_the_finished_runs_on_loopback(demo, chromium, tmp_path):
+    """Airflow's API server alone on the demo's home (as `airflow api-server` runs in
+    production): it binds loopback only, and its pages show the DAGs and the green runs."""
+    import psutil
+
+    port = free_port()
+    env = {**demo["env"], "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    server = subprocess.Popen(
+        [str(AIRFLOW), "api-server", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, f"airflow api-server exited {server.returncode}"
+            assert time.monotonic() < deadline, "the API server did not answer in 120 s"
+            try:
+                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(1)
+        # the demo's environment keeps it on loopback (Airflow's default: every interface)
+        tree = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+        bound = {
+            c.laddr.ip
+            for p in tree
+            for c in p.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        }
+        assert bound == {"127.0.0.1"}, bound
+        dags_page = _dom(f"{base}/dags", tmp_path / "chrome-dags")
+        assert "s3tm_ingest" in dags_page and "s3tm_remap" in dags_page
+        runs_page = _dom(f"{base}/dags/s3tm_remap/runs", tmp_path / "chrome-runs")
+        assert ">Success<" in runs_page and "manual__" in runs_page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_the_command_prints_where_and_how_to_log_in(airflow_ui):

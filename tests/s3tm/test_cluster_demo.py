@@ -73,6 +73,14 @@ def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switche
     produced = sum(1 for p in out.glob("posts-*.jsonl") for _ in p.open())
     assert streamed == produced == 12000
     assert "streaming matcher:" in printed and "routing versions:" in printed
+    # Airflow ran on PostgreSQL with the LocalExecutor, and spark_default named the
+    # standalone master (no DAG edited): every Spark job of both DAGs ran as one of its
+    # applications, and so did the stream
+    assert "Airflow (scheduler, LocalExecutor on PostgreSQL)" in printed
+    ran = printed.split("Spark applications the standalone master ran:", 1)[1].split("\n")[0]
+    for job in ("ingest", "normalise", "graph", "learn", "place", "evaluate", "stream"):
+        assert f"s3tm-{job} x" in ran, (job, ran)
+    assert "s3tm-learn x2" in ran  # both remaps
     # Prometheus scraped the exporter: the posts it answers are the posts streamed
     scraped = re.search(r"Prometheus: sum\(s3tm_stream_posts_total\) = ([\d,]+)", printed)
     assert scraped and int(scraped.group(1).replace(",", "")) == produced, printed[-2000:]
@@ -85,7 +93,13 @@ def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switche
     password = admin_password(out / "airflow")
     written = [p for p in out.rglob("*") if p.is_file()]
     # the demo copies the runs' reports out of the S3 server before it stops
-    assert any(p.parent.name == "reports" and p.name.startswith("remap-") for p in written)
+    reports = [p for p in written if p.parent.name == "reports" and p.name.startswith("remap-")]
+    # the first remap's report says, in a sentence, that it published version 1
+    assert any(
+        "Decision: Published version 1: the first published version." in p.read_text()
+        for p in reports
+        if p.suffix == ".md"
+    ), [p.name for p in reports]
     leaks = [
         str(path)
         for path in written

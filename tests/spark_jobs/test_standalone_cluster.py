@@ -4,7 +4,11 @@ chain runs on it with ``--master spark://127.0.0.1:PORT`` and its tables equal a
 ``local[2]`` run on the same input; then a streaming micro-batch runs on it and its
 matches equal brute force. A running stream spreads one match task per matcher over the
 executors and uses a worker that joins between batches (a third, from Spark's event log);
-spark-submit's settings stand and the task slots follow a fourth."""
+spark-submit's settings stand and the task slots follow a fourth.
+
+Airflow's tasks on a standalone master (``spark_default`` naming it, no DAG edited) are
+``make cluster-demo``'s: its test reads every job of both DAGs among the master's
+applications."""
 
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.text import normalize
 from s3tm.local.spark_cluster import StandaloneCluster
 from spark_jobs.lake.delta_io import Lakehouse
@@ -140,55 +143,6 @@ def test_remap_chain_and_a_stream_batch_on_a_standalone_cluster(cluster, referen
     assert expected, "the subscriptions match some posts"
     batches = [r for r in a.read_arrow("stream.batches").to_pylist() if r["stage"] == "committed"]
     assert sum(r["posts"] for r in batches) == len(posts)
-
-
-def _spark_apps(master: str) -> list[str]:
-    """Names of the applications the master has run (its JSON status page)."""
-    return _CLUSTERS[master].applications()
-
-
-def test_airflow_runs_s3tm_remap_on_the_cluster_through_spark_default(cluster, tmp_path):
-    """The DAGs as deployed: ``spark_default`` names the standalone master (no DAG edited),
-    every SparkSubmitOperator task runs there, and the remap publishes a version."""
-    from s3tm.orchestration.airflow_demo import airflow_env
-
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
-    write_demo_corpus(
-        landing / "posts.jsonl.gz", SyntheticCorpusSpec(n_posts=1500, n_words=1500, seed=9), days=2
-    )
-    env = airflow_env(tmp_path / "airflow", lakehouse, landing)
-    env.update(
-        {
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-                {"conn_type": "spark", "host": cluster, "extra": {"deploy-mode": "client"}}
-            ),
-            "S3TM_TASK_RETRIES": "0",
-            "S3TM_DRIVER_MEMORY": "1g",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        }
-    )
-    before = set(_spark_apps(cluster))
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    outputs = []
-    for argv in (
-        ["db", "migrate"],
-        ["dags", "test", "s3tm_ingest", "2026-01-01T00:00:00+00:00"],
-        ["dags", "test", "s3tm_remap", "2026-01-02T02:00:00+00:00"],
-    ):
-        done = subprocess.run(
-            [airflow, *argv], env=env, capture_output=True, text=True, timeout=1500,
-            cwd=tmp_path, check=False,
-        )  # fmt: skip
-        outputs.append(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        assert done.returncode == 0, outputs[-1]
-    assert all("state=success" in out for out in outputs[1:]), outputs
-    # every Spark job of both DAGs ran as an application of the standalone master
-    ran = [name for name in _spark_apps(cluster) if name not in before]
-    for job in ("ingest", "graph", "learn", "place", "evaluate"):
-        assert any(job in name for name in ran), (job, ran)
-    store = Lakehouse(None, lakehouse, engine="rs")
-    statuses = [r["status"] for r in store.read_arrow("routing.versions").to_pylist()]
-    assert statuses == ["published"]
 
 
 def _events(event_logs: Path) -> list[dict]:

@@ -41,3 +41,22 @@ def test_a_better_model_with_worse_counted_work_is_not_published(tmp_path) -> No
     add_version(lakehouse, _version(3, "validated", evaluation))
     assert publish(lakehouse, 3, margin=0.05)["changed"] is True
     assert published_version(lakehouse) == 3
+
+
+def test_without_counted_work_the_gate_goes_by_the_model_and_says_so(tmp_path) -> None:
+    """No subscriptions to count matcher work with: the posts-only model decides, and the
+    reason (the sentence the run report's decision gives) names it."""
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "published"))
+    add_version(
+        lakehouse, _version(2, "validated", {"relative_model_throughput_vs_published": 1.01})
+    )
+    kept = publish(lakehouse, 2, margin=0.05)
+    assert kept["changed"] is False and kept["basis"] == "model"
+    assert kept["reason"] == (
+        "candidate throughput (model) x1.010 of the published version is below the required x1.050"
+    )
+    add_version(
+        lakehouse, _version(3, "validated", {"relative_model_throughput_vs_published": 1.06})
+    )
+    assert publish(lakehouse, 3, margin=0.05)["changed"] is True
