@@ -168,7 +168,23 @@ def _wait(
         time.sleep(3)
 
 
+def _stop_on_term(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(config: ClusterDemoConfig) -> int:
+    """The demo; Ctrl-C or ``kill`` (SIGTERM) stops it and everything it started (130)."""
+    previous = signal.signal(signal.SIGTERM, _stop_on_term)
+    try:
+        return _run(config)
+    except KeyboardInterrupt:
+        _say("\ncluster demo: interrupted; everything it started is stopped")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(config: ClusterDemoConfig) -> int:
     started = time.perf_counter()
     logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's connection chatter
     out = config.out.resolve()

@@ -111,3 +111,35 @@ def test_the_cluster_demo_publishes_through_the_scheduler_and_the_stream_switche
     # nothing it started is left running
     assert _left_running(out.resolve()) == []
     print(f"cluster demo: exit 0 in {seconds:.0f}s")
+
+
+def test_kill_stops_the_cluster_demo_and_everything_it_started(spark_process_env, tmp_path):
+    """`kill` (SIGTERM), as a supervisor or a user's shell sends it, stops the demo as Ctrl-C
+    does: the servers it started (S3, Kafka, the Spark cluster, PostgreSQL) stop with it."""
+    if server_binaries() is None:
+        pytest.skip(
+            "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"
+        )
+    out = tmp_path / "cluster-demo"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "s3tm.cli.main", "cluster-demo", "--out", str(out)],
+        cwd=ROOT, env=spark_process_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    printed: list[str] = []
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:  # ends when the demo exits
+            printed.append(line)
+            if "PostgreSQL (Airflow's metadata database): done" in line:
+                break
+        assert demo.poll() is None, "".join(printed)[-3000:]
+        assert _left_running(out.resolve()), "the demo's servers are not running"
+        demo.terminate()
+        rest, _ = demo.communicate(timeout=180)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 130, ("".join(printed) + rest)[-3000:]
+    assert "interrupted; everything it started is stopped" in rest
+    assert _left_running(out.resolve()) == []

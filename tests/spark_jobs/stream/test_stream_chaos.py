@@ -16,9 +16,11 @@ from tests.spark_jobs.stream import harness
 
 SEED = 20261122
 FILES = 6  # one micro-batch each (--max-files-per-trigger 1)
-# the schedule runs in two halves, each on its own scene and with its own final check: a
-# JVM start per kill point makes the whole schedule 4-5 minutes on 2 cores
+# the schedule runs in parts, each on its own scene and with its own final check: a JVM
+# start per kill point makes the whole schedule 4-5 minutes on 2 cores, and no test may take
+# more than 3 (delta-spark's commits are the slowest: its schedule runs in thirds)
 HALVES = (0, 1)
+THIRDS = (0, 1, 2)
 
 
 def kill_schedule(seed: int, batches: int) -> list[tuple[int, str]]:
@@ -29,9 +31,9 @@ def kill_schedule(seed: int, batches: int) -> list[tuple[int, str]]:
     return sorted((rng.randrange(batches), point) for point in points)
 
 
-def half_schedule(seed: int, batches: int, half: int) -> list[tuple[int, str]]:
-    """Every other kill point of :func:`kill_schedule` (``half`` 0 or 1), in batch order."""
-    return kill_schedule(seed, batches)[half :: len(HALVES)]
+def part_schedule(seed: int, batches: int, part: int, parts: int) -> list[tuple[int, str]]:
+    """Every ``parts``-th kill point of :func:`kill_schedule` from ``part``, in batch order."""
+    return kill_schedule(seed, batches)[part::parts]
 
 
 def test_the_schedule_covers_every_kill_point_in_batch_order():
@@ -39,8 +41,9 @@ def test_the_schedule_covers_every_kill_point_in_batch_order():
     assert sorted(p for _, p in schedule) == sorted(DRIVER_POINTS + TASK_POINTS)
     assert len(schedule) >= 10
     assert [b for b, _ in schedule] == sorted(b for b, _ in schedule)
-    halves = [half_schedule(SEED, FILES, h) for h in HALVES]
-    assert sorted(halves[0] + halves[1]) == schedule and all(len(h) >= 5 for h in halves)
+    for parts in (HALVES, THIRDS):
+        split = [part_schedule(SEED, FILES, k, len(parts)) for k in parts]
+        assert sorted(p for s in split for p in s) == schedule and all(len(s) >= 3 for s in split)
 
 
 def chaos_scene(lakehouse, tmp_path, batches: int, per_batch: int):
@@ -60,13 +63,14 @@ def chaos_scene(lakehouse, tmp_path, batches: int, per_batch: int):
 
 
 def kill_at_every_point_then_check(
-    lakehouse, landing, posts, checkpoint, batches, half, source=None, engine=None
+    lakehouse, landing, posts, checkpoint, batches, part, parts=HALVES, source=None, engine=None
 ):
-    """Run the stream killed at each point of the schedule's ``half``, restart it once more
-    to the end, and check matches and deliveries against brute force and each bad record
-    quarantined once. ``engine``: the Delta engine committing the batches' outputs."""
+    """Run the stream killed at each point of the schedule's ``part`` (of ``parts``),
+    restart it once more to the end, and check matches and deliveries against brute force
+    and each bad record quarantined once. ``engine``: the Delta engine committing the
+    batches' outputs."""
     killed = []
-    for batch, point in half_schedule(SEED, batches, half):
+    for batch, point in part_schedule(SEED, batches, part, len(parts)):
         # a killed run skips the warm-up (its workers load the kernels in its first batch):
         # a kill point is in a batch, and the warm-up writes nothing the batches read; the
         # final run warms up as the job does by default
@@ -95,12 +99,12 @@ def kill_at_every_point_then_check(
     assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
 
 
-def killed_at_every_point(lakehouse, tmp_path, engine: str, half: int) -> None:
+def killed_at_every_point(lakehouse, tmp_path, engine: str, part: int, parts=HALVES) -> None:
     """With each Delta engine committing matches and deliveries (delta-spark: the staged
     rows written with format("delta") and the batch's txnAppId/txnVersion)."""
     landing, posts = chaos_scene(lakehouse, tmp_path, FILES, 121)
     kill_at_every_point_then_check(
-        lakehouse, landing, posts, tmp_path / "checkpoint", FILES, half, engine=engine
+        lakehouse, landing, posts, tmp_path / "checkpoint", FILES, part, parts, engine=engine
     )
     if engine == "spark":  # delta-spark wrote the outputs' commits
         engines = {
@@ -111,8 +115,8 @@ def killed_at_every_point(lakehouse, tmp_path, engine: str, half: int) -> None:
         assert any(e.startswith("Apache-Spark") for e in engines), engines
 
 
-# delta-spark's half is in test_stream_chaos_delta_spark.py: a file of its own, so that the
-# two workers take the four halves in parallel (the suite distributes by file)
+# delta-spark's parts are in test_stream_chaos_delta_spark.py: a file of its own, so that
+# the two workers take them in parallel with these (the suite distributes by file)
 @pytest.mark.parametrize("half", HALVES)
 def test_stream_killed_at_every_point_restarts_exactly(lakehouse, tmp_path, half):
     killed_at_every_point(lakehouse, tmp_path, "rs", half)
