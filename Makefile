@@ -8,6 +8,8 @@ UV_VERSION := 0.13.9
 MVN    ?= mvn
 # The classpaths of docker/jars/pom.xml's two profiles (jars stay in Maven's local cache)
 JARS   := .jars
+# Data Docs' CSS, scripts and fonts (spark_jobs/lake/data_docs_assets.json, from npm's registry)
+WEB    := .web/data-docs
 
 .PHONY: setup demo cluster-demo check test lint typecheck bench-learn bench-quality clean
 
@@ -19,7 +21,7 @@ QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # most-tests-first order, which left the long single-test files to the end).
 WORKERS ?= 2
 
-setup: $(VENV)/.installed $(JARS)/.resolved
+setup: $(VENV)/.installed $(JARS)/.resolved $(WEB)/.resolved
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
@@ -41,6 +43,12 @@ $(JARS)/.resolved: docker/jars/pom.xml
 	  || { tail -40 $(JARS)/maven.log >&2; echo "make setup: Maven could not resolve docker/jars/pom.xml (Kafka broker): its error is above" >&2; exit 1; }
 	@cp=$$(cat $(JARS)/spark.classpath); \
 	  printf '# written by make setup: the jars of docker/jars/pom.xml for spark-submit (Airflow tasks)\nspark.driver.extraClassPath %s\nspark.executor.extraClassPath %s\n' "$$cp" "$$cp" > $(JARS)/spark-defaults.conf
+	@touch $@
+
+# The pages of Great Expectations' Data Docs load these from CDNs: served beside them instead
+$(WEB)/.resolved: spark_jobs/lake/data_docs_assets.json $(VENV)/.installed
+	@$(BIN)/python -m spark_jobs.lake.data_docs resolve $(WEB) >/dev/null \
+	  || { echo "make setup: could not resolve the Data Docs assets from the npm registry: the error is above" >&2; exit 1; }
 	@touch $@
 
 ## README command one: set up and run the demo on generated data.

@@ -133,3 +133,53 @@ def test_duplicate_silver_ids_fail_the_silver_suite(lakehouse):
     silver = next(s for s in result["suites"] if s["suite"] == "silver_posts")
     assert not silver["success"]
     assert any(f["expectation"] == "expect_column_values_to_be_unique" for f in silver["failed"])
+
+
+def test_data_docs_render_offline_and_ask_nothing_of_the_internet(lakehouse, chromium, tmp_path):
+    """The Data Docs pages as a platform team opens them on a cluster without internet: with
+    every host but loopback unresolvable, the pages are styled, the index's table is filled
+    by its script, the logo shows; and no request leaves the machine (no CDN, no vendor)."""
+    from playwright.sync_api import sync_playwright
+
+    _silver(lakehouse)
+    _candidate(lakehouse, 1)
+    assert publish.validate_version(lakehouse, 1)["success"]
+    site = data_docs_index(lakehouse).parent
+    validation_page = next((site / "validations").rglob("*.html"))
+    requested: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                # no internet: every name but loopback's fails to resolve
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("request", lambda request: requested.append(request.url))
+            for html in (site / "index.html", validation_page):
+                page.goto(html.as_uri())
+                page.wait_for_load_state("load")
+                # Bootstrap's style sheet applied (the navbar is a flex box), its logo shown
+                assert (
+                    page.evaluate("getComputedStyle(document.querySelector('nav.navbar')).display")
+                    == "flex"
+                ), html
+                assert page.evaluate("document.querySelector('nav.navbar img').naturalWidth") > 0, (
+                    html
+                )
+                page.screenshot(path=str(tmp_path / f"{html.stem}.png"))
+            page.goto((site / "index.html").as_uri())
+            page.wait_for_load_state("load")
+            # bootstrap-table's script built the index's table from the page's data
+            rows = page.locator(".bootstrap-table table tbody tr")
+            rows.first.wait_for(timeout=30_000)
+            assert rows.count() >= 3  # a validation result per suite
+            assert "routing_mappings" in page.inner_text("body")
+        finally:
+            browser.close()
+    off_site = [u for u in requested if not u.startswith(("file://", "data:"))]
+    assert requested and off_site == []
