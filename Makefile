@@ -63,8 +63,8 @@ cluster-demo: setup
 ## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
 check: setup
 	@start=$$(date +%s); \
-	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests && \
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm dags tests && \
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests && \
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests && \
 	$(BIN)/mypy && \
 	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make check: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
@@ -76,8 +76,8 @@ test: setup
 	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup
-	$(BIN)/ruff check core schemas spark_jobs s3tm dags tests
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm dags tests
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests
 
 typecheck: setup
 	$(BIN)/mypy

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from s3tm.bench.realdata import real_corpus_path
+from benchmarks.realdata import real_corpus_path
 from tests.scheduling import file_seconds, order_longest_first
 from tests.scheduling import pytest_addoption as pytest_addoption
 from tests.scheduling import pytest_configure as configure_scheduling

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 
 from core.errors import S3TMError
 from s3tm.cli.text import plain
@@ -46,11 +49,32 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
         "learn": "learn a word -> matcher mapping from a corpus",
         "evaluate": "spread, loads, imbalance, throughput vs hash",
     },
-    "s3tm.bench.cli": {"bench": "benchmarks: print measured figures, write CSV/PNG"},
-    "s3tm.experiments.cli": {"experiment": "the paper's experiments: table, CSV and PNG"},
+    # from a checkout only: benchmarks/ is beside the package, not in the wheel or the image
+    "benchmarks.cli": {"bench": "benchmarks: print measured figures, write CSV/PNG (checkout)"},
+    "benchmarks.experiments.cli": {
+        "experiment": "the paper's experiments: table, CSV and PNG (checkout)"
+    },
     # The CLI is the one place the layers meet: the Spark jobs add their commands here.
     "s3tm.cli.jobs": {},  # filled from s3tm.cli.jobs.JOBS (a light module)
 }
+
+
+# the checkout this package runs from, when it is one (benchmarks/ beside s3tm/)
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _import_group(module_name: str) -> ModuleType:
+    """The module registering a command group; ``benchmarks.*`` from the checkout, or an
+    error saying where they are."""
+    if module_name.startswith("benchmarks") and importlib.util.find_spec("benchmarks") is None:
+        if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
+            raise S3TMError(
+                "`s3tm bench` and `s3tm experiment` run from a checkout of the repository "
+                "(benchmarks/ is not part of the installed package or the image): "
+                "git clone the project and run `make setup` there"
+            )
+        sys.path.append(str(CHECKOUT))
+    return importlib.import_module(module_name)
 
 
 def _groups() -> dict[str, dict[str, str]]:
@@ -79,7 +103,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     known = {name for commands in groups.values() for name in commands}
     for module_name, commands in groups.items():
         if command is None or command in commands or command not in known:
-            module = importlib.import_module(module_name)
+            try:
+                module = _import_group(module_name)
+            except S3TMError:
+                if command in commands:
+                    raise  # the command asked for is not here: say where it is
+                for name, text in commands.items():
+                    sub.add_parser(name, help=text)
+                continue
             if module_name == "s3tm.cli.jobs":
                 module.register(sub, only=command if command in commands else None)
             else:
@@ -93,7 +124,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code (2 for a usage or input error)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(arguments))
+    try:
+        parser = build_parser(_command_of(arguments))
+    except S3TMError as err:
+        print(f"s3tm {_command_of(arguments)}: error: {err}", file=sys.stderr)
+        return 2
     args = parser.parse_args(arguments)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(

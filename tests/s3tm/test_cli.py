@@ -305,3 +305,36 @@ def test_the_lazy_command_registry_matches_what_the_groups_register() -> None:
         a.dest for a in p._subparsers._group_actions[0]._choices_actions
     ]
     assert names(lazy) == names(full)
+
+
+def test_bench_outside_a_checkout_says_where_it_is(tmp_path) -> None:
+    """The wheel and the image carry the platform only: `s3tm bench` there says it runs from
+    a checkout (exit 2), while `s3tm --help` still lists every command."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import s3tm.cli.main as cli\n"
+        "cli.CHECKOUT = Path(sys.argv[1])  # as installed: no benchmarks/ beside the package\n"
+        "sys.exit(cli.main(sys.argv[2:]))\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path), *argv],
+            cwd=tmp_path,  # not the checkout: benchmarks/ is not importable from here
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    bench = run("bench", "learn", "--sizes", "100")
+    assert bench.returncode == 2, bench.stderr
+    assert "run from a checkout" in bench.stderr
+    listed = run("--help")
+    assert listed.returncode == 0, listed.stderr
+    assert "bench" in listed.stdout and "experiment" in listed.stdout

@@ -1,0 +1,53 @@
+"""``bench learn-job`` writes the synthetic corpus' edges in chunks: the same edges as the
+corpus, whatever the chunk size (10M posts would not fit as Python lists at once)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from deltalake import DeltaTable
+
+from benchmarks import learn_job
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
+from schemas import table
+
+
+@pytest.mark.parametrize("chunk", [1, 7_000, 1_000_000])
+def test_edges_written_in_chunks_are_the_corpus_edges(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(learn_job, "EDGE_CHUNK_POSTS", chunk)
+    n_posts = 300 if chunk == 1 else 20_000
+    written = learn_job.write_edges(tmp_path, n_posts, seed=3)
+    edges = DeltaTable(str(table("gold.post_words").location(tmp_path))).to_pyarrow_table()
+    corpus = generate_corpus(SyntheticCorpusSpec(n_posts=n_posts, seed=3))
+    assert corpus.post_ids is not None
+    expected = sorted(
+        zip(
+            np.repeat(corpus.post_ids, np.diff(corpus.indptr)).tolist(),
+            corpus.vocabulary[corpus.indices].tolist(),
+            strict=True,
+        )
+    )
+    got = sorted(zip(edges["post_id"].to_pylist(), edges["word"].to_pylist(), strict=True))
+    assert written == edges.num_rows == corpus.n_edges
+    assert got == expected
+    assert set(edges["day"].to_pylist()) == {learn_job.EDGES_DAY}
+
+
+@pytest.mark.spark
+def test_the_scale_table_has_a_row_per_size_with_measured_figures(tmp_path, capsys):
+    rows = learn_job.scale([3_000, 6_000], nodes=4, seed=1, out=tmp_path)
+    assert [r["posts"] for r in rows] == [3_000, 6_000]
+    assert rows[0]["wall_vs_first"] == 1.0
+    for row in rows:
+        # about 80% of the posts train (the hold-out is 0.2), every figure measured
+        assert 0.7 * int(row["posts"]) < int(row["training_posts"]) < 0.9 * int(row["posts"])
+        assert float(row["wall_s"]) > 0 and int(row["driver_peak_mib"]) > 0
+        assert int(row["jvm_peak_mib"]) > 0
+    written = (tmp_path / "learn_job_scale.csv").read_text().splitlines()
+    assert written[0].startswith("posts,edges,training_posts") and len(written) == 3
+    assert "by corpus size" in capsys.readouterr().out
+    # the scratch lakehouses are removed
+    assert not list(Path(tempfile.gettempdir()).glob("s3tm-learn-job-*"))
