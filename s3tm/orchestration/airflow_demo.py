@@ -180,12 +180,18 @@ def summarize(lakehouse_root: Path | str) -> None:
     if live is not None:
         meta = next(v for v in versions(store) if v["routing_version"] == live)
         evaluation = json.loads(meta["metrics"] or "{}").get("evaluation", {})
-        work = evaluation.get("relative_work_throughput_vs_hash") or float("nan")
+        work = evaluation.get("relative_work_throughput_vs_hash")
+        model = evaluation.get("relative_model_throughput_vs_hash")
         # one measure: counted matcher work (index lookups + matches), the publish gate's
+        figure = (
+            f"x{work:.2f} of hash routing, by matcher work,"
+            if work is not None
+            else f"no subscriptions to count matcher work with: the posts-only model's "
+            f"x{model or 0:.2f} of hash routing"
+        )
         print(
-            f"\npublished version {live}: x{work:.2f} of hash routing, by matcher work, on "
-            f"{evaluation.get('posts', 0):,} held-out posts "
-            "(`s3tm routing list --details`: the model and timed replay beside it)"
+            f"\npublished version {live}: {figure} on {evaluation.get('posts', 0):,} held-out "
+            "posts (`s3tm routing list --details`: the model and timed replay beside it)"
         )
     reports = list_reports(lakehouse_root, "remap")
     if reports:
@@ -232,12 +238,20 @@ def summarize_monitor(lakehouse_root: Path | str) -> None:
             live = RoutingHealth.from_rows(
                 [r for r in rows if r["routing_version"] == rows[-1]["routing_version"]]
             )
+            work = [w for r in rows[-1:] for w in (r.get("work") or []) if w is not None]
+            balance = (
+                f"the busiest matcher did x{max(work) / (sum(work) / len(work)):.2f} of the "
+                "mean matcher's work (lookups + matches); "
+                if work and sum(work)
+                else ""
+            )
+            # a second measure beside the published figure's: say how it differs
             print(
-                f"routing health (stream.health, {len(rows)} batch(es)): x"
-                f"{live.relative_throughput:.2f} of hash routing by posts per matcher (the model) "
-                f"on the live posts, spread "
-                f"{live.spread:.2f} (hash {live.hash_spread:.2f}), imbalance "
-                f"{live.imbalance:.2f}; hot words now: "
+                f"routing health on the live posts (stream.health, {len(rows)} batch(es)): "
+                f"{balance}by the posts-only model (posts per matcher, not the lookups and "
+                f"matches the published figure above counts) x{live.relative_throughput:.2f} "
+                f"of hash routing, spread {live.spread:.2f} (hash {live.hash_spread:.2f}), "
+                f"imbalance {live.imbalance:.2f}; hot words now: "
                 + (", ".join(h["word"] for h in rows[-1]["hot_words"]) or "none")
             )
     if store.exists("stream.monitor"):

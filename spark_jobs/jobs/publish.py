@@ -163,23 +163,34 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
     imbalance, the posts-only model and the timed replay."""
     from core.formatting import format_table
 
+    def figure(value: object, missing: str) -> object:
+        """A figure, or what is missing in words (a table shows no ``nan``)."""
+        return value if isinstance(value, int | float) and value == value else missing
+
     rows = []
     for v in versions(lakehouse):
         evaluation = json.loads(v["metrics"] or "{}").get("evaluation", {})
         model = evaluation.get("candidate", {}).get("model", {})
         params: VersionParams = json.loads(v["params"])
+        model_ratio = evaluation.get("relative_model_throughput_vs_hash")
+        if not evaluation:
+            work: object = "not evaluated"
+        elif isinstance(model_ratio, int | float):
+            work = f"no subscriptions: the model's x{model_ratio:.2f}"
+        else:
+            work = "no subscriptions"
         headline = [
             v["routing_version"],
             params.get("label", v["algorithm"]),
             v["n_matchers"],
             v["status"],
-            evaluation.get("relative_work_throughput_vs_hash") or float("nan"),
+            figure(evaluation.get("relative_work_throughput_vs_hash"), str(work)),
         ]
         extra = [
-            model.get("spread", float("nan")),
-            model.get("imbalance", float("nan")),
-            evaluation.get("relative_model_throughput_vs_hash") or float("nan"),
-            evaluation.get("relative_replay_throughput_vs_hash") or float("nan"),
+            figure(model.get("spread"), "-"),
+            figure(model.get("imbalance"), "-"),
+            figure(model_ratio, "-"),
+            figure(evaluation.get("relative_replay_throughput_vs_hash"), "-"),
         ]
         rows.append(
             [*headline, *(extra if details else []), v["created_at"].strftime("%Y-%m-%d %H:%M")]

@@ -89,11 +89,13 @@ class StreamConfig:
 
 @dataclass(frozen=True)
 class StreamCommand:
-    """``run`` (the query, ``config``) or ``status`` (the ``last`` committed batches)."""
+    """``run`` (the query, ``config``) or ``status`` (the ``last`` committed batches, as a
+    table or, ``as_json``, one JSON object each)."""
 
     action: Literal["run", "status"]
     config: StreamConfig
     last: int = 10
+    as_json: bool = False
 
     @classmethod
     def of(cls, options: Mapping[str, object]) -> StreamCommand:
@@ -106,6 +108,7 @@ class StreamCommand:
             action="run" if action == "run" else "status",
             config=config_from(StreamConfig, options),
             last=last,
+            as_json=bool(options.get("json", False)),
         )
 
 
@@ -226,4 +229,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status_p = sub.add_parser("status", parents=[common], help="the last committed micro-batches")
     status_p.add_argument(
         "--last", type=int, default=StreamCommand.last, help="how many batches to show"
+    )
+    status_p.add_argument(
+        "--json", action="store_true", help="each batch's whole row as a JSON object"
     )

@@ -35,7 +35,7 @@ READ_ONLY_ACTIONS = frozenset({"status"})
 
 def run(command: StreamCommand, lakehouse: Lakehouse) -> int:
     if command.action == "status":
-        print_status(lakehouse, command.last)
+        print_status(lakehouse, command.last, as_json=command.as_json)
         return 0
     config = command.config
     if config.checkpoint is None:

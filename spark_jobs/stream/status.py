@@ -4,20 +4,54 @@ shedding) and their routing health, as the batch log and ``stream.health`` hold 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
 
 
-def print_status(lakehouse: Lakehouse, last: int) -> None:
+# the batch table's columns: (header, the row's field)
+BATCH_COLUMNS = (
+    ("batch", "batch_id"),
+    ("version", "routing_version"),
+    ("posts", "posts"),
+    ("matches", "matches"),
+    ("seconds", "seconds_total"),
+    ("shedding level", "shedding_level"),
+    ("backlog", "backlog_posts"),
+)
+
+
+def batch_table(rows: list[dict[str, Any]]) -> str:
+    """The committed batches as a table a person scans (``--json`` has every field)."""
+    from core.formatting import format_table
+
+    def cell(row: dict[str, Any], field: str) -> object:
+        value = row.get(field)
+        return "-" if value is None else round(value, 2) if isinstance(value, float) else value
+
+    return format_table(
+        [h for h, _ in BATCH_COLUMNS], [[cell(r, f) for _, f in BATCH_COLUMNS] for r in rows]
+    )
+
+
+def print_status(lakehouse: Lakehouse, last: int, *, as_json: bool = False) -> None:
+    """The last ``last`` committed batches (a table, or their rows as JSON), their limit
+    notices and their routing health."""
+    if not lakehouse.exists("stream.batches"):
+        print("no micro-batch committed yet (stream.batches is empty): start `s3tm stream run`")
+        return
     rows = lakehouse.read_arrow("stream.batches")
     done = sorted(
         (r for r in rows.to_pylist() if r["stage"] == "committed"),
         key=lambda r: r["recorded_at"],
     )[-last:]
-    for row in done:
-        print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
+    if as_json:
+        for row in done:
+            print(json.dumps({k: v for k, v in row.items() if k != "recorded_at"}, default=str))
+    else:
+        print(f"the last {len(done)} committed micro-batches (stream.batches):")
+        print(batch_table(done))
     for row in done:
         if row.get("capped_posts") or row.get("dropped_posts"):
             by_matcher = row["shed_pairs_by_matcher"] or []

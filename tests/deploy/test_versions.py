@@ -142,10 +142,22 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
     values = yaml.safe_load((INFRA / "helm" / "airflow-values.yaml").read_text())
     assert values["defaultAirflowTag"] == pins["s3tm"]
     assert values["airflowVersion"] == pins["apache-airflow"]
-    # the image of the Spark pods the tasks submit is the chart's own image
-    task_env = {e["name"]: e["value"] for e in values["env"]}
+    # the image of the Spark pods the tasks submit is the chart's own image, named once:
+    # templated from the chart's image values, so a --set of the tag moves both
+    assert "S3TM_IMAGE" not in {e["name"] for e in values["env"]}
     chart_image = f"{values['defaultAirflowRepository']}:{values['defaultAirflowTag']}"
-    assert task_env["S3TM_IMAGE"] == chart_image == f"s3tm/platform:{pins['s3tm']}"
+    assert _helm_extra_env(values)["S3TM_IMAGE"] == chart_image == f"s3tm/platform:{pins['s3tm']}"
+    retagged = {**values, "defaultAirflowTag": "9.9.9"}
+    assert _helm_extra_env(retagged)["S3TM_IMAGE"] == "s3tm/platform:9.9.9"
+
+
+def _helm_extra_env(values: dict) -> dict[str, str]:
+    """The chart's ``extraEnv`` string as its ``tpl`` renders it: ``{{ .Values.key }}``
+    replaced by the value (the only template form the file uses; any other fails here)."""
+    text = values["extraEnv"]
+    rendered = re.sub(r"\{\{\s*\.Values\.(\w+)\s*\}\}", lambda m: str(values[m.group(1)]), text)
+    assert "{{" not in rendered, rendered
+    return {e["name"]: e["value"] for e in yaml.safe_load(rendered)}
 
 
 def _walk(node, key=None):
@@ -157,3 +169,17 @@ def _walk(node, key=None):
             yield from _walk(item, key)
     else:
         yield key, node
+
+
+def test_the_airflow_chart_release_is_pinned_once_and_named_the_same_everywhere() -> None:
+    """The runbook's and the values file's `helm upgrade` name one chart release, a version
+    (not a variable the reader must fill in)."""
+    runbook = (REPO / "docs" / "DEPLOY.md").read_text()
+    header = (INFRA / "helm" / "airflow-values.yaml").read_text()
+    found = {
+        name: re.findall(r"helm upgrade --install airflow \S+[^\n]*--version (\S+)", text)
+        for name, text in (("DEPLOY.md", runbook), ("airflow-values.yaml", header))
+    }
+    versions = {v for vs in found.values() for v in vs}
+    assert all(found.values()), found
+    assert len(versions) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", versions.pop()), found

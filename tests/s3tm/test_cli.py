@@ -248,6 +248,8 @@ def test_read_only_commands_answer_without_a_jvm(tmp_path: Path) -> None:
         outputs[argv[0]] = done.stdout
     assert "published" in outputs["routing"] and "salb" in outputs["routing"]
     assert outputs["subscribe"].splitlines() == ["1\talice\thous white", "2\talice\tvote"]
+    # no stream has run: it says so (and how to start one), not a traceback
+    assert "no micro-batch committed yet" in outputs["stream"]
 
 
 def _parsers(parser, path: str = "s3tm"):

@@ -60,3 +60,30 @@ def test_without_counted_work_the_gate_goes_by_the_model_and_says_so(tmp_path) -
         lakehouse, _version(3, "validated", {"relative_model_throughput_vs_published": 1.06})
     )
     assert publish(lakehouse, 3, margin=0.05)["changed"] is True
+
+
+def test_the_versions_table_says_what_a_missing_figure_lacks(tmp_path) -> None:
+    """`routing list`: no ``nan`` where a version has no counted work; the words say why."""
+    from spark_jobs.jobs.publish import render_versions
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "published", {"relative_model_throughput_vs_hash": 1.23}))
+    add_version(lakehouse, _version(2, "candidate"))
+    add_version(
+        lakehouse,
+        _version(
+            3,
+            "validated",
+            {
+                "relative_model_throughput_vs_hash": 1.1,
+                "relative_work_throughput_vs_hash": 1.456,
+            },
+        ),
+    )
+    for details in (False, True):
+        text = render_versions(lakehouse, details=details)
+        assert "nan" not in text.lower()
+        lines = text.splitlines()
+        assert "no subscriptions: the model's x1.23" in lines[2]
+        assert "not evaluated" in lines[3]
+        assert "1.456" in lines[4]

@@ -318,7 +318,17 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     query.awaitTermination()
     assert query.exception() is None
     capsys.readouterr()
+    # a table a person scans: a line per batch under the header, every column filled
     assert stream.run(StreamCommand("status", StreamConfig(), last=5), lakehouse) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("{") for line in lines)
+    header = next(k for k, line in enumerate(lines) if line.startswith("batch "))
+    for column in ("version", "posts", "matches", "seconds", "shedding level", "backlog"):
+        assert column in lines[header]
+    table = [line.split() for line in lines[header + 2 : header + 4]]
+    assert [(r[0], r[2]) for r in table] == [("0", "200"), ("1", "200")]
+    # the rows behind it with --json
+    assert stream.run(StreamCommand("status", StreamConfig(), last=5, as_json=True), lakehouse) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [json.loads(line) for line in lines if line.startswith("{")]
     health = [line for line in lines if line.startswith("health: ")]
