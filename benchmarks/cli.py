@@ -7,6 +7,13 @@ from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
 
+BENCH_OUT = "docs/bench"
+
+
+def _add_out(p: argparse.ArgumentParser) -> None:
+    """``--out``, declared once for every benchmark: where its CSV (and PNG) go."""
+    p.add_argument("--out", default=BENCH_OUT, help="directory for the CSV (and PNG, if any)")
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bench = sub.add_parser(
@@ -25,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
+    _add_out(p)
     p.add_argument(
         "--algorithms",
         default="salb,salb2",
@@ -47,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
     )
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     _compare_arguments(p)
     p.set_defaults(handler=_run_matcher)
 
@@ -55,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--subscriptions", default="100000,1000000", help="synthetic sizes")
     p.add_argument("--nodes", type=int, default=16, help="matchers (N)")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_sizing)
 
     p = kinds.add_parser("sketch", help="the stream's hot-word sketch vs exact counts")
@@ -64,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--batch-posts", type=int, default=10_000, help="posts per batch")
     p.add_argument("--tasks", type=int, default=4, help="route tasks per batch")
     p.add_argument("--window", type=int, default=5, help="batches in the sliding window")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_sketch)
 
     p = kinds.add_parser("normalise", help="the fast normaliser vs normalize() per text")
@@ -72,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--posts", type=int, default=140_000, help="texts read from the corpus")
     p.add_argument("--batch-posts", type=int, default=20_000, help="posts per batch")
     p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_normalise)
 
     p = kinds.add_parser("drop", help="a drop level's cost per raw line, against --compare REV")
@@ -89,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the lines, handing them to Python, dropping them there)",
     )
     p.add_argument("--master", default="local[*]", help="Spark master with --spark")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_drop)
 
     p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
@@ -101,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--nodes", type=int, default=64, help="number of matchers N")
     p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     _compare_arguments(p)
     p.set_defaults(handler=_run_learn_job)
 
@@ -119,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="/tmp/s3tm-chain",
         help="corpus (kept, reused per size) and scratch lakehouse",
     )
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_chain)
 
     p = kinds.add_parser(
@@ -128,7 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--posts", type=int, default=200_000, help="demo posts the chain ingests")
     p.add_argument("--runs", type=int, default=2, help="alternating runs per engine")
     p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     p.set_defaults(handler=_run_delta_engines)
 
     p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
@@ -156,7 +163,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the stream also writes `matches` rows (--no-matches-table: deliveries only, "
         "which hold every match; with --compare only the new side, the baseline writes both)",
     )
-    p.add_argument("--out", default="docs/bench", help="directory for the CSV")
+    _add_out(p)
     _compare_arguments(p)
     over = p.add_argument_group("overload (--overload F[,F...])")
     over.add_argument(
@@ -206,7 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=3000,
         help="most frequent words the topic model draws from",
     )
-    p.add_argument("--out", default="docs/bench", help="directory for CSV and PNG")
+    _add_out(p)
     p.set_defaults(handler=_run_quality)
 
 

@@ -201,7 +201,9 @@ class LearnConfig:
     live_hot_words: float = 6.0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_learner_arguments(parser: argparse.ArgumentParser) -> None:
+    """The learner's options, declared once: the learn job's and the pipeline's (their
+    defaults are :class:`LearnConfig`'s)."""
     defaults = LearnConfig
     parser.add_argument("--nodes", type=int, default=defaults.nodes, help="number of matchers N")
     parser.add_argument(
@@ -216,6 +218,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.split,
         help="split hot words (default on)",
     )
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=defaults.holdout_fraction,
+        help="posts kept out of learning to evaluate on (deterministic per post id)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = LearnConfig
+    add_learner_arguments(parser)
     parser.add_argument(
         "--incremental",
         action=argparse.BooleanOptionalAction,
@@ -243,12 +256,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.window_days,
         help="only the last N days present in gold.post_words (0: all)",
-    )
-    parser.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=defaults.holdout_fraction,
-        help="posts kept out of learning to evaluate on (deterministic per post id)",
     )
     parser.add_argument(
         "--subscribed",

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.formatting import format_table
-from core.learn import ALGORITHMS
 from spark_jobs.common import job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
@@ -66,22 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sample-rate", type=float, default=defaults.sample_rate, help="fraction of posts kept"
     )
-    parser.add_argument("--nodes", type=int, default=defaults.nodes, help="number of matchers N")
-    parser.add_argument(
-        "--algorithm", choices=ALGORITHMS, default=defaults.algorithm, help="the learner"
-    )
-    parser.add_argument(
-        "--split",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.split,
-        help="split hot words",
-    )
-    parser.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=defaults.holdout_fraction,
-        help="posts kept out of learning to evaluate on",
-    )
+    learn.add_learner_arguments(parser)  # --nodes, --algorithm, --split, --holdout-fraction
     parser.add_argument(
         "--margin",
         type=float,
