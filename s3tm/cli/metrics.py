@@ -39,7 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                 help="the address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the "
                 "network: see docs/OPERATIONS.md on who may scrape it)",
             )
-            a.add_argument("--port", type=int, default=DEFAULT_PORT, help="default 9108")
+            a.add_argument(
+                "--port",
+                type=int,
+                default=DEFAULT_PORT,
+                help="default 9108; 0: a free port the exporter binds (printed)",
+            )
         a.set_defaults(handler=_run)
 
 
@@ -57,16 +62,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.action == "show":
         print(exposition(lakehouse), end="")
         return 0
-    stop = serve(lakehouse, args.host, args.port)
+    serving = serve(lakehouse, args.host, args.port)
     done = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: done.set())
     print(
-        f"s3tm metrics: serving http://{args.host}:{args.port}/metrics from "
+        f"s3tm metrics: serving http://{args.host}:{serving.port}/metrics from "
         f"{lakehouse.location} (SIGINT or SIGTERM stops)",
         flush=True,
     )
     done.wait()
-    stop()
+    serving.stop()
     print("s3tm metrics: stopped", flush=True)
     return 0

@@ -22,6 +22,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -356,12 +357,12 @@ def _start_monitoring(
 ) -> LocalPrometheus:
     """``s3tm metrics serve`` over the lakehouse, and Prometheus scraping it every 5 s with
     the alert rules, both on 127.0.0.1."""
-    port = free_port()
-    with _timed(f"the exporter (s3tm metrics serve) on 127.0.0.1:{port}, and Prometheus"):
+    with _timed("the exporter (s3tm metrics serve) on 127.0.0.1, and Prometheus"):
         exporter = processes.start(
-            _s3tm("metrics", "serve", "--lakehouse", lakehouse, "--port", str(port))
+            _s3tm("metrics", "serve", "--lakehouse", lakehouse, "--port", "0")
         )
         running.callback(stop_group, exporter, timeout_s=30)
+        port = _served_port(processes.log, exporter)
         prometheus = LocalPrometheus(
             out / "prometheus", [f"127.0.0.1:{port}"], scrape_seconds=5, evaluation_seconds=5
         )
@@ -369,6 +370,19 @@ def _start_monitoring(
         running.callback(prometheus.stop)
     _say(f"    Prometheus at {url} (alerts: {url}/alerts) while the demo runs")
     return prometheus
+
+
+def _served_port(log: Path, exporter: subprocess.Popen[bytes], timeout_s: float = 120) -> int:
+    """The port the exporter bound (it chose it: ``--port 0``), from the line it prints."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = re.search(r"s3tm metrics: serving http://127\.0\.0\.1:(\d+)/", log.read_text())
+        if found:
+            return int(found.group(1))
+        if exporter.poll() is not None:
+            raise ClusterDemoFailed(f"the exporter exited ({exporter.returncode}); see {log}")
+        time.sleep(0.5)
+    raise ClusterDemoFailed(f"the exporter did not say its port within {timeout_s:.0f}s: {log}")
 
 
 def keep_reports(lakehouse: str, folder: Path) -> None:

@@ -6,8 +6,8 @@ alerts its own rule evaluation fires."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -23,7 +23,6 @@ from s3tm.local.processes import stop_group
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "monitoring" / "s3tm-alerts.yml"
 START_TIMEOUT_S = 60.0
-_ATTEMPTS = 3  # a port picked free can be taken before Prometheus binds it
 
 
 def binary() -> str:
@@ -40,10 +39,8 @@ def binary() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# "Listening on" address=127.0.0.1:PORT: the port the server bound
+_LISTENING = re.compile(r'msg="Listening on" address=127\.0\.0\.1:(\d+)')
 
 
 @dataclass
@@ -91,41 +88,50 @@ class LocalPrometheus:
         config = self.folder / "prometheus.yml"
         # JSON is YAML: no YAML writer needed
         config.write_text(json.dumps(self.config(), indent=1))
-        for attempt in range(_ATTEMPTS):
-            self.port = self.port if self.port and attempt == 0 else _free_port()
-            with self.log.open("ab") as out:
-                self._process = subprocess.Popen(
-                    [
-                        binary(),
-                        f"--config.file={config}",
-                        f"--storage.tsdb.path={self.folder / 'data'}",
-                        f"--web.listen-address=127.0.0.1:{self.port}",
-                        "--web.enable-lifecycle",
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            if self._wait_ready():
-                return self.url
-            if self._process.poll() is None:
-                break  # running but not ready: not a port clash
+        # the server binds a port of its choosing (0) and logs it: no port picked beforehand
+        # (another process could take it in between), unless one was asked for
+        start = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self._process = subprocess.Popen(
+                [
+                    binary(),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={self.folder / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--web.enable-lifecycle",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if self._wait_ready(start):
+            return self.url
         tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
         self.stop()
         raise InputDataError(f"prometheus did not start on 127.0.0.1: {tail}")
 
-    def _wait_ready(self) -> bool:
+    def _bound_port(self, start: int) -> int | None:
+        """The port this start's log says the server listens on."""
+        with self.log.open("rb") as log:
+            log.seek(start)
+            found = _LISTENING.search(log.read().decode(errors="replace"))
+        return int(found.group(1)) if found else None
+
+    def _wait_ready(self, start: int) -> bool:
         assert self._process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                pass
+            bound = self._bound_port(start)
+            if bound:
+                self.port = bound
+                try:
+                    with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                        if response.status == 200:
+                            return True
+                except (urllib.error.URLError, OSError):
+                    pass
             time.sleep(0.2)
         return False
 

@@ -135,8 +135,18 @@ def exposition(lakehouse: Lakehouse) -> str:
     return generate_latest(registry).decode("utf-8")
 
 
-def serve(lakehouse: Lakehouse, host: str, port: int) -> Callable[[], None]:
-    """Serve ``/metrics`` on ``host:port`` in a background thread; returns its stop."""
+@dataclass(frozen=True)
+class Serving:
+    """A running exporter: the port it bound (the one asked for, or the one it chose for
+    0) and how to stop it."""
+
+    port: int
+    stop: Callable[[], None]
+
+
+def serve(lakehouse: Lakehouse, host: str, port: int) -> Serving:
+    """Serve ``/metrics`` on ``host:port`` in a background thread (``port`` 0: a free port
+    the server binds; read it from the result)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
@@ -148,4 +158,4 @@ def serve(lakehouse: Lakehouse, host: str, port: int) -> Callable[[], None]:
         server.server_close()
         thread.join(timeout=5)
 
-    return stop
+    return Serving(int(server.server_port), stop)

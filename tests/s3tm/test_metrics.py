@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,22 +213,14 @@ def test_an_empty_lakehouse_exports_zero_counters_and_no_latest_values(tmp_path:
     assert not [name for name, _ in got if name == "s3tm_routing_published_version"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _scrape(port: int) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         return _samples(response.read().decode())
 
 
 def test_a_new_commit_moves_the_served_counters(lake: Lakehouse) -> None:
-    port = _free_port()
-    stop = serve(lake, "127.0.0.1", port)
+    serving = serve(lake, "127.0.0.1", 0)  # the port the server binds
+    port = serving.port
     try:
         q = (("query_id", "q1"),)
         before = _scrape(port)
@@ -243,16 +236,15 @@ def test_a_new_commit_moves_the_served_counters(lake: Lakehouse) -> None:
             == before["s3tm_exporter_table_version", (("table", "stream.batches"),)] + 1
         )
     finally:
-        stop()
+        serving.stop()
 
 
 def test_serve_listens_on_loopback_only_and_stops_on_sigterm(lake: Lakehouse) -> None:
     import psutil
 
-    port = _free_port()
     command = [sys.executable, "-m", "s3tm.cli.main", "metrics", "serve"]
     process = subprocess.Popen(
-        [*command, "--lakehouse", lake.location, "--port", str(port)],
+        [*command, "--lakehouse", lake.location, "--port", "0"],  # a port it binds
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -261,7 +253,10 @@ def test_serve_listens_on_loopback_only_and_stops_on_sigterm(lake: Lakehouse) ->
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert f"serving http://127.0.0.1:{port}/metrics" in line, line
+        served = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
+        assert served, line
+        port = int(served.group(1))
+        assert port != 0
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -54,14 +54,6 @@ def rules_in_seconds(source: Path, target: Path) -> Path:
     return target
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _until(what: str, check, timeout: float = WAIT_S):
     deadline = time.monotonic() + timeout
     while True:
@@ -85,11 +77,10 @@ def scene(spark, tmp_path_factory) -> Iterator[tuple[Path, Lakehouse, LocalProme
     )
     assert run_chain(lake, landing, nodes=4, margin=0.5, batch=4) == 0
     check_routing_health(lake.location)  # the monitor's check of the live health
-    port = _free_port()
-    stop_exporter = serve(Lakehouse(None, lake.location, engine="rs"), "127.0.0.1", port)
+    exporter = serve(Lakehouse(None, lake.location, engine="rs"), "127.0.0.1", 0)
     prometheus = LocalPrometheus(
         root / "prometheus",
-        [f"127.0.0.1:{port}"],
+        [f"127.0.0.1:{exporter.port}"],
         rule_files=[rules_in_seconds(RULES, root / "s3tm-alerts-seconds.yml")],
         scrape_seconds=1,
         evaluation_seconds=1,
@@ -99,7 +90,7 @@ def scene(spark, tmp_path_factory) -> Iterator[tuple[Path, Lakehouse, LocalProme
         yield root, lake, prometheus
     finally:
         prometheus.stop()
-        stop_exporter()
+        exporter.stop()
 
 
 def test_the_series_hold_what_the_tables_hold(scene) -> None:
