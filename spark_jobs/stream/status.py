@@ -4,7 +4,8 @@ shedding) and their routing health, as the batch log and ``stream.health`` hold 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
@@ -22,11 +23,11 @@ BATCH_COLUMNS = (
 )
 
 
-def batch_table(rows: list[dict[str, Any]]) -> str:
+def batch_table(rows: Sequence[Mapping[str, object]]) -> str:
     """The committed batches as a table a person scans (``--json`` has every field)."""
     from core.formatting import format_table
 
-    def cell(row: dict[str, Any], field: str) -> object:
+    def cell(row: Mapping[str, object], field: str) -> object:
         value = row.get(field)
         return "-" if value is None else round(value, 2) if isinstance(value, float) else value
 
