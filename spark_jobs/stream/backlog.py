@@ -8,9 +8,10 @@ far). Kafka: the source's own offsets-behind-latest metric.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from core.shedding.policy import Backlog
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -34,14 +35,6 @@ def _log_entries(folder: Path) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()[1:]  # the first is "v1"
         entries += [json.loads(line) for line in lines if line.strip()]
     return entries
-
-
-@dataclass(frozen=True)
-class Backlog:
-    batch_bytes: int  # this batch's input
-    waiting_bytes: int  # landed, in no batch yet
-    batch_posts: int | None = None  # when the source counts posts (Kafka offsets)
-    waiting_posts: int | None = None
 
 
 def file_backlog(checkpoint: str, landing: str, batch_id: int) -> Backlog:

@@ -10,9 +10,9 @@ from typing import Literal
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES
+from core.shedding.policy import SheddingOptions
 from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
 from spark_jobs.stream.health import HealthOptions
-from spark_jobs.stream.shedding import SheddingOptions
 
 # recent posts that fill a new version's token table ahead of its first batch
 WARM_TEXTS = 20_000

@@ -28,7 +28,7 @@ from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
 
 if TYPE_CHECKING:
-    from spark_jobs.stream.notes import MatchNote, RouteNote
+    from core.stream.notes import MatchNote, RouteNote
 
 # 4 x 16384 int64 counters and 512 candidates: 520 KiB per route task
 SKETCH_SPEC = SketchSpec(width=1 << 14, depth=4, capacity=512, seed=0)

@@ -31,16 +31,17 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import InputDataError
+from core.shedding.policy import Backlog, StreamShedding
+from core.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
 from core.stream.snapshot import MatcherSnapshot
 from schemas import table
 from spark_jobs import failpoints
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc, published_version
-from spark_jobs.stream.backlog import Backlog, file_backlog, kafka_backlog
+from spark_jobs.stream.backlog import file_backlog, kafka_backlog
 from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, CommittedBatch
 from spark_jobs.stream.config import StreamConfig
 from spark_jobs.stream.health import StreamHealth
-from spark_jobs.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
 from spark_jobs.stream.pipeline import (
     DISPATCH_JOB,
     STREAM_CONF,
@@ -49,7 +50,6 @@ from spark_jobs.stream.pipeline import (
     task_slots,
 )
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
-from spark_jobs.stream.shedding import StreamShedding
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
 
 if TYPE_CHECKING:

@@ -44,6 +44,7 @@ from core.stream.dispatch import (
     matched_sub_ids,
     storage_schema,
 )
+from core.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 from core.stream.payload import group_words, matcher_inputs, partition_payloads
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import (
@@ -56,7 +57,6 @@ from core.stream.worker import (
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
-from spark_jobs.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 
 if TYPE_CHECKING:
     from pyspark import Broadcast

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from core.errors import InvalidArgumentError
-from spark_jobs.stream.backlog import Backlog
-from spark_jobs.stream.shedding import (
+from core.shedding.policy import (
     DROPPED_POST_COST,
+    Backlog,
     SheddingOptions,
     StreamShedding,
 )

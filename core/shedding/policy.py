@@ -1,4 +1,6 @@
-"""The streaming matcher's load shedding on the driver: backlog, level, plan, learning.
+"""The streaming matcher's load-shedding policy (the driver's): backlog, level, plan,
+learning. No Spark here: the stream hands it the backlog its source reports
+(``spark_jobs/stream/backlog.py`` reads it) and the notes its tasks return.
 
 Per micro-batch, before it is routed:
 
@@ -20,6 +22,7 @@ capacity and bytes per post; the match tasks' yield counts update the yield esti
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,10 +37,10 @@ from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
 from core.shedding.yield_stats import YieldObservation, YieldStats
+from core.stream.notes import MatchNote, RouteNote
 from core.stream.snapshot import MatcherSnapshot
-from spark_jobs.common import log
-from spark_jobs.stream.backlog import Backlog
-from spark_jobs.stream.notes import MatchNote, RouteNote
+
+log = logging.getLogger("s3tm.jobs")  # the stream job's log, as the Spark side's
 
 # Share of posts processed in full while shedding, so the yield estimate stays unbiased.
 EXEMPT_FRACTION = 0.02
@@ -83,6 +86,17 @@ RATE_WINDOW = 3
 # overload no later batch runs at level 0 to correct a capacity measured on it (tried:
 # counting it sheds 30% at 1.25x where 20% is enough).
 WARMUP_BATCHES = 1
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What waits before a batch: its own input and what has landed in no batch yet, in
+    bytes (files) or posts (when the source counts them: Kafka offsets)."""
+
+    batch_bytes: int  # this batch's input
+    waiting_bytes: int  # landed, in no batch yet
+    batch_posts: int | None = None  # when the source counts posts (Kafka offsets)
+    waiting_posts: int | None = None
 
 
 @dataclass(frozen=True)
