@@ -270,6 +270,25 @@ class LivePlacement:
         K.account(*self._rows.csr(rows), self._word_count, self._unique, -1)
         self._rows.compact_if_sparse()
 
+    def rows_of(
+        self, sub_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(sub_ids, word indptr, word ids, matcher indptr, matchers)`` of the given placed
+        subscriptions (default: every one, in the order they were placed).
+
+        Raises:
+            InvalidArgumentError: for an id that is not placed.
+        """
+        ids = self.sub_ids if sub_ids is None else np.asarray(sub_ids, dtype=np.int64)
+        rows = self._rows.rows_of(ids)
+        if (rows < 0).any():
+            raise InvalidArgumentError(f"subscriptions {ids[rows < 0][:5].tolist()} are not placed")
+        return (ids, *self._rows.csr(rows))
+
+    def words_in_use(self) -> np.ndarray:
+        """``(N, n_words)`` bool: whether a subscription on matcher m holds word w."""
+        return self._word_count[:, : len(self.dictionary)] > 0
+
     def by_matcher(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per matcher: its subscriptions as ``(sub_ids int64, indptr int64, word_ids int32)``,
         in the order they were placed."""

@@ -6,6 +6,7 @@ Pure numpy/pyarrow, run where the matches are (a dispatch task of the streaming 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,9 @@ MATCHED_ARROW = pa.schema(
         ("matcher_id", pa.int32()),
         ("shedding_level", pa.int32()),
         ("sub_ids", pa.list_(pa.int64())),
+        # each id's subscriber, a code into the snapshot's names (a match task knows its
+        # own matcher's subscribers; the workers hold no table of every subscription's)
+        ("subscriber_codes", pa.list_(pa.int32())),
     ]
 )
 # The same with int32 ids, what a matcher task sends when its ids fit: half the bytes
@@ -59,14 +63,16 @@ def concat_matched(tables: list[pa.Table]) -> pa.Table:
 
 @dataclass(frozen=True)
 class Subscribers:
-    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches).
+    """sub id -> subscriber, as arrays (a batch holds hundreds of thousands of matches),
+    for the subscriptions a batch matched.
 
     Subscriptions are also ranked by (subscriber, sub id): dispatch sorts a post's matches
     by rank, which groups them into deliveries with their ids ascending.
     """
 
     names: pa.Array  # subscriber of each code
-    rank_of_sub: np.ndarray  # int64 per sub id, -1 for unknown ids
+    sorted_ids: np.ndarray  # int64: the known sub ids, ascending
+    rank_of_sorted: np.ndarray  # int64: the rank of each of them
     sub_of_rank: np.ndarray  # int64
     owner_of_rank: np.ndarray  # int32: the subscriber code
 
@@ -74,19 +80,38 @@ class Subscribers:
     def of(cls, subscribers: dict[int, str]) -> Subscribers:
         names = sorted(set(subscribers.values()))
         code = {name: i for i, name in enumerate(names)}
-        top = max(subscribers, default=-1) + 1
-        code_of_sub = np.full(top, -1, dtype=np.int32)
-        for sub, name in subscribers.items():
-            code_of_sub[sub] = code[name]
-        known = np.flatnonzero(code_of_sub >= 0).astype(np.int64)
-        sub_of_rank = known[np.lexsort((known, code_of_sub[known]))]
-        rank_of_sub = np.full(top, -1, dtype=np.int64)
-        rank_of_sub[sub_of_rank] = np.arange(sub_of_rank.shape[0], dtype=np.int64)
+        ids = np.fromiter(subscribers, dtype=np.int64, count=len(subscribers))
+        codes = np.array([code[subscribers[int(s)]] for s in ids], dtype=np.int32)
+        return cls.of_codes(ids, codes, names)
+
+    @classmethod
+    def of_codes(cls, sub_ids: np.ndarray, codes: np.ndarray, names: Sequence[str]) -> Subscribers:
+        """From (sub id, subscriber code) pairs, repeats allowed (what a batch's matches
+        carry); ``names[code]`` is the subscriber.
+
+        Raises:
+            InputDataError: for a code with no name.
+        """
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        codes = np.asarray(codes, dtype=np.int32)
+        if ids.shape != codes.shape:
+            raise InputDataError("one subscriber code per matched subscription is required")
+        if codes.size and (codes.min() < 0 or codes.max() >= len(names)):
+            raise InputDataError(f"subscriber codes must lie in [0, {len(names)})")
+        unique, first = np.unique(ids, return_index=True)
+        unique_codes = codes[first]
+        # by the subscriber's name, then the id (codes are in order of arrival)
+        name_rank = np.empty(len(names), dtype=np.int64)
+        name_rank[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names))
+        by = np.lexsort((unique, name_rank[unique_codes]))
+        rank_of_sorted = np.empty(unique.shape[0], dtype=np.int64)
+        rank_of_sorted[by] = np.arange(unique.shape[0], dtype=np.int64)
         return cls(
-            pa.array(names, pa.string()),
-            rank_of_sub,
-            sub_of_rank,
-            code_of_sub[sub_of_rank],
+            pa.array(list(names), pa.string()),
+            unique,
+            rank_of_sorted,
+            unique[by],
+            unique_codes[by],
         )
 
     def ranks(self, sub_ids: np.ndarray) -> np.ndarray:
@@ -95,17 +120,36 @@ class Subscribers:
         Raises:
             InputDataError: for a sub id with no subscriber (not in the registry snapshot).
         """
-        inside = (sub_ids >= 0) & (sub_ids < self.rank_of_sub.shape[0])
-        if inside.all():
-            ranks = self.rank_of_sub[sub_ids]
-        else:
-            ranks = np.full(sub_ids.shape[0], -1, dtype=np.int64)
-            ranks[inside] = self.rank_of_sub[sub_ids[inside]]
-        if (ranks < 0).any():
-            raise InputDataError(
-                f"matched subscriptions {sub_ids[ranks < 0][:5]} have no subscriber"
-            )
-        return np.asarray(ranks, dtype=np.int64)
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        at = np.searchsorted(self.sorted_ids, ids)
+        known = at < self.sorted_ids.shape[0]
+        known[known] = self.sorted_ids[at[known]] == ids[known]
+        if not known.all():
+            raise InputDataError(f"matched subscriptions {ids[~known][:5]} have no subscriber")
+        return np.asarray(self.rank_of_sorted[at], dtype=np.int64)
+
+
+def subscribers_of(matched: pa.Table, names: Sequence[str]) -> Subscribers:
+    """The :class:`Subscribers` of a ``matched`` table's ids, from the subscriber codes
+    its rows carry (``subscriber_codes``, parallel to ``sub_ids``).
+
+    Raises:
+        InputDataError: a row without its codes, or codes that do not line up with its ids.
+    """
+    matched = as_matched_lists(matched)
+    ids = matched.column("sub_ids").combine_chunks()
+    codes = matched.column("subscriber_codes").combine_chunks()
+    if codes.null_count:
+        raise InputDataError("a matched row has no subscriber codes")
+    if not pc.all(pc.equal(pc.list_value_length(ids), pc.list_value_length(codes))).as_py() and len(
+        ids
+    ):
+        raise InputDataError("a matched row's subscriber codes do not line up with its ids")
+    return Subscribers.of_codes(
+        np.asarray(pc.list_flatten(ids), dtype=np.int64),
+        np.asarray(pc.list_flatten(codes), dtype=np.int32),
+        names,
+    )
 
 
 def as_matched_lists(matched: pa.Table) -> pa.Table:
@@ -128,6 +172,7 @@ def as_matched_lists(matched: pa.Table) -> pa.Table:
             "sub_ids": pa.ListArray.from_arrays(
                 pa.array(np.arange(n + 1, dtype=np.int32)), sub_id.cast(pa.int64())
             ),
+            "subscriber_codes": pa.nulls(n, pa.list_(pa.int32())),
         }
     )
 

@@ -67,6 +67,9 @@ class MatchNote(TypedDict):
     cpu_seconds: NotRequired[float]
     pid: NotRequired[int]
     worker_trie_builds: NotRequired[int]
+    worker_base_reads: NotRequired[int]  # matcher bases this Python worker has read
+    worker_base_bytes: NotRequired[int]  # their subscription bytes
+    worker_held_bytes: NotRequired[int]  # subscription bytes the worker holds now
 
 
 class DispatchNote(TypedDict):

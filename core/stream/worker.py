@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 from core.stream import _route_kernels
-from core.stream.snapshot import MatcherSnapshot
+from core.stream.snapshot import BaseStore, MatcherSnapshot, MatcherSubs
 from core.text.encoder import WordEncoder
 
 
@@ -174,34 +175,6 @@ def route_and_shed(
     )
 
 
-def matcher_words(snapshot: MatcherSnapshot) -> np.ndarray:
-    """Which words each matcher uses: ``(n_words, ceil(N / 8))`` uint8, bit ``m % 8`` of
-    byte ``m // 8`` set for the words of the subscriptions placed on matcher m and for the
-    words with a version on m (the yield statistics count a post under those).
-
-    A post's other words cannot take part in m's matches, so its payload to m leaves them
-    out: fewer bytes through the shuffle and fewer probes in m's index.
-    """
-    n, n_words = snapshot.n_matchers, snapshot.n_words
-    kept = np.zeros((n_words, (n + 7) // 8), dtype=np.uint8)
-    for matcher, (_, _, words) in enumerate(snapshot.matcher_subs):
-        used = np.unique(words)
-        kept[used, matcher >> 3] |= np.uint8(1 << (matcher & 7))
-    # every word's versions: its slice part_matchers[part_start[w] : + part_count[w]]
-    counts = np.asarray(snapshot.part_count, dtype=np.int64)
-    first = np.cumsum(counts) - counts
-    slots = np.repeat(np.asarray(snapshot.part_start, dtype=np.int64) - first, counts)
-    slots += np.arange(int(counts.sum()), dtype=np.int64)
-    version_word = np.repeat(np.arange(n_words, dtype=np.int64), counts)
-    version_matcher = np.asarray(snapshot.part_matchers, dtype=np.int64)[slots]
-    np.bitwise_or.at(
-        kept,
-        (version_word, version_matcher >> 3),
-        np.left_shift(1, version_matcher & 7).astype(np.uint8),
-    )
-    return kept
-
-
 def gather_for_matchers(
     indptr: np.ndarray,
     word_ids: np.ndarray,
@@ -250,36 +223,124 @@ def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
 
 
 class MatcherCache:
-    """Per-matcher indexes and post encoders of the current routing version."""
+    """Per-matcher subscriptions and indexes, and the post encoder, of the current routing
+    version. A matcher's subscriptions are its base (read from ``bases`` once per base)
+    with the snapshot's changes applied (once per epoch): only the matchers this worker's
+    tasks run are ever read."""
 
-    def __init__(self, index_kind: str | None = None) -> None:
+    def __init__(self, index_kind: str | None = None, bases: BaseStore | None = None) -> None:
         kind = index_kind or os.environ.get("S3TM_MATCHER_INDEX", "predicate")
         if kind not in INDEX_KINDS:
             raise InvalidArgumentError(
                 f"matcher index must be one of {', '.join(INDEX_KINDS)}, not {kind!r}"
             )
         self.index_kind = kind
+        self.bases = bases
         self._version: tuple[str, int] | None = None
+        self._base: dict[int, tuple[tuple[str, int, int], MatcherSubs]] = {}
+        self._subs: dict[int, tuple[int, MatcherSubs, np.ndarray, np.ndarray]] = {}
         self._tries: dict[int, _CachedTrie] = {}
         self._indexes: dict[int, tuple[int, AccessPredicateMatcher]] = {}
         self._encoder: tuple[int, WordEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
-        self._credit: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._credit: dict[int, tuple[int, np.ndarray]] = {}
         self._word_keys = np.zeros(0, dtype=np.uint64)
-        self._kept: tuple[int, np.ndarray] | None = None
         self.rebuilds = 0
         self.updates = 0
+        self.base_reads = 0
+        self.base_bytes = 0  # subscription bytes read from bases since the worker started
+        # matchers held, least recently used first; past ``hold`` the oldest is let go
+        self._recent: OrderedDict[int, None] = OrderedDict()
+        self.hold: int | None = None
+        self.evictions = 0
 
     def _use(self, snapshot: MatcherSnapshot) -> None:
         version = (snapshot.owner, snapshot.routing_version)
         if version != self._version:
             self._version = version
+            self._base.clear()
+            self._recent.clear()
+            self._subs.clear()
             self._tries.clear()
             self._indexes.clear()
             self._credit.clear()
             self._encoder = None
             self._word_keys = np.zeros(0, dtype=np.uint64)
-            self._kept = None
+
+    def _check(self, snapshot: MatcherSnapshot, matcher: int) -> None:
+        if not 0 <= matcher < snapshot.n_matchers:
+            raise InvalidArgumentError(f"matcher must lie in [0, {snapshot.n_matchers})")
+        self._use(snapshot)
+        self._touch(matcher)
+
+    def subscriptions(self, snapshot: MatcherSnapshot, matcher: int) -> MatcherSubs:
+        """Matcher ``matcher``'s subscriptions at the snapshot's epoch."""
+        return self._current(snapshot, matcher)[0]
+
+    def _current(
+        self, snapshot: MatcherSnapshot, matcher: int
+    ) -> tuple[MatcherSubs, np.ndarray, np.ndarray]:
+        """(the subscriptions, their order by id, their ids sorted) at the snapshot's epoch."""
+        self._check(snapshot, matcher)
+        cached = self._subs.get(matcher)
+        if cached is not None and cached[0] == snapshot.epoch:
+            return cached[1], cached[2], cached[3]
+        base = self._base.get(matcher)
+        if base is None or base[0] != snapshot.base_key:
+            if not snapshot.base_location:
+                subs = MatcherSubs.empty()
+            elif self.bases is None:
+                raise InvalidArgumentError("this worker has no base store to read matchers from")
+            else:
+                subs = self.bases.read(snapshot.base_location, matcher)
+                self.base_reads += 1
+                self.base_bytes += subs.nbytes
+            base = (snapshot.base_key, subs)
+            self._base[matcher] = base
+        current = base[1].apply(snapshot.changes[matcher])
+        order = np.argsort(current.sub_ids, kind="stable")
+        sorted_ids = current.sub_ids[order]
+        self._subs[matcher] = (snapshot.epoch, current, order, sorted_ids)
+        return current, order, sorted_ids
+
+    def _touch(self, matcher: int) -> None:
+        self._recent[matcher] = None
+        self._recent.move_to_end(matcher)
+        while self.hold is not None and len(self._recent) > max(1, self.hold):
+            gone, _ = self._recent.popitem(last=False)
+            for held in (self._base, self._subs, self._indexes, self._tries, self._credit):
+                held.pop(gone, None)
+            self.evictions += 1
+
+    @property
+    def held_matchers(self) -> list[int]:
+        """The matchers whose subscriptions this worker holds, least recently used first."""
+        return list(self._recent)
+
+    @property
+    def held_bytes(self) -> int:
+        """The subscription bytes this worker holds (bases and their current state)."""
+        total = 0
+        for matcher in self._recent:
+            base = self._base.get(matcher)
+            current = self._subs.get(matcher)
+            total += base[1].nbytes if base is not None else 0
+            if current is not None and (base is None or current[1] is not base[1]):
+                total += current[1].nbytes
+        return total
+
+    def subscriber_codes(
+        self, snapshot: MatcherSnapshot, matcher: int, sub_ids: np.ndarray
+    ) -> np.ndarray:
+        """The subscriber code of each of matcher ``matcher``'s subscriptions ``sub_ids``."""
+        subs, order, sorted_ids = self._current(snapshot, matcher)
+        at = np.searchsorted(sorted_ids, sub_ids)
+        if sub_ids.size and (
+            at.max() >= sorted_ids.shape[0] or not np.array_equal(sorted_ids[at], sub_ids)
+        ):
+            raise InvalidArgumentError(f"matched ids not on matcher {matcher}")
+        codes: np.ndarray = subs.subscriber_codes[order[at]]
+        return codes
 
     def encoder(self, snapshot: MatcherSnapshot) -> WordEncoder:
         self._use(snapshot)
@@ -294,11 +355,9 @@ class MatcherCache:
         return self._encoder[1]
 
     def matcher_words(self, snapshot: MatcherSnapshot) -> np.ndarray:
-        """:func:`matcher_words` of the snapshot, made once per epoch."""
-        self._use(snapshot)
-        if self._kept is None or self._kept[0] != snapshot.epoch:
-            self._kept = (snapshot.epoch, matcher_words(snapshot))
-        return self._kept[1]
+        """The words each matcher uses (the snapshot's ``kept_words``, made by the driver)."""
+        kept: np.ndarray = snapshot.kept_words
+        return kept
 
     def word_keys(self, snapshot: MatcherSnapshot) -> np.ndarray:
         """``(n_words,)`` uint64: each dictionary word's stable hash (the word sketch's key;
@@ -342,13 +401,11 @@ class MatcherCache:
 
     def trie(self, snapshot: MatcherSnapshot, matcher: int) -> TrieMatcher:
         """Matcher ``matcher``'s trie at the snapshot's epoch."""
-        if not 0 <= matcher < snapshot.n_matchers:
-            raise InvalidArgumentError(f"matcher must lie in [0, {snapshot.n_matchers})")
-        self._use(snapshot)
+        self._check(snapshot, matcher)
         cached = self._tries.setdefault(matcher, _CachedTrie())
         if cached.epoch == snapshot.epoch:
             return cached.trie
-        sub_ids, indptr, words = snapshot.matcher_subs[matcher]
+        sub_ids, indptr, words = self.subscriptions(snapshot, matcher).csr()
         held = set(cached.subs)
         wanted = sub_ids.tolist()
         for sub in held.difference(wanted):
@@ -373,9 +430,7 @@ class MatcherCache:
         """Matcher ``matcher``'s index at the snapshot's epoch (built on first use)."""
         if self.index_kind == "trie":
             return self.trie(snapshot, matcher)
-        if not 0 <= matcher < snapshot.n_matchers:
-            raise InvalidArgumentError(f"matcher must lie in [0, {snapshot.n_matchers})")
-        self._use(snapshot)
+        self._check(snapshot, matcher)
         cached = self._indexes.get(matcher)
         if cached is not None and cached[0] == snapshot.epoch:
             return cached[1]
@@ -383,7 +438,7 @@ class MatcherCache:
             self.rebuilds += 1
         else:
             self.updates += 1
-        index = AccessPredicateMatcher(*snapshot.matcher_subs[matcher])
+        index = AccessPredicateMatcher(*self.subscriptions(snapshot, matcher).csr())
         self._indexes[matcher] = (snapshot.epoch, index)
         return index
 
@@ -402,23 +457,21 @@ class MatcherCache:
         matches: Matches,
     ) -> YieldObservation:
         """The yield counts of one matcher's posts (see :mod:`core.shedding.yield_stats`)."""
-        self._use(snapshot)
+        subs, order, sorted_ids = self._current(snapshot, matcher)
         cached = self._credit.get(matcher)
         if cached is None or cached[0] != snapshot.epoch:
-            sub_ids, indptr, words = snapshot.matcher_subs[matcher]
             # dictionary ids are rarest first, so a match is credited to its rarest word here
             credit = attribution_slots(
-                indptr,
-                words,
+                subs.indptr,
+                subs.word_ids,
                 matcher,
                 snapshot.part_start,
                 snapshot.part_count,
                 snapshot.part_matchers,
             )
-            order = np.argsort(sub_ids, kind="stable")
-            cached = (snapshot.epoch, sub_ids[order], credit[order])
+            cached = (snapshot.epoch, credit[order])
             self._credit[matcher] = cached
-        _, sorted_ids, sorted_credit = cached
+        sorted_credit = cached[1]
         # only the sampled posts count: their words and matches are gathered first (2% of
         # a batch), not every match looked up and most of them thrown away
         rows = np.flatnonzero(sampled)

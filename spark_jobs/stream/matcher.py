@@ -93,7 +93,11 @@ class StreamMatcher:
         self.pipeline = MatchPipeline(lakehouse.spark)
         # names this matcher's snapshots in the workers' caches (see MatcherSnapshot.owner)
         self.sync_state = PlacementSync(
-            lakehouse, self.health, seed=config.seed, owner=uuid.uuid4().hex
+            lakehouse,
+            self.health,
+            seed=config.seed,
+            owner=uuid.uuid4().hex,
+            checkpoint=self.checkpoint,
         )
         self.warm_up = WarmUp(lakehouse, self.pipeline, self.outputs, self.checkpoint, self.landing)
         # the latest batches' figures (bounded: the query may run for months)

@@ -79,6 +79,16 @@ def match_tasks(master: str, n_matchers: int, slots: int) -> int:
     return n_matchers
 
 
+def held_matchers(master: str, n_matchers: int, slots: int) -> int | None:
+    """How many matchers' subscriptions a Python worker keeps between batches: on a cluster
+    its share (N over the task slots, rounded up), so the executors together hold each
+    matcher about once whichever tasks they ran; on a local master all of them (every
+    worker serves every matcher)."""
+    if is_local_master(master):
+        return None
+    return -(-n_matchers // max(1, slots))
+
+
 def partition_keys(spark: SparkSession, n_matchers: int) -> np.ndarray:
     """For each matcher m an int key that ``repartition(N, key)`` sends to partition m.
 
@@ -146,7 +156,12 @@ class MatchPipeline:
         )
         matched = routed.repartition(n_match, "pkey").mapInArrow(
             stream_tasks.match_posts(
-                broadcast, snapshot.key, dkeys, shed_plan.learns_yield, crash=crash
+                broadcast,
+                snapshot.key,
+                dkeys,
+                shed_plan.learns_yield,
+                hold=held_matchers(str(self.spark.sparkContext.master), snapshot.n_matchers, slots),
+                crash=crash,
             ),
             stream_tasks.MATCHED_SCHEMA,
         )

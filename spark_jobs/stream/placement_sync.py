@@ -1,22 +1,24 @@
 """The driver's placement across batches: a newly published routing version is loaded
 (mapping + stored placements); subscriptions registered since are placed into it with LASP
 (and appended to ``routing.placements``), cancelled ones taken off; the result is
-broadcast to the workers as a :class:`MatcherSnapshot`."""
+broadcast to the workers as a :class:`MatcherSnapshot`: the routing arrays and the changes
+since the version's base, whose per-matcher files the match tasks read
+(:mod:`spark_jobs.stream.matcher_bases`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from core.placement.live import LivePlacement
-from core.stream.dispatch import Subscribers
-from core.stream.snapshot import MatcherSnapshot, snapshot_of
+from core.stream.snapshot import MatcherSnapshot, SnapshotMaker
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import load_placements, load_routing_table, now_utc
 from spark_jobs.stream.health import StreamHealth
+from spark_jobs.stream.matcher_bases import FileBases, bases_root
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -48,7 +50,6 @@ class DriverState:
     registry_version: int | None = None
     placement: LivePlacement | None = None
     epoch: int = 0
-    subscribers: Subscribers = field(default_factory=lambda: Subscribers.of({}))
     snapshot: MatcherSnapshot | None = None
     broadcast: Broadcast[MatcherSnapshot] | None = None
 
@@ -61,18 +62,26 @@ class PlacementSync:
         health: told of each version loaded (its hot-word threshold depends on N).
         seed: seeds the choice of split-word versions in the snapshot.
         owner: names this matcher's snapshots in the workers' caches.
+        checkpoint: the stream's checkpoint; the matcher bases are written under it.
     """
 
-    def __init__(self, lakehouse: Lakehouse, health: StreamHealth, *, seed: int, owner: str):
+    def __init__(
+        self, lakehouse: Lakehouse, health: StreamHealth, *, seed: int, owner: str, checkpoint: str
+    ):
         self.lakehouse = lakehouse
         self.health = health
         self.seed = seed
         self.owner = owner
+        self.bases = FileBases()
+        self.bases_root = bases_root(checkpoint)
+        self.bases.remove_others(self.bases_root, owner)
+        self.maker = SnapshotMaker(self.bases, self.bases_root, owner=owner)
         self.state = DriverState()
 
     def reset(self) -> None:
         """Forget everything: the next :meth:`bring_to` loads from scratch."""
         self.state = DriverState()
+        self.maker.new_version()
 
     def bring_to(
         self, routing_version: int, registry_version: int | None
@@ -90,14 +99,12 @@ class PlacementSync:
         if changed or state.snapshot is None:
             assert state.placement is not None
             state.epoch += 1
-            state.snapshot = snapshot_of(
-                state.placement,
-                routing_version,
-                state.epoch,
-                subscribers=state.subscribers,
-                seed=self.seed,
-                owner=self.owner,
+            state.snapshot = self.maker.freeze(
+                state.placement, routing_version, state.epoch, seed=self.seed
             )
+            # the base before the current one may still serve a warm-up; older ones serve none
+            while len(self.maker.written) > 2:
+                self.bases.remove(self.maker.written.pop(0))
             if state.broadcast is not None:
                 state.broadcast.unpersist()
             state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
@@ -110,7 +117,7 @@ class PlacementSync:
         state.placement = LivePlacement(routing, word_frequency=word_frequencies(lake))
         self.health.use_version(routing)
         state.routing_version = version
-        state.subscribers = Subscribers.of({})
+        self.maker.new_version()
         log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
 
     def _apply_registry(self, routing_version: int, registry_version: int | None) -> bool:
@@ -124,12 +131,14 @@ class PlacementSync:
             else []
         )
         active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
-        state.subscribers = Subscribers.of({s: r["subscriber"] for s, r in active.items()})
-        gone = [s for s in placement.sub_ids if s not in active]
+        gone = [s for s in placement.sub_ids.tolist() if s not in active]
         placement.remove(gone)
+        self.maker.removed(gone)
         new = sorted(s for s in active if s not in placement)
         if not new and not gone:
             return False
+        self.maker.codes.assign(new, [active[s]["subscriber"] for s in new])
+        self.maker.added(new)
         stored = self._stored_placements(routing_version, set(new))
         adopt = [s for s in new if s in stored]
         replaced = placement.adopt(

@@ -11,8 +11,11 @@
 
 Notes (JSON in the ``note`` column: quarantined records, and each task's figures) travel
 along with the data through the shuffle to the driver, so a micro-batch is ONE Spark job.
-The snapshot comes in a broadcast; tries and encoders live in :data:`CACHE` across tasks
-(Python workers are reused), rebuilt per routing version, updated per epoch.
+The snapshot comes in a broadcast (routing arrays, and the subscription changes since the
+version's base); a match task reads its own matcher's base from the files the driver wrote
+(:mod:`spark_jobs.stream.matcher_bases`). Subscriptions, indexes and encoders live in
+:data:`CACHE` across tasks (Python workers are reused), rebuilt per routing version, updated
+per epoch.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from core.stream.dispatch import (
     dispatch_tables,
     matched_sub_ids,
     storage_schema,
+    subscribers_of,
 )
 from core.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 from core.stream.payload import group_words, matcher_inputs, partition_payloads
@@ -57,6 +61,7 @@ from core.stream.worker import (
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.stream.health import SKETCH_SPEC
+from spark_jobs.stream.matcher_bases import FileBases
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -97,7 +102,7 @@ def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
     return [value.as_buffer() for value in payloads]
 
 
-CACHE = MatcherCache()
+CACHE = MatcherCache(bases=FileBases())
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
 
@@ -333,13 +338,15 @@ def match_posts(
     dkeys: np.ndarray,
     learn_yield: bool,
     *,
+    hold: int | None = None,
     crash: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body: ROUTED_SCHEMA payloads of one or more matchers -> MATCHED_SCHEMA:
-    per dispatch partition, one payload of MATCHED_ARROW rows (a post's matches here)."""
+    per dispatch partition, one payload of MATCHED_ARROW rows (a post's matches here).
+    ``hold``: how many matchers a Python worker keeps (its share of N; None: all)."""
     # A partial of a module-level function: pickled by reference, so the worker's own
     # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_match_run, broadcast, key, dkeys, learn_yield, crash=crash)
+    return functools.partial(_match_run, broadcast, key, dkeys, learn_yield, hold=hold, crash=crash)
 
 
 def _match_run(
@@ -349,11 +356,13 @@ def _match_run(
     learn_yield: bool,
     batches: Iterator[pa.RecordBatch],
     *,
+    hold: int | None = None,
     crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     snapshot = _snapshot(broadcast, key)
+    CACHE.hold = hold
     figures: MatchNote = {
         "kind": "match",
         "rows": 0,
@@ -402,12 +411,15 @@ def _match_run(
                 np.cumsum(counts[hit], out=offsets_hit[1:])
                 hit_rows = part.rows[hit]
                 sub_ids, schema = matched_sub_ids(result.sub_ids)
+                codes = CACHE.subscriber_codes(snapshot, matcher, result.sub_ids)
+                list_offsets = pa.array(offsets_hit)
                 matched = pa.RecordBatch.from_arrays(
                     [
                         post_id.take(pa.array(hit_rows)),
                         pa.array(np.full(hit.shape[0], matcher, dtype=np.int32)),
                         pa.array(levels[hit_rows]),
-                        pa.ListArray.from_arrays(pa.array(offsets_hit), sub_ids),
+                        pa.ListArray.from_arrays(list_offsets, sub_ids),
+                        pa.ListArray.from_arrays(list_offsets, pa.array(codes)),
                     ],
                     schema=schema,
                 )
@@ -449,6 +461,10 @@ def _match_run(
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
     figures["worker_trie_builds"] = CACHE.rebuilds  # since this worker started
+    # what this worker holds of the subscriptions: the bases of the matchers it ran
+    figures["worker_base_reads"] = CACHE.base_reads
+    figures["worker_base_bytes"] = CACHE.base_bytes
+    figures["worker_held_bytes"] = CACHE.held_bytes
     yield _notes([figures], _MATCHED_ARROW)
 
 
@@ -510,7 +526,7 @@ def _dispatch_run(
     matched = concat_matched([from_ipc(p) for p in payloads])
     matches, deliveries = dispatch_tables(
         matched,
-        snapshot.subscribers,
+        subscribers_of(matched, snapshot.subscriber_names),
         snapshot.routing_version,
         batch_id,
         now,

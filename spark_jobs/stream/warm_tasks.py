@@ -66,19 +66,26 @@ def _sample_run(
 
 
 def warm_workers(
-    broadcast: Broadcast[MatcherSnapshot], key: SnapshotKey, texts: Broadcast[list[str]]
+    broadcast: Broadcast[MatcherSnapshot],
+    key: SnapshotKey,
+    texts: Broadcast[list[str]],
+    *,
+    every_matcher: bool,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """mapInArrow body run ahead of a version's first batch, one task per task slot: the
-    Python worker starts, reads the broadcast snapshot, builds EVERY matcher's index (a
-    match task may serve any matcher) and fills the encoder's token table from ``texts``
-    (a broadcast list of recent posts), so that the first batch does none of it."""
-    return functools.partial(_warm_run, broadcast, key, texts)
+    Python worker starts, reads the broadcast snapshot, fills the encoder's token table
+    from ``texts`` (a broadcast list of recent posts) and loads the kernels, so that the
+    first batch does none of it. ``every_matcher`` (a local master, where any worker may
+    serve any matcher): it builds every matcher's index too; on a cluster each match task
+    reads its own matcher's base when it first meets it."""
+    return functools.partial(_warm_run, broadcast, key, texts, every_matcher)
 
 
 def _warm_run(
     broadcast: Broadcast[MatcherSnapshot],
     key: SnapshotKey,
     sample: Broadcast[list[str]],
+    every_matcher: bool,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     started = time.perf_counter()
@@ -86,7 +93,8 @@ def _warm_run(
         pass
     texts: list[str] = sample.value
     snapshot = _snapshot(broadcast, key)
-    CACHE.prepare(snapshot, range(snapshot.n_matchers))
+    if every_matcher:
+        CACHE.prepare(snapshot, range(snapshot.n_matchers))
     indexed = time.perf_counter()
     encoder = CACHE.encoder(snapshot)
     indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))

@@ -1,9 +1,11 @@
 """Warm-up: the work of a routing version's first batch, done before it.
 
-Every Python worker builds the version's matcher indexes (``warm_tasks.warm_workers``,
-one task per task slot), then recent posts go through the batch's own three stages into
-staging folders that are dropped, never committed: the JVM compiles the plan's code and
-every stage's Python path (parsing, dispatch, Parquet) runs once.
+Every Python worker readies itself (``warm_tasks.warm_workers``, one task per task slot:
+the token table, the kernels, and on a local master every matcher's index; on a cluster a
+match task reads its own matcher's base when it first meets it), then recent posts go
+through the batch's own three stages into staging folders that are dropped, never
+committed: the JVM compiles the plan's code and every stage's Python path (parsing,
+dispatch, Parquet) runs once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc
+from spark_jobs.lake.session import is_local_master
 from spark_jobs.lake.storage import join
 from spark_jobs.stream import warm_tasks
 from spark_jobs.stream.config import WARM_TEXTS
@@ -117,7 +120,12 @@ class WarmUp:
                 json.loads(row["note"])
                 for row in spark.range(slots, numPartitions=slots)
                 .mapInArrow(
-                    warm_tasks.warm_workers(state.broadcast, state.snapshot.key, sample),
+                    warm_tasks.warm_workers(
+                        state.broadcast,
+                        state.snapshot.key,
+                        sample,
+                        every_matcher=is_local_master(str(spark.sparkContext.master)),
+                    ),
                     warm_tasks.WARMED_SCHEMA,
                 )
                 .collect()

@@ -22,7 +22,6 @@ from core.stream.worker import (
     INDEX_KINDS,
     MatcherCache,
     gather_for_matchers,
-    matcher_words,
     route,
 )
 from core.text import normalize
@@ -161,9 +160,9 @@ def _counts(observation: YieldObservation) -> tuple[list, list, list]:
     )
 
 
-def _observe_all(snapshot, matcher, offsets, values, sampled, matches) -> YieldObservation:
+def _observe_all(snapshot, live, matcher, offsets, values, sampled, matches) -> YieldObservation:
     """The plain reference: every match credited to its slot, then the sample counted."""
-    sub_ids, indptr, words = snapshot.matcher_subs[matcher]
+    sub_ids, indptr, words = live.by_matcher()[matcher]
     credit = attribution_slots(
         indptr, words, matcher, snapshot.part_start, snapshot.part_count, snapshot.part_matchers
     )
@@ -220,7 +219,7 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
             # a sample of the posts: the counts of every post's matches, filtered
             some = np.random.default_rng(m).random(rows.shape[0]) < 0.4
             assert _counts(cache.observe_yield(snapshot, m, offsets, values, some, matches)) == (
-                _counts(_observe_all(snapshot, m, offsets, values, some, matches))
+                _counts(_observe_all(snapshot, live, m, offsets, values, some, matches))
             )
             for r in range(rows.shape[0]):
                 for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
@@ -237,10 +236,10 @@ def test_matcher_words_are_the_placed_words_and_the_versions(sets, n) -> None:
     live = LivePlacement(_table(n))
     live.place(list(range(len(sets))), sets)
     snapshot = snapshot_of(live, 1, 1)
-    kept = matcher_words(snapshot)
+    kept = snapshot.kept_words
     assert kept.shape == (snapshot.n_words, (n + 7) // 8)
     for m in range(n):
-        placed = {int(w) for w in snapshot.matcher_subs[m][2]}
+        placed = {int(w) for w in live.by_matcher()[m][2]}
         versions = {
             w
             for w in range(snapshot.n_words)
@@ -311,10 +310,10 @@ def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
         snapshot = snapshot_of(live, 7, epoch)
         for m in range(4):
             trie = cache.trie(snapshot, m)
-            sub_ids, _, _ = snapshot.matcher_subs[m]
+            sub_ids, _, _ = live.by_matcher()[m]
             assert {s for s in sub_ids.tolist()} == {s for s in live.sub_ids if s in trie}
             fresh = TrieMatcher()
-            fresh.insert_many(*snapshot.matcher_subs[m])
+            fresh.insert_many(*live.by_matcher()[m])
             posts = [data.draw(st.sets(st.integers(0, snapshot.n_words - 1), max_size=6))]
             indptr = np.array([0, len(posts[0])], dtype=np.int64)
             words = np.array(sorted(posts[0]), dtype=np.int32)
@@ -343,7 +342,7 @@ def test_the_predicate_index_follows_every_epoch(sets, data) -> None:
         built = cache.rebuilds + cache.updates
         for m in range(snapshot.n_matchers):
             fresh = TrieMatcher()
-            fresh.insert_many(*snapshot.matcher_subs[m])
+            fresh.insert_many(*live.by_matcher()[m])
             post = data.draw(st.sets(st.integers(0, snapshot.n_words - 1), max_size=6))
             indptr = np.array([0, len(post)], dtype=np.int64)
             words = np.array(sorted(post), dtype=np.int32)
