@@ -70,6 +70,7 @@ class MatchNote(TypedDict):
     worker_base_reads: NotRequired[int]  # matcher bases this Python worker has read
     worker_base_bytes: NotRequired[int]  # their subscription bytes
     worker_held_bytes: NotRequired[int]  # subscription bytes the worker holds now
+    worker_held_matchers: NotRequired[int]  # the matchers it holds them for
 
 
 class DispatchNote(TypedDict):

@@ -296,6 +296,7 @@ class SnapshotMaker:
         self.base_location = ""
         self.base_epoch = -1
         self.base_count = 0
+        self.base_nbytes = 0  # the subscription bytes of the current base, all matchers
         self.written: list[str] = []  # the base locations written, oldest first
         self._added: set[int] = set()
         self._removed: set[int] = set()
@@ -339,18 +340,11 @@ class SnapshotMaker:
             assert self.bases is not None
             location = self.location(routing_version, epoch)
             sub_ids, word_indptr, words, matcher_indptr, matchers = placement.rows_of()
-            self.bases.write(
-                location,
-                group_by_matcher(
-                    n,
-                    sub_ids,
-                    word_indptr,
-                    words,
-                    matcher_indptr,
-                    matchers,
-                    self.codes.of(sub_ids),
-                ),
+            per_matcher = group_by_matcher(
+                n, sub_ids, word_indptr, words, matcher_indptr, matchers, self.codes.of(sub_ids)
             )
+            self.bases.write(location, per_matcher)
+            self.base_nbytes = sum(subs.nbytes for subs in per_matcher)
             self.written.append(location)
             self.base_location, self.base_epoch, self.base_count = location, epoch, len(sub_ids)
             self._added.clear()

@@ -323,8 +323,33 @@ class StreamMatcher:
             figures.quarantined,
             figures.seconds_total,
         )
+        self._log_held(batch_id, snapshot, match)
         if self.warm and not plan.replayed:
             self.prefetch()
+
+    def _log_held(self, batch_id: int, snapshot: MatcherSnapshot, match: list[MatchNote]) -> None:
+        """What the match tasks' Python workers hold of the subscriptions (each its own
+        matchers' bases, not every matcher's), beside what the broadcast carried."""
+        held: dict[int, tuple[int, int]] = {}
+        for note in match:
+            if "pid" in note:
+                held[note["pid"]] = (
+                    note.get("worker_held_matchers", 0),
+                    note.get("worker_held_bytes", 0),
+                )
+        if not held:
+            return
+        log.info(
+            "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
+            "base's %d subscription bytes) over %d workers; the broadcast's changes: %d bytes",
+            batch_id,
+            max(m for m, _ in held.values()),
+            snapshot.n_matchers,
+            max(b for _, b in held.values()),
+            self.sync_state.maker.base_nbytes,
+            len(held),
+            snapshot.changes_nbytes,
+        )
 
     def _record_health(
         self,

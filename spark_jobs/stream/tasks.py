@@ -465,6 +465,7 @@ def _match_run(
     figures["worker_base_reads"] = CACHE.base_reads
     figures["worker_base_bytes"] = CACHE.base_bytes
     figures["worker_held_bytes"] = CACHE.held_bytes
+    figures["worker_held_matchers"] = len(CACHE.held_matchers)
     yield _notes([figures], _MATCHED_ARROW)
 
 

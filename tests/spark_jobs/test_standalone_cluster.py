@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -284,6 +285,20 @@ def test_a_stream_on_the_cluster_runs_a_match_task_per_matcher_and_a_joining_wor
     assert len(set(second)) == workers + 1
     assert str(workers) in set(second) - set(first)
     assert sum(r["posts"] for r in committed()) == len(lines)
+    # each Python worker held its own matchers' subscriptions, not every matcher's: at most
+    # its share of N (N over the slots), read from the bases under the checkpoint
+    held = [
+        (int(m), int(n), int(b), int(total))
+        for m, n, b, total in re.findall(
+            r"a match worker holds at most (\d+) of (\d+) matchers \((\d+) of the base's "
+            r"(\d+) subscription bytes\)",
+            log.read_text(),
+        )
+    ]
+    assert len(held) == 2, log.read_text()[-3000:]
+    for (most, n, held_bytes, total), slots in zip(held, (workers, workers + 1), strict=True):
+        assert n == REFERENCE_NODES and 1 <= most <= -(-n // slots) < n
+        assert 0 < held_bytes < total
 
 
 def test_spark_submit_settings_stand_and_the_task_slots_follow_the_executors(
