@@ -90,6 +90,21 @@ class BatchFigures:
 
 
 @dataclass(frozen=True)
+class SubscriptionMemory:
+    """Where a batch's subscriptions were held: the version's base (every matcher, in files
+    under the checkpoint), the broadcast's changes since it, and the most any match task's
+    Python worker held (its own matchers)."""
+
+    n_matchers: int
+    base_bytes: int
+    changes_bytes: int
+    broadcast_bytes: int  # the whole snapshot as broadcast (pickled)
+    workers: int  # distinct match-task Python workers in the batch
+    worker_matchers_max: int
+    worker_bytes_max: int
+
+
+@dataclass(frozen=True)
 class CommittedBatch:
     """What the handler keeps of each committed batch (``StreamMatcher.figures``)."""
 
@@ -98,6 +113,7 @@ class CommittedBatch:
     replayed: bool
     skipped_commits: list[str]
     figures: BatchFigures
+    memory: SubscriptionMemory | None = None
 
 
 class BatchLog:

@@ -39,7 +39,13 @@ from spark_jobs import failpoints
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc, published_version
 from spark_jobs.stream.backlog import file_backlog, kafka_backlog
-from spark_jobs.stream.batch_log import BatchFigures, BatchLog, BatchPlan, CommittedBatch
+from spark_jobs.stream.batch_log import (
+    BatchFigures,
+    BatchLog,
+    BatchPlan,
+    CommittedBatch,
+    SubscriptionMemory,
+)
 from spark_jobs.stream.config import StreamConfig
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.pipeline import (
@@ -301,6 +307,7 @@ class StreamMatcher:
                 replayed=plan.replayed,
                 skipped_commits=[n for n, w in written.items() if w.skipped],
                 figures=figures,
+                memory=self._memory(snapshot, match),
             )
         )
         log.info(
@@ -323,13 +330,27 @@ class StreamMatcher:
             figures.quarantined,
             figures.seconds_total,
         )
-        self._log_held(batch_id, snapshot, match)
+        memory = self.figures[-1].memory
+        if memory is not None and memory.workers:
+            log.info(
+                "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
+                "base's %d subscription bytes) over %d workers; the broadcast: %d bytes, of "
+                "which changes %d",
+                batch_id,
+                memory.worker_matchers_max,
+                memory.n_matchers,
+                memory.worker_bytes_max,
+                memory.base_bytes,
+                memory.workers,
+                memory.broadcast_bytes,
+                memory.changes_bytes,
+            )
         if self.warm and not plan.replayed:
             self.prefetch()
 
-    def _log_held(self, batch_id: int, snapshot: MatcherSnapshot, match: list[MatchNote]) -> None:
-        """What the match tasks' Python workers hold of the subscriptions (each its own
-        matchers' bases, not every matcher's), beside what the broadcast carried."""
+    def _memory(self, snapshot: MatcherSnapshot, match: list[MatchNote]) -> SubscriptionMemory:
+        """What the match tasks' Python workers held of the subscriptions (each its own
+        matchers' bases, not every matcher's), beside the base and the broadcast."""
         held: dict[int, tuple[int, int]] = {}
         for note in match:
             if "pid" in note:
@@ -337,18 +358,14 @@ class StreamMatcher:
                     note.get("worker_held_matchers", 0),
                     note.get("worker_held_bytes", 0),
                 )
-        if not held:
-            return
-        log.info(
-            "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
-            "base's %d subscription bytes) over %d workers; the broadcast's changes: %d bytes",
-            batch_id,
-            max(m for m, _ in held.values()),
-            snapshot.n_matchers,
-            max(b for _, b in held.values()),
-            self.sync_state.maker.base_nbytes,
-            len(held),
-            snapshot.changes_nbytes,
+        return SubscriptionMemory(
+            n_matchers=snapshot.n_matchers,
+            base_bytes=self.sync_state.maker.base_nbytes,
+            changes_bytes=snapshot.changes_nbytes,
+            broadcast_bytes=self.sync_state.broadcast_bytes,
+            workers=len(held),
+            worker_matchers_max=max((m for m, _ in held.values()), default=0),
+            worker_bytes_max=max((b for _, b in held.values()), default=0),
         )
 
     def _record_health(

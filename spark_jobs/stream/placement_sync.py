@@ -7,14 +7,17 @@ since the version's base, whose per-matcher files the match tasks read
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.placement.live import LivePlacement
 from core.stream.snapshot import MatcherSnapshot, SnapshotMaker
+from schemas import table
 from spark_jobs.common import log
 from spark_jobs.lake.routing_store import load_placements, load_routing_table, now_utc
 from spark_jobs.stream.health import StreamHealth
@@ -24,6 +27,16 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
 
     from spark_jobs.lake.delta_io import Lakehouse
+
+
+def _pickled_bytes(broadcast: Broadcast[MatcherSnapshot]) -> int:
+    """The size of a broadcast as shipped: PySpark pickles it into a file first (0 when
+    that file is not there, as with encrypted broadcasts)."""
+    path = getattr(broadcast, "_path", None)
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
 
 
 def word_frequencies(lakehouse: Lakehouse) -> dict[str, int]:
@@ -76,6 +89,7 @@ class PlacementSync:
         self.bases_root = bases_root(checkpoint)
         self.bases.remove_others(self.bases_root, owner)
         self.maker = SnapshotMaker(self.bases, self.bases_root, owner=owner)
+        self.broadcast_bytes = 0  # the current snapshot, pickled as Spark ships it
         self.state = DriverState()
 
     def reset(self) -> None:
@@ -108,6 +122,7 @@ class PlacementSync:
             if state.broadcast is not None:
                 state.broadcast.unpersist()
             state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
+            self.broadcast_bytes = _pickled_bytes(state.broadcast)
         assert state.snapshot is not None
         return state.snapshot, switched
 
@@ -125,27 +140,32 @@ class PlacementSync:
         lake, state = self.lakehouse, self.state
         placement = state.placement
         assert placement is not None
-        rows = (
-            lake.read_arrow("subscriptions.registry", version=registry_version).to_pylist()
+        spec = table("subscriptions.registry")
+        registry = (
+            lake.read_arrow("subscriptions.registry", version=registry_version)
             if registry_version is not None
-            else []
+            else spec.schema.empty_table()
         )
-        active = {r["sub_id"]: r for r in rows if r["cancelled_at"] is None}
-        gone = [s for s in placement.sub_ids.tolist() if s not in active]
+        # arrays, not a Python row per subscription: the registry holds millions
+        active = registry.filter(pc.is_null(registry["cancelled_at"]))
+        active_ids = np.asarray(active["sub_id"], dtype=np.int64)
+        placed_ids = placement.sub_ids
+        gone = placed_ids[~np.isin(placed_ids, active_ids)]
         placement.remove(gone)
-        self.maker.removed(gone)
-        new = sorted(s for s in active if s not in placement)
-        if not new and not gone:
+        self.maker.removed(gone.tolist())
+        arriving = active.filter(pa.array(~placement.placed(active_ids)))
+        if arriving.num_rows == 0 and gone.size == 0:
             return False
-        self.maker.codes.assign(new, [active[s]["subscriber"] for s in new])
+        arriving = arriving.sort_by("sub_id").select(["sub_id", "words", "subscriber"])
+        new = arriving["sub_id"].to_pylist()
+        words_of = dict(zip(new, arriving["words"].to_pylist(), strict=True))
+        self.maker.codes.assign(new, arriving["subscriber"].to_pylist())
         self.maker.added(new)
         stored = self._stored_placements(routing_version, set(new))
         adopt = [s for s in new if s in stored]
-        replaced = placement.adopt(
-            adopt, [active[s]["words"] for s in adopt], [stored[s] for s in adopt]
-        )
+        replaced = placement.adopt(adopt, [words_of[s] for s in adopt], [stored[s] for s in adopt])
         fresh = [s for s in new if s not in stored]
-        placed = placement.place(fresh, [active[s]["words"] for s in fresh])
+        placed = placement.place(fresh, [words_of[s] for s in fresh])
         for s in replaced:
             placed[s] = placement.get(s).matchers
         if replaced:
@@ -170,12 +190,13 @@ class PlacementSync:
 
     def _stored_placements(self, version: int, wanted: set[int]) -> dict[int, list[int]]:
         rows = load_placements(self.lakehouse, version)
+        subs = np.asarray(rows["sub_id"], dtype=np.int64)
+        keep = np.isin(subs, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))
         out: dict[int, list[int]] = {}
         for sub, matcher in zip(
-            rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
+            subs[keep].tolist(), np.asarray(rows["matcher_id"])[keep].tolist(), strict=True
         ):
-            if sub in wanted:
-                out.setdefault(sub, []).append(matcher)
+            out.setdefault(sub, []).append(matcher)
         return out
 
     def _append_placements(self, version: int, placed: dict[int, np.ndarray]) -> None:
