@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
@@ -74,7 +76,7 @@ def register_word_sets(
     if any(not w for w in word_sets):
         raise InvalidArgumentError("every subscription needs at least one word")
     with lakehouse.locked("subscriptions.registry"):  # ids are allocated once
-        start = max((r["sub_id"] for r in registry(lakehouse)), default=0) + 1
+        start = _max_sub_id(lakehouse) + 1
         ids = list(range(start, start + len(phrases)))
         _append_registry(lakehouse, ids, owners, phrases, word_sets)
     return ids
@@ -111,19 +113,37 @@ def cancel_subscriptions(lakehouse: DeltaStore, sub_ids: Sequence[int]) -> int:
         return _cancel(lakehouse, sub_ids)
 
 
+def _max_sub_id(lakehouse: DeltaStore) -> int:
+    """The largest registered id (0: none), read as one column, not a row per subscription."""
+    if not lakehouse.exists("subscriptions.registry"):
+        return 0
+    ids = lakehouse.read_arrow("subscriptions.registry")["sub_id"]
+    top = pc.max(ids).as_py() if len(ids) else None
+    return int(top) if top is not None else 0
+
+
 def _cancel(lakehouse: DeltaStore, sub_ids: Sequence[int]) -> int:
-    rows = registry(lakehouse)
-    known = {r["sub_id"] for r in rows}
-    unknown = sorted(set(sub_ids) - known)
-    if unknown:
-        raise InputDataError(f"unknown subscription ids {unknown[:5]}")
-    now, changed = now_utc(), 0
-    for row in rows:
-        if row["sub_id"] in sub_ids and row["cancelled_at"] is None:
-            row["cancelled_at"] = now
-            changed += 1
+    # columns, not a Python row per subscription: the registry holds millions
+    rows = lakehouse.read_arrow("subscriptions.registry")
+    asked = np.unique(np.asarray(list(sub_ids), dtype=np.int64))
+    ids = np.asarray(rows["sub_id"], dtype=np.int64)
+    unknown = asked[~np.isin(asked, ids)]
+    if unknown.size:
+        raise InputDataError(f"unknown subscription ids {unknown[:5].tolist()}")
+    hit = np.isin(ids, asked) & np.asarray(pc.is_null(rows["cancelled_at"]), dtype=bool)
+    changed = int(hit.sum())
+    if changed == 0:
+        return 0
+    cancelled_at = pc.if_else(
+        pa.array(hit),
+        pa.scalar(now_utc(), rows.schema.field("cancelled_at").type),
+        rows["cancelled_at"],
+    )
+    rows = rows.set_column(
+        rows.schema.get_field_index("cancelled_at"), rows.schema.field("cancelled_at"), cancelled_at
+    )
     lakehouse.write_arrow(
-        pa.Table.from_pylist(rows, schema=table("subscriptions.registry").schema),
+        rows.sort_by("sub_id").cast(table("subscriptions.registry").schema),
         "subscriptions.registry",
         mode="overwrite",
     )
