@@ -191,6 +191,35 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.set_defaults(handler=_run_stream)
 
+    p = kinds.add_parser(
+        "subscriptions",
+        help="[spark] the platform at 100k/1M/10M subscriptions: register, learn, place, "
+        "validate, evaluate, publish, stream (real tweets)",
+    )
+    p.add_argument(
+        "--sizes",
+        default="100000,1000000,10000000",
+        help="comma-separated subscription counts (tweet-based, drawn from the posts)",
+    )
+    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
+    p.add_argument(
+        "--batch-posts", type=int, default=50_000, help="posts a stream batch reads (one file)"
+    )
+    p.add_argument(
+        "--changes",
+        type=int,
+        default=10_000,
+        help="subscription changes committed between two stream batches (half new, half cancelled)",
+    )
+    p.add_argument(
+        "--corpus", help="real tweets with times (default: ../shared/data's timed tweets)"
+    )
+    p.add_argument("--max-posts", type=int, help="read at most this many posts of the corpus")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--seed", type=int, default=0, help="seed of the subscriptions")
+    _add_out(p)
+    p.set_defaults(handler=_run_subscriptions)
+
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
     p.add_argument("--nodes", default="4,16,64,256", help="number of matchers N")
@@ -432,6 +461,36 @@ def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int
     if missing or any(chosen[w] < 1 for w in workloads):
         raise InputDataError(f"{option} needs a positive number for {workloads}, got {value!r}")
     return {w: chosen[w] for w in workloads}
+
+
+def _run_subscriptions(args: argparse.Namespace) -> int:
+    from benchmarks import subscriptions
+    from benchmarks.realdata import timed_corpus_path
+    from s3tm.cli.demo import parse_int_list
+
+    corpus = Path(args.corpus) if args.corpus else timed_corpus_path()
+    if corpus is None or not corpus.is_file():
+        raise InputDataError(
+            "the real timed tweets are not there (../shared/data/tweets-ira-timed.jsonl.gz, "
+            "or --corpus FILE): this benchmark streams real posts"
+        )
+    sizes = tuple(parse_int_list(args.sizes, "--sizes"))
+    if args.nodes < 1 or args.batch_posts < 1 or args.changes < 2:
+        raise InvalidArgumentError("--nodes and --batch-posts must be positive, --changes >= 2")
+    subscriptions.run(
+        subscriptions.SubscriptionsBenchConfig(
+            sizes=sizes,
+            nodes=args.nodes,
+            batch_posts=args.batch_posts,
+            changes=args.changes,
+            corpus=corpus,
+            master=args.master,
+            out=Path(args.out),
+            seed=args.seed,
+            max_posts=args.max_posts,
+        )
+    )
+    return 0
 
 
 def _run_chain(args: argparse.Namespace) -> int:

@@ -298,6 +298,9 @@ class MatcherCache:
             base = (snapshot.base_key, subs)
             self._base[matcher] = base
         current = base[1].apply(snapshot.changes[matcher])
+        if current is not base[1]:
+            # hold one copy: a later epoch reads the base again (once per change, not batch)
+            del self._base[matcher]
         order = np.argsort(current.sub_ids, kind="stable")
         sorted_ids = current.sub_ids[order]
         self._subs[matcher] = (snapshot.epoch, current, order, sorted_ids)

@@ -103,8 +103,10 @@ def test_a_worker_matcher_is_its_base_plus_the_changes_at_every_epoch(
             add(more)
     finally:
         snapshots.REBASE_FRACTION, snapshots.REBASE_MIN_CHANGES = old_fraction, old_min
-    # a base read once per matcher per base, never per epoch
-    assert bases.reads == cache.base_reads == N * len(maker.written)
+    # a base is read once per matcher per epoch that changed it, never per batch, and a
+    # worker holds one copy of a matcher (the base is let go once changes are applied)
+    assert bases.reads == cache.base_reads
+    assert N * len(maker.written) <= cache.base_reads <= N * len(rounds)
 
 
 def _pending(snapshot) -> int:

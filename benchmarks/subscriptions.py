@@ -1,0 +1,475 @@
+"""``s3tm bench subscriptions``: the platform at 100k, 1M and 10M subscriptions.
+
+For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared/data``):
+
+1. **register**: that many tweet-based subscriptions (random training posts' word sets; past
+   the posts' count every post is taken equally often, ``tweet_subscriptions``) go into
+   ``subscriptions.registry`` in one commit, as ``s3tm subscribe load`` commits them;
+2. **learn** (SALB + hot-word splitting, N matchers) and register the version;
+3. **place** (LASP, ``routing.placements``), **validate** (the expectation suites),
+   **evaluate** (counted work by replay on the held-out posts, the publish gate's measure,
+   against hash routing) and **publish**: the remap DAG's steps, as its tasks call them;
+4. **stream**: the held-out tweets land as files of ``--batch-posts`` and the stream matches
+   them through the published version, one batch per file; between two batches
+   ``--changes`` subscription changes are committed (half new, half cancelled) and the next
+   batch applies them.
+
+Each step's wall time and peak memory (the Python driver, its JVM, the largest Python worker)
+are measured around it (``/proc``: VmHWM, reset per step). The stream's figures are the
+steady batches' (not the first, not the one after the changes): posts/s and matches/s, the
+task seconds per match and per routed post, the driver's plan + placement sync, what the
+broadcast carried and what a match worker held; and the changes' cost: the batch that
+applied them against a steady one. Printed as one table, written to
+``docs/bench/subscriptions.csv``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import gzip
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.experiments.report import write_csv
+from benchmarks.machine import machine_summary
+from core.corpus.arrays import Corpus, corpus_from_arrow_lists, holdout_mask
+from core.errors import InputDataError, InvalidArgumentError
+from core.formatting import format_table
+from core.text import normalize_arrow
+from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.stream.batch_log import CommittedBatch
+
+STREAM_BATCHES = 5  # the first (warm), two steady, the one after the changes, one more steady
+CHANGES_BEFORE = 3  # the changes are committed after this many batches
+SUBSCRIBERS_PER = 100  # one subscriber per this many subscriptions
+
+
+@dataclass(frozen=True)
+class SubscriptionsBenchConfig:
+    """sizes: subscription counts; nodes: N; batch_posts: posts a stream batch reads;
+    changes: subscription changes between two batches; corpus: the real tweets."""
+
+    sizes: tuple[int, ...]
+    nodes: int
+    batch_posts: int
+    changes: int
+    corpus: Path
+    master: str | None
+    out: Path
+    seed: int = 0
+    max_posts: int | None = None
+
+
+@dataclass(frozen=True)
+class Tweets:
+    ids: list[str]
+    texts: list[str]
+    created_at: list[dt.datetime]
+
+
+def read_tweets(path: Path, limit: int | None) -> Tweets:
+    """The corpus' posts with text (ids, texts, times), in file order."""
+    ids: list[str] = []
+    texts: list[str] = []
+    times: list[dt.datetime] = []
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            text = record.get("text")
+            if not isinstance(text, str) or not text.strip():
+                continue
+            ids.append(str(record["id"]))
+            texts.append(text)
+            stamp = record.get("created_at")
+            times.append(
+                dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                if isinstance(stamp, str)
+                else dt.datetime(2017, 1, 1, tzinfo=dt.UTC)
+            )
+            if limit is not None and len(ids) >= limit:
+                break
+    if not ids:
+        raise InputDataError(f"{path} holds no posts with text")
+    return Tweets(ids, texts, times)
+
+
+# -- peak memory per step ---------------------------------------------------------------------
+def _python_workers() -> list[int]:
+    """PySpark's Python worker processes on this machine (daemon and forked workers)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            command = (proc / "cmdline").read_bytes()
+            if b"pyspark.daemon" in command or b"pyspark.worker" in command:
+                pids.append(int(proc.name))
+    return pids
+
+
+@dataclass
+class StepFigures:
+    step: str
+    wall_s: float
+    driver_peak_mib: float | None
+    jvm_peak_mib: float | None
+    worker_peak_mib: float | None
+
+
+class Steps:
+    """Times steps and reads their peak memory; prints each as it ends."""
+
+    def __init__(self, spark: SparkSession, size: int) -> None:
+        self.jvm = driver_jvm_pid(spark)
+        self.size = size
+        self.done: list[StepFigures] = []
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        for pid in ("self", self.jvm, *_python_workers()):
+            reset_peak(pid)
+        print(f"[{self.size:,}] {name} ...", flush=True)
+        started = time.perf_counter()
+        yield
+        wall = time.perf_counter() - started
+        workers = [peak_mib(p) for p in _python_workers()]
+        figures = StepFigures(
+            name,
+            round(wall, 2),
+            _round(peak_mib("self")),
+            _round(peak_mib(self.jvm)),
+            _round(max((w for w in workers if w is not None), default=None)),
+        )
+        self.done.append(figures)
+        print(
+            f"[{self.size:,}] {name}: {wall:.1f} s, peak driver {figures.driver_peak_mib} MiB, "
+            f"JVM {figures.jvm_peak_mib} MiB, Python worker {figures.worker_peak_mib} MiB",
+            flush=True,
+        )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value)
+
+
+# -- the lakehouse before the steps -----------------------------------------------------------
+def _posts_tables(lakehouse: Lakehouse, tweets: Tweets, rows: np.ndarray) -> None:
+    """``bronze.posts`` and ``silver.posts`` of the given posts, as ingest and normalise
+    write them (the evaluation reads silver's held-out posts; the stream's warm-up reads
+    bronze's recent texts)."""
+    now = dt.datetime.now(dt.UTC)
+    n = rows.shape[0]
+    created = pa.array([tweets.created_at[r] for r in rows], pa.timestamp("us", tz="UTC"))
+    texts = pa.array([tweets.texts[r] for r in rows], pa.string())
+    post_ids = pa.array([tweets.ids[r] for r in rows], pa.string())
+    days = created.cast(pa.date32())
+    lakehouse.write_arrow(
+        pa.table(
+            {
+                "post_id": post_ids,
+                "text": texts,
+                "source": pa.array(["bench"] * n, pa.string()),
+                "created_at": created,
+                "event_day": days,
+                "ingest_batch": pa.array(["bench"] * n, pa.string()),
+                "source_file": pa.array(["bench"] * n, pa.string()),
+                "line_number": pa.array(np.arange(n, dtype=np.int64)),
+                "ingested_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        "bronze.posts",
+    )
+    words = normalize_arrow(texts)
+    lengths = pa.compute.list_value_length(words).cast(pa.int32())
+    keep = pa.compute.greater(lengths, 0)
+    silver = pa.table(
+        {
+            "post_id": post_ids,
+            "words": words,
+            "n_words": lengths,
+            "event_day": days,
+            "created_at": created,
+            "sample_rate": pa.array(np.ones(n)),
+        }
+    ).filter(keep)
+    lakehouse.write_arrow(silver, "silver.posts")
+
+
+def _land(landing: Path, tweets: Tweets, rows: np.ndarray, per_file: int) -> list[Path]:
+    """The posts as JSON-lines files of ``per_file``, staged beside the landing folder and
+    moved in one at a time by the caller (a batch per file)."""
+    staged = landing.with_name(landing.name + "-staged")
+    staged.mkdir(parents=True)
+    landing.mkdir(parents=True)
+    files = []
+    for k in range(STREAM_BATCHES):
+        part = rows[k * per_file : (k + 1) * per_file]
+        if part.shape[0] < per_file:
+            raise InputDataError(
+                f"{STREAM_BATCHES} batches of {per_file:,} posts need {STREAM_BATCHES * per_file:,}"
+                f" held-out posts; the corpus gives {rows.shape[0]:,} (lower --batch-posts)"
+            )
+        path = staged / f"posts-{k:05d}.jsonl"
+        path.write_text(
+            "".join(json.dumps({"id": tweets.ids[r], "text": tweets.texts[r]}) + "\n" for r in part)
+        )
+        files.append(path)
+    return files
+
+
+def _has_batches(handler: Any, count: int) -> bool:
+    return len(handler.figures) >= count
+
+
+def _wait(what: str, done: Callable[[], bool], query: Any, seconds: float = 1800) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if query.exception() is not None:
+            raise InputDataError(f"the stream failed while waiting for {what}: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise InputDataError(f"gave up after {seconds:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+# -- one size ---------------------------------------------------------------------------------
+def run_size(
+    spark: SparkSession,
+    root: Path,
+    tweets: Tweets,
+    training: Corpus,
+    held_rows: np.ndarray,
+    size: int,
+    config: SubscriptionsBenchConfig,
+) -> dict[str, Any]:
+    from core.learn import learn_mapping
+    from core.subscriptions.workloads import tweet_subscriptions
+    from spark_jobs.jobs.evaluate import evaluate_version
+    from spark_jobs.jobs.place import place_version
+    from spark_jobs.jobs.publish import publish, validate_version
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import register_table
+    from spark_jobs.lake.subscription_store import cancel_subscriptions, register_word_sets
+    from spark_jobs.stream.config import StreamConfig
+    from spark_jobs.stream.matcher import start
+
+    folder = root / f"subs-{size}"
+    lakehouse = Lakehouse(spark, folder / "lakehouse")
+    _posts_tables(lakehouse, tweets, np.arange(len(tweets.ids)))
+    subs = tweet_subscriptions(training, size, seed=config.seed)
+    word_sets = [
+        subs.vocabulary[subs.indices[subs.indptr[s] : subs.indptr[s + 1]]].tolist()
+        for s in range(subs.n_posts)
+    ]
+    if len(word_sets) != size:
+        raise InputDataError(f"{len(word_sets):,} subscriptions drawn of the {size:,} asked")
+    subscribers = max(1, size // SUBSCRIBERS_PER)
+    steps = Steps(spark, size)
+    with steps.step("register"):
+        register_word_sets(
+            lakehouse,
+            [" ".join(w) for w in word_sets],
+            word_sets,
+            [f"subscriber-{i % subscribers:06d}" for i in range(size)],
+        )
+    subscribed = {w for s in word_sets for w in s}
+    del word_sets
+    with steps.step("learn"):
+        learned = learn_mapping(
+            training, config.nodes, "salb", split=True, subscribed_words=subscribed, seed=0
+        )
+        version = register_table(
+            lakehouse,
+            learned.table,
+            algorithm="salb",
+            params={"holdout_fraction": 0.2, "split": True},
+        )
+    with steps.step("place"):
+        place_version(lakehouse, version, unit_cost=True)
+    with steps.step("validate"):
+        validation = validate_version(lakehouse, version)
+    if not validation["success"]:
+        raise InputDataError(f"version {version} failed validation: {validation}")
+    with steps.step("evaluate"):
+        evaluation = evaluate_version(lakehouse, version, seed=config.seed)
+    with steps.step("publish"):
+        decision = publish(lakehouse, version, skip_validation=True)
+    if decision.get("published") != version:
+        raise InputDataError(f"version {version} was not published: {decision}")
+
+    landing = folder / "landing"
+    files = _land(landing, tweets, held_rows, config.batch_posts)
+    stream_config = StreamConfig(
+        source="files",
+        landing=str(landing),
+        checkpoint=str(folder / "checkpoint"),
+        query_name=f"bench_subscriptions_{size}",
+        max_files_per_trigger=1,
+        trigger_seconds=0.5,
+        seed=config.seed,
+        shedding="off",  # the matcher's own rate
+        matches_table=False,  # deliveries hold every match
+    )
+    changes: dict[str, float] = {}
+    with steps.step("stream"):
+        query, handler = start(spark, lakehouse, stream_config)
+        try:
+            for k, path in enumerate(files):
+                if k == CHANGES_BEFORE:
+                    changes = _commit_changes(
+                        lakehouse, training, size, config, register_word_sets, cancel_subscriptions
+                    )
+                path.replace(landing / path.name)
+                _wait(f"batch {k + 1}", functools.partial(_has_batches, handler, k + 1), query)
+        finally:
+            query.stop()
+    batches = list(handler.figures)
+    return _row(size, config, steps, batches, changes, evaluation)
+
+
+def _commit_changes(
+    lakehouse: Lakehouse,
+    training: Corpus,
+    size: int,
+    config: SubscriptionsBenchConfig,
+    register: Callable[..., list[int]],
+    cancel: Callable[..., int],
+) -> dict[str, float]:
+    """``config.changes`` changes between two batches: half new subscriptions, half of the
+    registered ones cancelled (seeded), each in one commit as the commands make them."""
+    from core.subscriptions.workloads import tweet_subscriptions
+
+    added = config.changes // 2
+    new = tweet_subscriptions(training, added, seed=config.seed + 1)
+    word_sets = [
+        new.vocabulary[new.indices[new.indptr[s] : new.indptr[s + 1]]].tolist()
+        for s in range(new.n_posts)
+    ]
+    started = time.perf_counter()
+    register(lakehouse, [" ".join(w) for w in word_sets], word_sets, "subscriber-changes")
+    registered = time.perf_counter()
+    rng = np.random.default_rng(config.seed + 2)
+    gone = rng.choice(np.arange(1, size + 1), config.changes - added, replace=False)
+    cancel(lakehouse, sorted(gone.tolist()))
+    cancelled = time.perf_counter()
+    return {"register_s": registered - started, "cancel_s": cancelled - registered}
+
+
+def _row(
+    size: int,
+    config: SubscriptionsBenchConfig,
+    steps: Steps,
+    batches: list[CommittedBatch],
+    changes: dict[str, float],
+    evaluation: dict[str, object],
+) -> dict[str, Any]:
+    if len(batches) < STREAM_BATCHES:
+        raise InputDataError(f"{len(batches)} stream batches ran of {STREAM_BATCHES}")
+    changed = batches[CHANGES_BEFORE]
+    steady = [b for i, b in enumerate(batches) if i not in (0, CHANGES_BEFORE)]
+
+    def total(key: str, of: list[CommittedBatch] = steady) -> float:
+        return float(sum(getattr(b.figures, key) for b in of))
+
+    seconds = total("seconds_total")
+    matches = total("matches")
+    steady_batch = statistics.median(b.figures.seconds_total for b in steady)
+    steady_sync = statistics.median(b.figures.seconds_sync for b in steady)
+    memory = changed.memory
+    last = batches[-1].memory
+    row: dict[str, Any] = {
+        "subscriptions": size,
+        "N": config.nodes,
+        **{f"{s.step} s": s.wall_s for s in steps.done},
+        "driver peak MiB": max((s.driver_peak_mib or 0) for s in steps.done),
+        "JVM peak MiB": max((s.jvm_peak_mib or 0) for s in steps.done),
+        "worker peak MiB": max((s.worker_peak_mib or 0) for s in steps.done) or None,
+        "peak step (driver)": max(steps.done, key=lambda s: s.driver_peak_mib or 0).step,
+        "x hash (counted work)": _ratio(evaluation.get("relative_work_throughput_vs_hash")),
+        "posts/batch": config.batch_posts,
+        "posts/s": round(total("posts") / seconds),
+        "matches/post": round(matches / max(total("posts"), 1), 1),
+        "matches/s": round(matches / seconds),
+        "match task us/match": round(1e6 * total("seconds_match") / max(matches, 1), 3),
+        "route task us/post": round(1e6 * total("seconds_route") / max(total("posts"), 1), 2),
+        "plan+sync s/batch": round(steady_sync, 3),
+        "batch s": round(steady_batch, 2),
+        "base MB": round((last.base_bytes if last else 0) / 1e6, 1),
+        "broadcast MB": round((last.broadcast_bytes if last else 0) / 1e6, 2),
+        "worker held MB": round((last.worker_bytes_max if last else 0) / 1e6, 1),
+        "changes": config.changes,
+        "changes register s": round(changes.get("register_s", 0.0), 2),
+        "changes cancel s": round(changes.get("cancel_s", 0.0), 2),
+        "changes broadcast MB": round((memory.changes_bytes if memory else 0) / 1e6, 2),
+        "changes sync s": round(changed.figures.seconds_sync, 3),
+        # what applying them cost the batch that did: its sync and its tasks, over a steady one
+        "changes % of batch": round(
+            100 * (changed.figures.seconds_total - steady_batch) / steady_batch, 1
+        ),
+        "sync % of batch": round(
+            100 * (changed.figures.seconds_sync - steady_sync) / steady_batch, 1
+        ),
+    }
+    return row
+
+
+def _ratio(value: object) -> float | None:
+    return round(float(value), 3) if isinstance(value, int | float) else None
+
+
+def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
+    from spark_jobs.lake.session import build_session
+
+    if not config.sizes or min(config.sizes) < config.changes:
+        raise InvalidArgumentError(
+            f"every size must be at least --changes ({config.changes:,}): half of the changes "
+            "cancel registered subscriptions"
+        )
+    print(f"machine: {machine_summary()}")
+    print(f"corpus: {config.corpus}")
+    tweets = read_tweets(config.corpus, config.max_posts)
+    held = holdout_mask(len(tweets.ids), 0.2, 7)
+    words = normalize_arrow(pa.array([t for t, h in zip(tweets.texts, held, strict=True) if not h]))
+    training = corpus_from_arrow_lists(words)
+    training = training.select(np.diff(training.indptr) > 0)
+    held_rows = np.flatnonzero(held)
+    print(
+        f"{len(tweets.ids):,} posts: {training.n_posts:,} training posts with words, "
+        f"{held_rows.shape[0]:,} held out (the stream reads {STREAM_BATCHES} batches of "
+        f"{config.batch_posts:,})",
+        flush=True,
+    )
+    spark = build_session("s3tm-bench-subscriptions", master=config.master)
+    root = Path(tempfile.mkdtemp(prefix="s3tm-bench-subscriptions-"))
+    rows = []
+    try:
+        for size in config.sizes:
+            rows.append(run_size(spark, root, tweets, training, held_rows, size, config))
+            print(json.dumps(rows[-1]), flush=True)
+            shutil.rmtree(root / f"subs-{size}", ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    header = list(rows[0])
+    print(f"\nthe platform by subscriptions ({spark.sparkContext.master}, {machine_summary()}):")
+    print(format_table(["figure", *[f"{r['subscriptions']:,}" for r in rows]],
+                       [[h, *[r[h] for r in rows]] for h in header[1:]]))  # fmt: skip
+    config.out.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, config.out / "subscriptions.csv")
+    print(f"wrote {config.out / 'subscriptions.csv'}")
+    return rows
