@@ -5,10 +5,11 @@ engines (DuckDB, Polars). delta-rs resolves a version's files; pyarrow reads the
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.errors import InputDataError
 from schemas import table
@@ -18,8 +19,20 @@ if TYPE_CHECKING:
     from spark_jobs.lake.table_store import TableStore
 
 
-def read_arrow(store: TableStore, name: str, version: int | None = None) -> pa.Table:
-    """The table as a pyarrow Table, on the driver (small tables).
+def read_arrow(
+    store: TableStore,
+    name: str,
+    version: int | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    where: pc.Expression | None = None,
+    partitions: Mapping[str, object] | None = None,
+) -> pa.Table:
+    """The table as a pyarrow Table, on the driver (small tables, or the parts asked for).
+
+    ``columns``: only these (the others are not read); ``where``: rows matching this filter
+    of file columns (Parquet statistics skip the row groups it rules out); ``partitions``:
+    only the files of these partition values (``{"routing_version": 3}``).
 
     delta-rs resolves the files of the version; pyarrow reads them with its own file
     system. Not ``DeltaTable.to_pyarrow_table()``: that scans through delta-rs' Python
@@ -31,28 +44,34 @@ def read_arrow(store: TableStore, name: str, version: int | None = None) -> pa.T
     import pyarrow.dataset as pads
 
     spec = table(name)
+    fields = [spec.schema.field(c) for c in columns] if columns is not None else list(spec.schema)
+    schema = pa.schema(fields)
     if not store.exists(name):
-        return spec.schema.empty_table()
+        return schema.empty_table()
     files = store.delta_table(name, version).file_uris()
-    if not files:
-        return spec.schema.empty_table()
     location = store.path(name)
+    wanted = {k: str(v) for k, v in (partitions or {}).items()}
+    file_columns = [f.name for f in fields if f.name not in spec.partition_by]
     pieces = []
     for uri in files:
-        piece = pads.dataset(store.fs_path(uri), format="parquet", filesystem=store.fs).to_table()
         # Partition columns live in the path (Hive style), not in the file.
         values = partition_values(relative_path(uri, location), spec.columns)
-        columns = []
-        for field in spec.schema:
+        if any(values.get(k) != v for k, v in wanted.items()):
+            continue
+        dataset = pads.dataset(store.fs_path(uri), format="parquet", filesystem=store.fs)
+        present = set(dataset.schema.names)
+        piece = dataset.to_table(columns=[c for c in file_columns if c in present], filter=where)
+        arrays = []
+        for field in fields:
             if field.name in spec.partition_by:
                 column = pa.array([values.get(field.name)] * piece.num_rows, pa.string())
             elif field.name in piece.column_names:
                 column = piece[field.name]
             else:  # a column added after this file was written
                 column = pa.nulls(piece.num_rows, field.type)
-            columns.append(column.cast(field.type))
-        pieces.append(pa.Table.from_arrays(columns, schema=spec.schema))
-    return pa.concat_tables(pieces)
+            arrays.append(column.cast(field.type))
+        pieces.append(pa.Table.from_arrays(arrays, schema=schema))
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
 
 def recent_rows(store: TableStore, name: str, columns: Sequence[str], limit: int) -> pa.Table:

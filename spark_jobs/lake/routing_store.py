@@ -161,10 +161,23 @@ def write_placements(
     return int(data.num_rows)
 
 
-def load_placements(lakehouse: DeltaStore, version: int) -> pa.Table:
+def load_placements(
+    lakehouse: DeltaStore, version: int, sub_ids: np.ndarray | None = None
+) -> pa.Table:
+    """The placements of ``version`` (its partition's files only), of every subscription
+    or of ``sub_ids`` (their id range read, the rest skipped by the files' statistics)."""
     import pyarrow.compute as pc
 
-    rows = lakehouse.read_arrow("routing.placements")
+    where = None
+    if sub_ids is not None:
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        if ids.size == 0:
+            return table("routing.placements").schema.empty_table()
+        field = pc.field("sub_id")
+        where = (field >= int(ids.min())) & (field <= int(ids.max())) & field.isin(pa.array(ids))
+    rows = lakehouse.read_arrow(
+        "routing.placements", partitions={"routing_version": version}, where=where
+    )
     return rows.filter(pc.equal(rows["routing_version"], version))
 
 

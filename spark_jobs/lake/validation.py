@@ -14,15 +14,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.routing.hashing import hash_matchers
 from schemas import expectations
 from spark_jobs.lake.data_docs import localize
 from spark_jobs.lake.routing_store import get_version, load_routing_table, now_utc, update_versions
-from spark_jobs.lake.subscription_store import active_subscriptions
 
 if TYPE_CHECKING:
+    from core.routing.table import RoutingTable
     from spark_jobs.lake.delta_store import DeltaStore
 
 log = logging.getLogger(__name__)
@@ -106,20 +109,52 @@ def _run_suite(context: Any, name: str, rules: list[Any], frame: pd.DataFrame) -
 
 
 def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataFrame]:
-    """The frames the suites check for one version (with the derived columns)."""
+    """The frames the suites check for one version (with the derived columns): columns
+    throughout, no Python object per subscription (the registry holds millions)."""
     routing = load_routing_table(lakehouse, version)
     mappings = lakehouse.read_arrow("routing.mappings")
     mappings = mappings.filter(pc.equal(mappings["routing_version"], version)).to_pandas()
     mappings["n_parts"] = mappings.groupby("word")["part"].transform("count")
     placements = lakehouse.read_arrow("routing.placements")
-    placements = placements.filter(pc.equal(placements["routing_version"], version)).to_pandas()
-    words_of = {s["sub_id"]: s["words"] for s in active_subscriptions(lakehouse)}
-    placements["eligible"] = [
-        sub in words_of
-        and any(int(m) in routing.version_matchers(w).tolist() for w in words_of[sub])
-        for sub, m in zip(placements["sub_id"], placements["matcher_id"], strict=True)
+    placements = placements.filter(pc.equal(placements["routing_version"], version))
+    registry = lakehouse.read_arrow("subscriptions.registry")
+    active = registry.filter(pc.is_null(registry["cancelled_at"]))
+    active_ids = np.asarray(active["sub_id"], dtype=np.int64)
+    placed_subs = np.asarray(placements["sub_id"], dtype=np.int64)
+    n = routing.n_matchers
+    # a placement is eligible when its matcher holds a version of one of the subscription's
+    # words: (sub, matcher) keys of every active subscription's word versions
+    eligible = _version_keys(routing, active_ids, active["words"])
+    frame = placements.to_pandas()
+    frame["eligible"] = np.isin(
+        placed_subs * n + np.asarray(placements["matcher_id"], dtype=np.int64), eligible
+    )
+    subscriptions = pd.DataFrame({"sub_id": active_ids, "placed": np.isin(active_ids, placed_subs)})
+    return {
+        "routing_mappings": mappings,
+        "routing_placements": frame,
+        "subscriptions_placed": subscriptions,
+    }
+
+
+def _version_keys(routing: RoutingTable, sub_ids: np.ndarray, words: pa.ChunkedArray) -> np.ndarray:
+    """``sub_id * N + matcher`` for every matcher holding a version of one of each
+    subscription's words (an unmapped word: its hash matcher)."""
+    lists = words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words
+    flat = pc.list_flatten(lists)
+    owner = sub_ids[np.asarray(pc.list_parent_indices(lists), dtype=np.int64)]
+    at = pc.index_in(flat, value_set=pa.array(routing.words.tolist(), pa.string()))
+    mapped = np.asarray(pc.is_valid(at), dtype=bool)
+    index = np.asarray(pc.fill_null(at, 0), dtype=np.int64)[mapped]
+    starts, ends = routing.part_indptr[index], routing.part_indptr[index + 1]
+    counts = ends - starts
+    slots = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+    n = routing.n_matchers
+    keys = [
+        np.repeat(owner[mapped], counts) * n + routing.part_matchers[slots].astype(np.int64),
+        owner[~mapped] * n + hash_matchers(np.asarray(flat)[~mapped].tolist(), n).astype(np.int64),
     ]
-    return {"routing_mappings": mappings, "routing_placements": placements}
+    return np.unique(np.concatenate(keys))
 
 
 def silver_frame(lakehouse: DeltaStore) -> pd.DataFrame:
@@ -142,7 +177,6 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
 
     meta = get_version(lakehouse, version)
     frames = validation_frames(lakehouse, version)
-    active = [s["sub_id"] for s in active_subscriptions(lakehouse)]
     context = gx.get_context(mode="file", project_root_dir=str(Path(lakehouse.root) / QUALITY_DIR))
     # no usage analytics from inside a customer's cluster: written into the project's
     # great_expectations.yml (GX 1.24 ships no analytics client; this keeps it so if a
@@ -159,8 +193,14 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
         _run_suite(
             context,
             "routing_placements",
-            expectations.placements_suite(active),
+            expectations.placements_suite(),
             frames["routing_placements"],
+        ),
+        _run_suite(
+            context,
+            "subscriptions_placed",
+            expectations.subscriptions_placed_suite(),
+            frames["subscriptions_placed"],
         ),
     ]
     if lakehouse.exists("silver.posts"):

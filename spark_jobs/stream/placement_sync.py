@@ -140,23 +140,28 @@ class PlacementSync:
         lake, state = self.lakehouse, self.state
         placement = state.placement
         assert placement is not None
-        spec = table("subscriptions.registry")
+        # columns, not a Python row per subscription: the registry holds millions, and a
+        # change between batches reads two id columns, then only the arriving rows
         registry = (
-            lake.read_arrow("subscriptions.registry", version=registry_version)
+            lake.read_arrow(
+                "subscriptions.registry",
+                version=registry_version,
+                columns=["sub_id", "cancelled_at"],
+            )
             if registry_version is not None
-            else spec.schema.empty_table()
+            else table("subscriptions.registry").schema.empty_table()
         )
-        # arrays, not a Python row per subscription: the registry holds millions
-        active = registry.filter(pc.is_null(registry["cancelled_at"]))
-        active_ids = np.asarray(active["sub_id"], dtype=np.int64)
+        active_ids = np.asarray(
+            registry.filter(pc.is_null(registry["cancelled_at"]))["sub_id"], dtype=np.int64
+        )
         placed_ids = placement.sub_ids
         gone = placed_ids[~np.isin(placed_ids, active_ids)]
         placement.remove(gone)
         self.maker.removed(gone.tolist())
-        arriving = active.filter(pa.array(~placement.placed(active_ids)))
-        if arriving.num_rows == 0 and gone.size == 0:
+        arriving_ids = np.sort(active_ids[~placement.placed(active_ids)])
+        if arriving_ids.size == 0 and gone.size == 0:
             return False
-        arriving = arriving.sort_by("sub_id").select(["sub_id", "words", "subscriber"])
+        arriving = self._registry_rows(registry_version, arriving_ids)
         new = arriving["sub_id"].to_pylist()
         words_of = dict(zip(new, arriving["words"].to_pylist(), strict=True))
         self.maker.codes.assign(new, arriving["subscriber"].to_pylist())
@@ -188,10 +193,26 @@ class PlacementSync:
         )
         return True
 
+    def _registry_rows(self, registry_version: int | None, sub_ids: np.ndarray) -> pa.Table:
+        """``sub_ids``' registry rows (id, words, subscriber), by id."""
+        if registry_version is None or sub_ids.size == 0:
+            return table("subscriptions.registry").schema.empty_table()
+        field = pc.field("sub_id")
+        rows = self.lakehouse.read_arrow(
+            "subscriptions.registry",
+            version=registry_version,
+            columns=["sub_id", "words", "subscriber"],
+            where=(field >= int(sub_ids[0]))
+            & (field <= int(sub_ids[-1]))
+            & field.isin(pa.array(sub_ids)),
+        )
+        return rows.sort_by("sub_id")
+
     def _stored_placements(self, version: int, wanted: set[int]) -> dict[int, list[int]]:
-        rows = load_placements(self.lakehouse, version)
+        ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
+        rows = load_placements(self.lakehouse, version, ids)
         subs = np.asarray(rows["sub_id"], dtype=np.int64)
-        keep = np.isin(subs, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))
+        keep = np.isin(subs, ids)
         out: dict[int, list[int]] = {}
         for sub, matcher in zip(
             subs[keep].tolist(), np.asarray(rows["matcher_id"])[keep].tolist(), strict=True

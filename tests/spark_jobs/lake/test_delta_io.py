@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -126,6 +127,47 @@ def test_arrow_writes_and_reads(lakehouse):
     assert lakehouse.write_arrow(data, "routing.mappings", app_id="learn", batch_id=7).skipped
     assert lakehouse.read_arrow("routing.mappings").to_pylist() == data.to_pylist()
     assert lakehouse.read_arrow("routing.versions").num_rows == 0  # absent: empty
+
+
+def test_arrow_reads_of_columns_rows_and_partitions_equal_the_filtered_whole(lakehouse):
+    """Reading only some columns, rows (a filter the files' statistics prune by) or
+    partitions gives what filtering the whole table gives (delta-rs' own read)."""
+    import pyarrow.compute as pc
+
+    spec = table("routing.placements")
+    for version in (1, 2):  # two partitions, two commits each: several files
+        for chunk in (range(0, 500), range(500, 900)):
+            ids = np.array(list(chunk), dtype=np.int64)
+            lakehouse.write_arrow(
+                pa.table(
+                    {
+                        "routing_version": np.full(ids.size, version, dtype=np.int64),
+                        "sub_id": ids,
+                        "matcher_id": (ids % 7).astype(np.int32),
+                        "placed_at": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * ids.size),
+                    },
+                    schema=spec.schema,
+                ),
+                "routing.placements",
+            )
+    whole = DeltaTable(str(lakehouse.path("routing.placements"))).to_pyarrow_table()
+    wanted = np.array([3, 499, 500, 777], dtype=np.int64)
+    field = pc.field("sub_id")
+    got = lakehouse.read_arrow(
+        "routing.placements",
+        columns=["sub_id", "matcher_id", "routing_version"],
+        where=(field >= 3) & (field <= 777) & field.isin(pa.array(wanted)),
+        partitions={"routing_version": 2},
+    )
+    assert got.column_names == ["sub_id", "matcher_id", "routing_version"]
+    expected = whole.filter(
+        pc.and_(pc.is_in(whole["sub_id"], pa.array(wanted)), pc.equal(whole["routing_version"], 2))
+    )
+    key = "sub_id"
+    assert got.sort_by(key).to_pylist() == (
+        expected.select(got.column_names).cast(got.schema).sort_by(key).to_pylist()
+    )
+    assert lakehouse.read_arrow("routing.placements", columns=["sub_id"]).num_rows == 1_800
 
 
 def test_concurrent_appends_both_land(spark, lakehouse):

@@ -7,9 +7,12 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.corpus import corpus_from_word_lists
 from core.learn import learn_mapping
@@ -17,7 +20,8 @@ from schemas import table
 from spark_jobs.jobs import publish
 from spark_jobs.lake.routing_store import add_version, now_utc, write_mapping, write_placements
 from spark_jobs.lake.subscription_store import add_subscriptions
-from spark_jobs.lake.validation import data_docs_index, silver_frame
+from spark_jobs.lake.validation import _version_keys, data_docs_index, silver_frame
+from tests.hypothesis_tiers import examples
 
 POSTS = [["white", "hous"], ["elect", "white"], ["hous", "vote"], ["vote"], ["elect"]] * 20
 
@@ -60,7 +64,10 @@ def _candidate(lakehouse, version: int, *, corrupt: str | None = None) -> None:
     if corrupt == "ineligible":  # a subscription placed where none of its words live
         owners = {int(m) for w in ["vote"] for m in routing.version_matchers(w)}
         matchers[-1] = next(m for m in range(4) if m not in owners)
-    write_placements(lakehouse, version, placement.sub_ids, placement.indptr, matchers)
+    sub_ids, indptr = placement.sub_ids, placement.indptr
+    if corrupt == "unplaced":  # an active subscription with no placement in the version
+        sub_ids, indptr, matchers = sub_ids[:-1], indptr[:-1], matchers[: indptr[-2]]
+    write_placements(lakehouse, version, sub_ids, indptr, matchers)
 
 
 def _silver(lakehouse, duplicate=False):
@@ -92,6 +99,7 @@ def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
     assert {s["suite"] for s in result["suites"]} == {
         "routing_mappings",
         "routing_placements",
+        "subscriptions_placed",
         "silver_posts",
     }
     assert data_docs_index(lakehouse).is_file()
@@ -109,6 +117,7 @@ def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
     [
         ("unmapped", "routing_mappings", "expect_column_distinct_values_to_contain_set"),
         ("ineligible", "routing_placements", "expect_column_values_to_be_in_set"),
+        ("unplaced", "subscriptions_placed", "expect_column_values_to_be_in_set"),
     ],
 )
 def test_corrupted_candidate_is_rejected_and_not_published(lakehouse, corrupt, suite, expectation):
@@ -183,3 +192,27 @@ def test_data_docs_render_offline_and_ask_nothing_of_the_internet(lakehouse, chr
             browser.close()
     off_site = [u for u in requested if not u.startswith(("file://", "data:"))]
     assert requested and off_site == []
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["hous", "vote", "white", "elect", "zzz", "qq"]), min_size=1,
+                 max_size=4, unique=True),
+        min_size=1, max_size=12,
+    )
+)  # fmt: skip
+def test_eligible_keys_equal_the_obvious_loop_over_word_versions(word_sets) -> None:
+    """The eligibility of a placement, as columns, equals asking the routing table word by
+    word (mapped, split and unmapped words: the hash matcher)."""
+    learned = learn_mapping(corpus_from_word_lists(POSTS), 4, "salb", split=True)
+    routing = learned.table
+    sub_ids = np.arange(10, 10 + len(word_sets), dtype=np.int64)
+    got = _version_keys(routing, sub_ids, pa.chunked_array([pa.array(word_sets)]))
+    expected = {
+        int(s) * 4 + int(m)
+        for s, words in zip(sub_ids, word_sets, strict=True)
+        for w in words
+        for m in routing.version_matchers(w)
+    }
+    assert set(got.tolist()) == expected

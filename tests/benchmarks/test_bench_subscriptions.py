@@ -1,0 +1,66 @@
+"""``bench subscriptions``: every step of the platform measured per size, the stream's
+figures and the changes' cost (a small run on generated posts in the spark tier); what the
+command refuses, it refuses before any work."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import subscriptions
+from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.errors import InvalidArgumentError
+
+STEPS = ("register", "learn", "place", "validate", "evaluate", "publish", "stream")
+
+
+def _config(tmp_path, **changes) -> subscriptions.SubscriptionsBenchConfig:
+    corpus = tmp_path / "posts.jsonl.gz"
+    if not corpus.exists():
+        write_demo_corpus(corpus, SyntheticCorpusSpec(n_posts=4_000, seed=3), days=3)
+    values = {
+        "sizes": (1_000,),
+        "nodes": 4,
+        "batch_posts": 120,
+        "changes": 200,
+        "corpus": corpus,
+        "master": "local[2]",
+        "out": tmp_path / "out",
+    }
+    return subscriptions.SubscriptionsBenchConfig(**{**values, **changes})
+
+
+@pytest.mark.spark
+def test_every_step_is_measured_per_size_and_the_changes_reach_the_stream(tmp_path, capsys):
+    rows = subscriptions.run(_config(tmp_path))
+    assert [r["subscriptions"] for r in rows] == [1_000]
+    for row in rows:
+        assert all(row[f"{step} s"] >= 0 for step in STEPS)
+        assert row["driver peak MiB"] > 0 and row["JVM peak MiB"] > 0
+        assert row["posts/s"] > 0 and row["matches/post"] > 0
+        assert row["base MB"] > 0 and row["broadcast MB"] > 0
+        # the changes went through the registry and reached the batch after them
+        assert row["changes register s"] > 0 and row["changes cancel s"] > 0
+        assert row["changes broadcast MB"] > 0
+    with (tmp_path / "out" / "subscriptions.csv").open() as table:
+        assert [int(r["subscriptions"]) for r in csv.DictReader(table)] == [1_000]
+    printed = capsys.readouterr().out
+    assert "the platform by subscriptions" in printed and "changes sync s" in printed
+
+
+def test_sizes_below_the_changes_are_refused_before_any_work(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="at least --changes"):
+        subscriptions.run(_config(tmp_path, sizes=(100,), changes=200))
+
+
+def test_the_command_says_when_the_real_tweets_are_not_there(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "s3tm.cli.main", "bench", "subscriptions", "--corpus",
+         str(tmp_path / "absent.jsonl.gz")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "real timed tweets are not there" in done.stderr
