@@ -215,6 +215,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--corpus", help="real tweets with times (default: ../shared/data's timed tweets)"
     )
     p.add_argument("--max-posts", type=int, help="read at most this many posts of the corpus")
+    p.add_argument(
+        "--algorithm", default="salb2", help="the learner (default salb2, the platform's)"
+    )
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--seed", type=int, default=0, help="seed of the subscriptions")
     _add_out(p)
@@ -488,6 +491,7 @@ def _run_subscriptions(args: argparse.Namespace) -> int:
             out=Path(args.out),
             seed=args.seed,
             max_posts=args.max_posts,
+            algorithm=args.algorithm,
         )
     )
     return 0

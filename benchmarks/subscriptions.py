@@ -5,7 +5,8 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
 1. **register**: that many tweet-based subscriptions (random training posts' word sets; past
    the posts' count every post is taken equally often, ``tweet_subscriptions``) go into
    ``subscriptions.registry`` in one commit, as ``s3tm subscribe load`` commits them;
-2. **learn** (SALB + hot-word splitting, N matchers) and register the version;
+2. **learn** (the platform's learner, salb2 with hot-word splitting, N matchers) and
+   register the version;
 3. **place** (LASP, ``routing.placements``), **validate** (the expectation suites),
    **evaluate** (counted work by replay on the held-out posts, the publish gate's measure,
    against hash routing) and **publish**: the remap DAG's steps, as its tasks call them;
@@ -75,6 +76,7 @@ class SubscriptionsBenchConfig:
     out: Path
     seed: int = 0
     max_posts: int | None = None
+    algorithm: str = "salb2"
 
 
 @dataclass(frozen=True)
@@ -292,14 +294,21 @@ def run_size(
     del word_sets
     with steps.step("learn"):
         learned = learn_mapping(
-            training, config.nodes, "salb", split=True, subscribed_words=subscribed, seed=0
+            training,
+            config.nodes,
+            config.algorithm,
+            subscribed_words=subscribed,
+            seed=0,
+            # salb2 weighs words by the matches their subscriptions make
+            subscriptions=subs if config.algorithm == "salb2" else None,
         )
         version = register_table(
             lakehouse,
             learned.table,
-            algorithm="salb",
-            params={"holdout_fraction": 0.2, "split": True},
+            algorithm=config.algorithm,
+            params={"holdout_fraction": 0.2},
         )
+    del subs
     with steps.step("place"):
         place_version(lakehouse, version, unit_cost=True)
     with steps.step("validate"):
@@ -396,6 +405,7 @@ def _row(
     row: dict[str, Any] = {
         "subscriptions": size,
         "N": config.nodes,
+        "learner": config.algorithm,
         **{f"{s.step} s": s.wall_s for s in steps.done},
         "driver peak MiB": max((s.driver_peak_mib or 0) for s in steps.done),
         "JVM peak MiB": max((s.jvm_peak_mib or 0) for s in steps.done),
@@ -462,6 +472,9 @@ def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
         for size in config.sizes:
             rows.append(run_size(spark, root, tweets, training, held_rows, size, config))
             print(json.dumps(rows[-1]), flush=True)
+            # after each size: a long run stopped later keeps what it measured
+            config.out.mkdir(parents=True, exist_ok=True)
+            write_csv(rows, config.out / "subscriptions.csv")
             shutil.rmtree(root / f"subs-{size}", ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

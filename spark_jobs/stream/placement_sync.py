@@ -8,6 +8,7 @@ since the version's base, whose per-matcher files the match tasks read
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,6 +104,7 @@ class PlacementSync:
         """The snapshot of that state, and whether the routing version switched."""
         state, lake = self.state, self.lakehouse
         changed = False
+        started = time.perf_counter()
         switched = state.routing_version != routing_version or state.placement is None
         if switched:
             self._load_version(routing_version)
@@ -110,6 +112,7 @@ class PlacementSync:
         if changed or state.registry_version != registry_version:
             changed |= self._apply_registry(routing_version, registry_version)
             state.registry_version = registry_version
+        placed = time.perf_counter()
         if changed or state.snapshot is None:
             assert state.placement is not None
             state.epoch += 1
@@ -123,6 +126,15 @@ class PlacementSync:
                 state.broadcast.unpersist()
             state.broadcast = lake.spark.sparkContext.broadcast(state.snapshot)
             self.broadcast_bytes = _pickled_bytes(state.broadcast)
+            log.info(
+                "stream: placement at epoch %d in %.2f s (registry and LASP %.2f s, snapshot "
+                "and broadcast %.2f s, %d bytes)",
+                state.epoch,
+                time.perf_counter() - started,
+                placed - started,
+                time.perf_counter() - placed,
+                self.broadcast_bytes,
+            )
         assert state.snapshot is not None
         return state.snapshot, switched
 
@@ -155,7 +167,11 @@ class PlacementSync:
             registry.filter(pc.is_null(registry["cancelled_at"]))["sub_id"], dtype=np.int64
         )
         placed_ids = placement.sub_ids
-        gone = placed_ids[~np.isin(placed_ids, active_ids)]
+        # a dense mask by id (ids are allocated from 1 up): linear, not a sort of millions
+        top = int(max(placed_ids.max(initial=0), active_ids.max(initial=0))) + 1
+        is_active = np.zeros(top, dtype=np.bool_)
+        is_active[active_ids] = True
+        gone = placed_ids[~is_active[placed_ids]]
         placement.remove(gone)
         self.maker.removed(gone.tolist())
         arriving_ids = np.sort(active_ids[~placement.placed(active_ids)])
