@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 STREAM_BATCHES = 5  # the first (warm), two steady, the one after the changes, one more steady
 CHANGES_BEFORE = 3  # the changes are committed after this many batches
 SUBSCRIBERS_PER = 100  # one subscriber per this many subscriptions
+PROJECTED_CORES = (2, 8, 32, 128)
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,17 @@ def _row(
         "route task us/post": round(1e6 * total("seconds_route") / max(total("posts"), 1), 2),
         "plan+sync s/batch": round(steady_sync, 3),
         "batch s": round(steady_batch, 2),
+        # the driver's serial part (plan, placement sync, commits) and the tasks' part: what a
+        # bigger cluster divides (projection below)
+        "serial s/batch": round(
+            statistics.median(b.figures.seconds_sync + b.figures.seconds_commit for b in steady), 3
+        ),
+        "task us/post": round(
+            1e6
+            * (total("seconds_route") + total("seconds_match") + total("seconds_dispatch"))
+            / max(total("posts"), 1),
+            2,
+        ),
         "base MB": round((last.base_bytes if last else 0) / 1e6, 1),
         "broadcast MB": round((last.broadcast_bytes if last else 0) / 1e6, 2),
         "worker held MB": round((last.worker_bytes_max if last else 0) / 1e6, 1),
@@ -437,6 +449,52 @@ def _row(
         ),
     }
     return row
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A stream batch on ``cores`` cores: T(B) = serial + task_s_per_post * B / cores.
+
+    Attributes:
+        min_posts: the smallest batch at the asked parallel efficiency (T(B) on one core
+            over cores x T(B) on ``cores``); None when the serial part alone rules it out.
+        max_posts: the largest batch that fits the trigger.
+        posts_per_s: the rate at ``max_posts`` (if it is at least ``min_posts``).
+        efficiency: at ``max_posts``.
+    """
+
+    cores: int
+    min_posts: int | None
+    max_posts: int
+    posts_per_s: int | None
+    efficiency: float
+
+
+def project(
+    serial_s: float,
+    task_s_per_post: float,
+    cores: int,
+    *,
+    trigger_s: float = 5.0,
+    efficiency: float = 0.8,
+) -> Projection:
+    """Amdahl's law over a batch: the driver's serial part stays, the tasks' part divides by
+    the cores. E(B) = (s + tB) / (c s + tB) >= e  <=>  B >= s (e c - 1) / (t (1 - e));
+    T(B) <= trigger  <=>  B <= c (trigger - s) / t."""
+    if cores < 1 or task_s_per_post <= 0 or not 0 < efficiency < 1:
+        raise InvalidArgumentError("cores >= 1, a positive task time and 0 < efficiency < 1")
+    s, t, c = serial_s, task_s_per_post, cores
+    most = max(0, int(c * (trigger_s - s) / t))
+    least = int(np.ceil(s * (efficiency * c - 1) / (t * (1 - efficiency)))) if c > 1 else 0
+    fits = most > 0 and least <= most
+    at = (s + t * most) / (c * s + t * most) if most else 0.0
+    return Projection(
+        cores,
+        least if fits else None,
+        most,
+        int(most / (s + t * most / c)) if fits else None,
+        round(at, 3),
+    )
 
 
 def _ratio(value: object) -> float | None:
@@ -482,6 +540,24 @@ def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
     print(f"\nthe platform by subscriptions ({spark.sparkContext.master}, {machine_summary()}):")
     print(format_table(["figure", *[f"{r['subscriptions']:,}" for r in rows]],
                        [[h, *[r[h] for r in rows]] for h in header[1:]]))  # fmt: skip
+    print(
+        "\nprojected by Amdahl's law from the steady batches (serial: plan, sync, commits; "
+        "the tasks' seconds divided by the cores), a 5 s trigger at 0.8 parallel efficiency:"
+    )
+    table_rows = []
+    for row in rows:
+        for cores in PROJECTED_CORES:
+            p = project(row["serial s/batch"], row["task us/post"] / 1e6, cores)
+            table_rows.append(
+                [f"{row['subscriptions']:,}", cores, p.min_posts, p.max_posts, p.posts_per_s,
+                 p.efficiency]
+            )  # fmt: skip
+    print(
+        format_table(
+            ["subscriptions", "cores", "batch from", "batch to (5 s)", "posts/s", "efficiency"],
+            table_rows,
+        )
+    )
     config.out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, config.out / "subscriptions.csv")
     print(f"wrote {config.out / 'subscriptions.csv'}")
