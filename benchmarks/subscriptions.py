@@ -485,7 +485,9 @@ def project(
         raise InvalidArgumentError("cores >= 1, a positive task time and 0 < efficiency < 1")
     s, t, c = serial_s, task_s_per_post, cores
     most = max(0, int(c * (trigger_s - s) / t))
-    least = int(np.ceil(s * (efficiency * c - 1) / (t * (1 - efficiency)))) if c > 1 else 0
+    # (less a hair: a bound that is a whole number must not round up past itself)
+    bound = s * (efficiency * c - 1) / (t * (1 - efficiency))
+    least = int(np.ceil(bound - 1e-6)) if c > 1 else 0
     fits = most > 0 and least <= most
     at = (s + t * most) / (c * s + t * most) if most else 0.0
     return Projection(

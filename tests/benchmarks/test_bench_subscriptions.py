@@ -64,3 +64,32 @@ def test_the_command_says_when_the_real_tweets_are_not_there(tmp_path):
     )  # fmt: skip
     assert done.returncode != 0
     assert "real timed tweets are not there" in done.stderr
+
+
+@pytest.mark.parametrize("cores", [2, 8, 32, 128])
+def test_the_projection_is_amdahls_law_at_its_bounds(cores):
+    serial, per_post = 0.3, 20e-6
+    p = subscriptions.project(serial, per_post, cores)
+
+    def batch_seconds(posts: int, on: int) -> float:
+        return serial + per_post * posts / on
+
+    def efficiency(posts: int) -> float:
+        return batch_seconds(posts, 1) / (cores * batch_seconds(posts, cores))
+
+    # the largest batch fits the trigger, one more post does not
+    assert batch_seconds(p.max_posts, cores) <= 5.0 < batch_seconds(p.max_posts + 2, cores)
+    assert p.min_posts is not None and p.min_posts <= p.max_posts
+    assert efficiency(p.min_posts) >= 0.8 - 1e-9
+    if p.min_posts > 1:
+        assert efficiency(p.min_posts - 1) < 0.8
+    assert p.efficiency == pytest.approx(efficiency(p.max_posts), abs=1e-3)
+    assert p.posts_per_s == int(p.max_posts / batch_seconds(p.max_posts, cores))
+
+
+def test_a_serial_part_past_the_trigger_share_rules_the_efficiency_out():
+    # E >= 0.8 within 5 s needs the serial part under c / (c - 1) seconds
+    assert subscriptions.project(1.2, 20e-6, 32).posts_per_s is None
+    assert subscriptions.project(0.9, 20e-6, 32).posts_per_s is not None
+    with pytest.raises(InvalidArgumentError):
+        subscriptions.project(0.1, 0.0, 8)
