@@ -4,7 +4,8 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
 
 1. **register**: that many tweet-based subscriptions (random training posts' word sets; past
    the posts' count every post is taken equally often, ``tweet_subscriptions``) go into
-   ``subscriptions.registry`` in one commit, as ``s3tm subscribe load`` commits them;
+   ``subscriptions.registry`` in commits of a million, as ``s3tm subscribe load`` commits
+   a file;
 2. **learn** (the platform's learner, salb2 with hot-word splitting, N matchers) and
    register the version;
 3. **place** (LASP, ``routing.placements``), **validate** (the expectation suites),
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import gc
 import gzip
 import json
 import shutil
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
 STREAM_BATCHES = 5  # the first (warm), two steady, the one after the changes, one more steady
 CHANGES_BEFORE = 3  # the changes are committed after this many batches
 SUBSCRIBERS_PER = 100  # one subscriber per this many subscriptions
+REGISTER_CHUNK = 1_000_000
 PROJECTED_CORES = (2, 8, 32, 128)
 
 
@@ -276,23 +279,28 @@ def run_size(
     lakehouse = Lakehouse(spark, folder / "lakehouse")
     _posts_tables(lakehouse, tweets, np.arange(len(tweets.ids)))
     subs = tweet_subscriptions(training, size, seed=config.seed)
-    word_sets = [
-        subs.vocabulary[subs.indices[subs.indptr[s] : subs.indptr[s + 1]]].tolist()
-        for s in range(subs.n_posts)
-    ]
-    if len(word_sets) != size:
-        raise InputDataError(f"{len(word_sets):,} subscriptions drawn of the {size:,} asked")
+    if subs.n_posts != size:
+        raise InputDataError(f"{subs.n_posts:,} subscriptions drawn of the {size:,} asked")
     subscribers = max(1, size // SUBSCRIBERS_PER)
     steps = Steps(spark, size)
     with steps.step("register"):
-        register_word_sets(
-            lakehouse,
-            [" ".join(w) for w in word_sets],
-            word_sets,
-            [f"subscriber-{i % subscribers:06d}" for i in range(size)],
-        )
-    subscribed = {w for s in word_sets for w in s}
-    del word_sets
+        # in commits of a million, as a load of a big file would go: a Python row per
+        # subscription for ten million at once is 13 GiB
+        for first in range(0, size, REGISTER_CHUNK):
+            rows = range(first, min(size, first + REGISTER_CHUNK))
+            word_sets = [
+                subs.vocabulary[subs.indices[subs.indptr[s] : subs.indptr[s + 1]]].tolist()
+                for s in rows
+            ]
+            register_word_sets(
+                lakehouse,
+                [" ".join(w) for w in word_sets],
+                word_sets,
+                [f"subscriber-{i % subscribers:06d}" for i in rows],
+            )
+            del word_sets
+            gc.collect()
+    subscribed = set(subs.vocabulary[np.unique(subs.indices)].tolist())
     with steps.step("learn"):
         learned = learn_mapping(
             training,

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
@@ -192,6 +194,36 @@ class LivePlacement:
         place_indptr = np.zeros(len(sub_ids) + 1, dtype=np.int64)
         np.cumsum([len(set(m)) for m in matcher_sets], out=place_indptr[1:])
         placed = np.array([m for ms in matcher_sets for m in sorted(set(ms))], dtype=np.int32)
+        redo = self._adopt_encoded(
+            np.asarray(sub_ids, dtype=np.int64), indptr, words, place_indptr, placed
+        )
+        return [int(s) for s in redo]
+
+    def adopt_arrays(
+        self,
+        sub_ids: np.ndarray,
+        word_lists: pa.Array | pa.ChunkedArray,
+        place_indptr: np.ndarray,
+        placed: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`adopt` for columns: ``word_lists`` a ``list<string>`` column, the stored
+        matchers as CSR (sorted distinct per subscription). Returns the re-placed ids."""
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        indptr, words = self._encode_lists(ids, word_lists)
+        if place_indptr.shape != (ids.shape[0] + 1,):
+            raise InvalidArgumentError("one matcher set per subscription id is required")
+        return self._adopt_encoded(
+            ids, indptr, words, np.asarray(place_indptr, dtype=np.int64), placed.astype(np.int32)
+        )
+
+    def _adopt_encoded(
+        self,
+        ids: np.ndarray,
+        indptr: np.ndarray,
+        words: np.ndarray,
+        place_indptr: np.ndarray,
+        placed: np.ndarray,
+    ) -> np.ndarray:
         if placed.size and (placed.min() < 0 or placed.max() >= self.n_matchers):
             raise InvalidArgumentError(f"matcher ids must lie in [0, {self.n_matchers})")
         ok = K.covering(
@@ -205,18 +237,58 @@ class LivePlacement:
             self.n_matchers,
         )
         keep = np.flatnonzero(ok)
-        ids = np.asarray(sub_ids, dtype=np.int64)
         kept_words = take_rows(indptr, words, keep)
         kept_matchers = take_rows(place_indptr, placed, keep)
         self._rows.append(ids[keep], *kept_words, *kept_matchers)
         K.account(*kept_words, *kept_matchers, self._word_count, self._unique, 1)
-        redo = np.flatnonzero(~ok).tolist()
-        if redo:
-            self._place_encoded(
-                [int(sub_ids[s]) for s in redo],
-                [words[indptr[s] : indptr[s + 1]] for s in redo],
+        redo = np.flatnonzero(~ok)
+        if redo.size:
+            self._place_csr(ids[redo], *take_rows(indptr, words, redo))
+        return ids[redo]
+
+    def place_arrays(
+        self, sub_ids: np.ndarray, word_lists: pa.Array | pa.ChunkedArray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`place` for columns; returns the matchers as CSR ``(indptr, matchers)``."""
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        indptr, words = self._encode_lists(ids, word_lists)
+        return self._place_csr(ids, indptr, words)
+
+    def _encode_lists(
+        self, ids: np.ndarray, word_lists: pa.Array | pa.ChunkedArray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_encode_all` over a ``list<string>`` column: each distinct word looked up
+        once, each subscription's ids sorted and distinct (no Python list per row)."""
+        lists = (
+            word_lists.combine_chunks() if isinstance(word_lists, pa.ChunkedArray) else word_lists
+        )
+        if len(lists) != ids.shape[0]:
+            raise InvalidArgumentError("one word set per subscription id is required")
+        if np.unique(ids).shape[0] != ids.shape[0] or self.placed(ids).any():
+            raise InvalidArgumentError("subscription ids must be new and distinct")
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(lists), 0), dtype=np.int64)
+        coded = pc.dictionary_encode(pc.list_flatten(lists))
+        vocabulary = coded.dictionary.to_pylist()
+        frequency = self.word_frequency
+        self._encode(
+            sorted(
+                (w for w in vocabulary if w not in self.dictionary),
+                key=lambda w: (frequency.get(w, 0), w),
             )
-        return [int(sub_ids[s]) for s in redo]
+        )
+        word_ids = self.dictionary.map_vocabulary(vocabulary)[np.asarray(coded.indices)]
+        row = np.repeat(np.arange(ids.shape[0], dtype=np.int64), lengths)
+        order = np.lexsort((word_ids, row))
+        row, word_ids = row[order], word_ids[order]
+        distinct = np.ones(row.shape[0], dtype=np.bool_)
+        distinct[1:] = (row[1:] != row[:-1]) | (word_ids[1:] != word_ids[:-1])
+        row, word_ids = row[distinct], word_ids[distinct]
+        counts = np.bincount(row, minlength=ids.shape[0])
+        if (counts == 0).any():
+            raise InvalidArgumentError("every subscription needs at least one word")
+        indptr = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return indptr, word_ids.astype(np.int32)
 
     def place(
         self, sub_ids: Sequence[int], word_sets: Sequence[Sequence[str]]
@@ -235,6 +307,18 @@ class LivePlacement:
         indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([e.shape[0] for e in encoded], out=indptr[1:])
         words = np.concatenate(encoded).astype(np.int32)
+        place_indptr, matchers = self._place_csr(np.asarray(sub_ids, dtype=np.int64), indptr, words)
+        return {
+            sub: matchers[place_indptr[s] : place_indptr[s + 1]].copy()
+            for s, sub in enumerate(sub_ids)
+        }
+
+    def _place_csr(
+        self, ids: np.ndarray, indptr: np.ndarray, words: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """LASP for encoded subscriptions, in order; their matchers as CSR."""
+        if ids.size == 0:
+            return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32)
         place_indptr, matchers = K.place(
             indptr,
             words,
@@ -247,15 +331,10 @@ class LivePlacement:
             float(self.cost.intercept),
             False,
             0,
-            np.full(len(sub_ids), -1, dtype=np.int32),
+            np.full(ids.shape[0], -1, dtype=np.int32),
         )
-        self._rows.append(
-            np.asarray(sub_ids, dtype=np.int64), indptr, words, place_indptr, matchers
-        )
-        return {
-            sub: matchers[place_indptr[s] : place_indptr[s + 1]].copy()
-            for s, sub in enumerate(sub_ids)
-        }
+        self._rows.append(ids, indptr, words, place_indptr, matchers)
+        return place_indptr, matchers
 
     def remove(self, sub_ids: Sequence[int] | np.ndarray) -> None:
         """Take cancelled subscriptions off their matchers.

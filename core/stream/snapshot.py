@@ -182,7 +182,10 @@ class MatcherSnapshot:
 
     @property
     def changes_nbytes(self) -> int:
-        return sum(c.nbytes for c in self.changes)
+        """The changes' bytes, each array once (the cancelled ids are one array that every
+        matcher's changes share, and pickling ships it once)."""
+        removed = {id(c.removed): int(c.removed.nbytes) for c in self.changes}
+        return sum(c.added.nbytes for c in self.changes) + sum(removed.values())
 
 
 def kept_words(placement: LivePlacement) -> np.ndarray:

@@ -23,15 +23,15 @@ import numpy as np
 from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
 from core.matching.matches import Matches
-from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
 from core.monitor.health import RoutingHealth
 from core.monitor.sketch import WordSketch, word_keys
 from core.routing.router import RoutedPosts, route_csr
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
-from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
+from core.shedding.yield_stats import YieldObservation, observe
 from core.stream import _route_kernels
+from core.stream.held import HeldMatcher
 from core.stream.snapshot import BaseStore, MatcherSnapshot, MatcherSubs
 from core.text.encoder import WordEncoder
 
@@ -224,9 +224,10 @@ def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
 
 class MatcherCache:
     """Per-matcher subscriptions and indexes, and the post encoder, of the current routing
-    version. A matcher's subscriptions are its base (read from ``bases`` once per base)
-    with the snapshot's changes applied (once per epoch): only the matchers this worker's
-    tasks run are ever read."""
+    version. A matcher's subscriptions are its base (read from ``bases`` once per base,
+    indexed once) and the snapshot's changes since it (indexed apart once per epoch,
+    :class:`core.stream.held.HeldMatcher`): only the matchers this worker's tasks run are
+    ever read."""
 
     def __init__(self, index_kind: str | None = None, bases: BaseStore | None = None) -> None:
         kind = index_kind or os.environ.get("S3TM_MATCHER_INDEX", "predicate")
@@ -237,16 +238,13 @@ class MatcherCache:
         self.index_kind = kind
         self.bases = bases
         self._version: tuple[str, int] | None = None
-        self._base: dict[int, tuple[tuple[str, int, int], MatcherSubs]] = {}
-        self._subs: dict[int, tuple[int, MatcherSubs, np.ndarray, np.ndarray]] = {}
+        self._held: dict[int, HeldMatcher] = {}
         self._tries: dict[int, _CachedTrie] = {}
-        self._indexes: dict[int, tuple[int, AccessPredicateMatcher]] = {}
         self._encoder: tuple[int, WordEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
-        self._credit: dict[int, tuple[int, np.ndarray]] = {}
         self._word_keys = np.zeros(0, dtype=np.uint64)
-        self.rebuilds = 0
-        self.updates = 0
+        self.rebuilds = 0  # indexes built over a whole base
+        self.updates = 0  # indexes built over an epoch's additions
         self.base_reads = 0
         self.base_bytes = 0  # subscription bytes read from bases since the worker started
         # matchers held, least recently used first; past ``hold`` the oldest is let go
@@ -258,12 +256,9 @@ class MatcherCache:
         version = (snapshot.owner, snapshot.routing_version)
         if version != self._version:
             self._version = version
-            self._base.clear()
+            self._held.clear()
             self._recent.clear()
-            self._subs.clear()
             self._tries.clear()
-            self._indexes.clear()
-            self._credit.clear()
             self._encoder = None
             self._word_keys = np.zeros(0, dtype=np.uint64)
 
@@ -273,20 +268,11 @@ class MatcherCache:
         self._use(snapshot)
         self._touch(matcher)
 
-    def subscriptions(self, snapshot: MatcherSnapshot, matcher: int) -> MatcherSubs:
-        """Matcher ``matcher``'s subscriptions at the snapshot's epoch."""
-        return self._current(snapshot, matcher)[0]
-
-    def _current(
-        self, snapshot: MatcherSnapshot, matcher: int
-    ) -> tuple[MatcherSubs, np.ndarray, np.ndarray]:
-        """(the subscriptions, their order by id, their ids sorted) at the snapshot's epoch."""
+    def held(self, snapshot: MatcherSnapshot, matcher: int) -> HeldMatcher:
+        """Matcher ``matcher`` at the snapshot's epoch (its base read once per base)."""
         self._check(snapshot, matcher)
-        cached = self._subs.get(matcher)
-        if cached is not None and cached[0] == snapshot.epoch:
-            return cached[1], cached[2], cached[3]
-        base = self._base.get(matcher)
-        if base is None or base[0] != snapshot.base_key:
+        held = self._held.get(matcher)
+        if held is None or held.base_key != snapshot.base_key:
             if not snapshot.base_location:
                 subs = MatcherSubs.empty()
             elif self.bases is None:
@@ -295,24 +281,22 @@ class MatcherCache:
                 subs = self.bases.read(snapshot.base_location, matcher)
                 self.base_reads += 1
                 self.base_bytes += subs.nbytes
-            base = (snapshot.base_key, subs)
-            self._base[matcher] = base
-        current = base[1].apply(snapshot.changes[matcher])
-        if current is not base[1]:
-            # hold one copy: a later epoch reads the base again (once per change, not batch)
-            del self._base[matcher]
-        order = np.argsort(current.sub_ids, kind="stable")
-        sorted_ids = current.sub_ids[order]
-        self._subs[matcher] = (snapshot.epoch, current, order, sorted_ids)
-        return current, order, sorted_ids
+            held = self._held[matcher] = HeldMatcher(snapshot.base_key, subs)
+        if held.epoch != snapshot.epoch:
+            held.use_changes(snapshot.epoch, snapshot.changes[matcher])
+        return held
+
+    def subscriptions(self, snapshot: MatcherSnapshot, matcher: int) -> MatcherSubs:
+        """Matcher ``matcher``'s subscriptions at the snapshot's epoch."""
+        return self.held(snapshot, matcher).subscriptions()
 
     def _touch(self, matcher: int) -> None:
         self._recent[matcher] = None
         self._recent.move_to_end(matcher)
         while self.hold is not None and len(self._recent) > max(1, self.hold):
             gone, _ = self._recent.popitem(last=False)
-            for held in (self._base, self._subs, self._indexes, self._tries, self._credit):
-                held.pop(gone, None)
+            self._held.pop(gone, None)
+            self._tries.pop(gone, None)
             self.evictions += 1
 
     @property
@@ -322,28 +306,14 @@ class MatcherCache:
 
     @property
     def held_bytes(self) -> int:
-        """The subscription bytes this worker holds (bases and their current state)."""
-        total = 0
-        for matcher in self._recent:
-            base = self._base.get(matcher)
-            current = self._subs.get(matcher)
-            total += base[1].nbytes if base is not None else 0
-            if current is not None and (base is None or current[1] is not base[1]):
-                total += current[1].nbytes
-        return total
+        """The subscription bytes this worker holds (bases and their changes)."""
+        return sum(held.nbytes for held in self._held.values())
 
     def subscriber_codes(
         self, snapshot: MatcherSnapshot, matcher: int, sub_ids: np.ndarray
     ) -> np.ndarray:
         """The subscriber code of each of matcher ``matcher``'s subscriptions ``sub_ids``."""
-        subs, order, sorted_ids = self._current(snapshot, matcher)
-        at = np.searchsorted(sorted_ids, sub_ids)
-        if sub_ids.size and (
-            at.max() >= sorted_ids.shape[0] or not np.array_equal(sorted_ids[at], sub_ids)
-        ):
-            raise InvalidArgumentError(f"matched ids not on matcher {matcher}")
-        codes: np.ndarray = subs.subscriber_codes[order[at]]
-        return codes
+        return self.held(snapshot, matcher).subscriber_codes(sub_ids)
 
     def encoder(self, snapshot: MatcherSnapshot) -> WordEncoder:
         self._use(snapshot)
@@ -427,23 +397,16 @@ class MatcherCache:
         cached.epoch = snapshot.epoch
         return cached.trie
 
-    def index(
-        self, snapshot: MatcherSnapshot, matcher: int
-    ) -> TrieMatcher | AccessPredicateMatcher:
+    def index(self, snapshot: MatcherSnapshot, matcher: int) -> TrieMatcher | HeldMatcher:
         """Matcher ``matcher``'s index at the snapshot's epoch (built on first use)."""
         if self.index_kind == "trie":
             return self.trie(snapshot, matcher)
-        self._check(snapshot, matcher)
-        cached = self._indexes.get(matcher)
-        if cached is not None and cached[0] == snapshot.epoch:
-            return cached[1]
-        if cached is None:
-            self.rebuilds += 1
-        else:
-            self.updates += 1
-        index = AccessPredicateMatcher(*self.subscriptions(snapshot, matcher).csr())
-        self._indexes[matcher] = (snapshot.epoch, index)
-        return index
+        held = self.held(snapshot, matcher)
+        base_built = held.base.index is None
+        built = held.build()
+        self.rebuilds += int(base_built)
+        self.updates += built - int(base_built)
+        return held
 
     def prepare(self, snapshot: MatcherSnapshot, matchers: Sequence[int]) -> None:
         """Build the indexes of ``matchers`` now (ahead of the posts that meet them)."""
@@ -460,21 +423,7 @@ class MatcherCache:
         matches: Matches,
     ) -> YieldObservation:
         """The yield counts of one matcher's posts (see :mod:`core.shedding.yield_stats`)."""
-        subs, order, sorted_ids = self._current(snapshot, matcher)
-        cached = self._credit.get(matcher)
-        if cached is None or cached[0] != snapshot.epoch:
-            # dictionary ids are rarest first, so a match is credited to its rarest word here
-            credit = attribution_slots(
-                subs.indptr,
-                subs.word_ids,
-                matcher,
-                snapshot.part_start,
-                snapshot.part_count,
-                snapshot.part_matchers,
-            )
-            cached = (snapshot.epoch, credit[order])
-            self._credit[matcher] = cached
-        sorted_credit = cached[1]
+        held = self.held(snapshot, matcher)
         # only the sampled posts count: their words and matches are gathered first (2% of
         # a batch), not every match looked up and most of them thrown away
         rows = np.flatnonzero(sampled)
@@ -482,7 +431,7 @@ class MatcherCache:
             return YieldObservation.empty()
         post_indptr, post_words = take_rows(offsets, word_ids, rows)
         match_indptr, match_at = _csr_positions(matches.indptr, rows)
-        match_slots = sorted_credit[np.searchsorted(sorted_ids, matches.sub_ids[match_at])]
+        match_slots = held.credit(snapshot, matcher, matches.sub_ids[match_at])
         return observe(
             post_indptr,
             post_words,

@@ -178,34 +178,36 @@ class PlacementSync:
         if arriving_ids.size == 0 and gone.size == 0:
             return False
         arriving = self._registry_rows(registry_version, arriving_ids)
-        new = arriving["sub_id"].to_pylist()
-        words_of = dict(zip(new, arriving["words"].to_pylist(), strict=True))
-        self.maker.codes.assign(new, arriving["subscriber"].to_pylist())
-        self.maker.added(new)
-        stored = self._stored_placements(routing_version, set(new))
-        adopt = [s for s in new if s in stored]
-        replaced = placement.adopt(adopt, [words_of[s] for s in adopt], [stored[s] for s in adopt])
-        fresh = [s for s in new if s not in stored]
-        placed = placement.place(fresh, [words_of[s] for s in fresh])
-        for s in replaced:
-            placed[s] = placement.get(s).matchers
-        if replaced:
+        new = np.asarray(arriving["sub_id"], dtype=np.int64)
+        self.maker.codes.assign(new.tolist(), arriving["subscriber"].to_pylist())
+        self.maker.added(new.tolist())
+        # stored placements of this version (the place job's, or this stream's before a
+        # restart) are taken over where they cover their subscription; the rest: LASP
+        stored_subs, place_indptr, placed_matchers = self._stored_placements(routing_version, new)
+        has = np.isin(new, stored_subs)
+        replaced = placement.adopt_arrays(
+            new[has], arriving["words"].filter(pa.array(has)), place_indptr, placed_matchers
+        )
+        fresh = new[~has]
+        placement.place_arrays(fresh, arriving["words"].filter(pa.array(~has)))
+        appended = np.concatenate([fresh, replaced])
+        if replaced.size:
             log.warning(
                 "stream: %d stored placements of version %d did not cover their "
                 "subscriptions and were placed again (e.g. %s)",
-                len(replaced),
+                replaced.size,
                 routing_version,
-                replaced[:5],
+                replaced[:5].tolist(),
             )
-        if placed:
-            self._append_placements(routing_version, placed)
+        if appended.size:
+            self._append_placements(routing_version, appended)
         log.info(
             "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d)",
             routing_version,
             len(placement),
-            len(adopt) - len(replaced),
-            len(placed),
-            len(gone),
+            int(has.sum()) - replaced.size,
+            appended.size,
+            gone.size,
         )
         return True
 
@@ -224,27 +226,38 @@ class PlacementSync:
         )
         return rows.sort_by("sub_id")
 
-    def _stored_placements(self, version: int, wanted: set[int]) -> dict[int, list[int]]:
-        ids = np.fromiter(wanted, dtype=np.int64, count=len(wanted))
-        rows = load_placements(self.lakehouse, version, ids)
+    def _stored_placements(
+        self, version: int, sub_ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stored placements of ``sub_ids`` (sorted) in ``version``: (the ids that have
+        one, ascending; their matchers as CSR, sorted and distinct per id)."""
+        rows = load_placements(self.lakehouse, version, sub_ids)
         subs = np.asarray(rows["sub_id"], dtype=np.int64)
-        keep = np.isin(subs, ids)
-        out: dict[int, list[int]] = {}
-        for sub, matcher in zip(
-            subs[keep].tolist(), np.asarray(rows["matcher_id"])[keep].tolist(), strict=True
-        ):
-            out.setdefault(sub, []).append(matcher)
-        return out
+        matchers = np.asarray(rows["matcher_id"], dtype=np.int32)
+        keep = np.isin(subs, sub_ids)
+        subs, matchers = subs[keep], matchers[keep]
+        order = np.lexsort((matchers, subs))
+        subs, matchers = subs[order], matchers[order]
+        distinct = np.ones(subs.shape[0], dtype=np.bool_)
+        distinct[1:] = (subs[1:] != subs[:-1]) | (matchers[1:] != matchers[:-1])
+        subs, matchers = subs[distinct], matchers[distinct]
+        ids, counts = np.unique(subs, return_counts=True)
+        indptr = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return ids, indptr, matchers
 
-    def _append_placements(self, version: int, placed: dict[int, np.ndarray]) -> None:
-        subs = sorted(placed)
-        counts = [len(placed[s]) for s in subs]
-        n = sum(counts)
+    def _append_placements(self, version: int, sub_ids: np.ndarray) -> None:
+        """Append the placements of ``sub_ids`` (placed by this stream) to the version's."""
+        placement = self.state.placement
+        assert placement is not None
+        ids, _, _, matcher_indptr, matchers = placement.rows_of(np.sort(sub_ids))
+        counts = np.diff(matcher_indptr)
+        n = int(counts.sum())
         data = pa.table(
             {
                 "routing_version": pa.array(np.full(n, version, dtype=np.int64)),
-                "sub_id": pa.array(np.repeat(np.array(subs, dtype=np.int64), counts)),
-                "matcher_id": pa.array(np.concatenate([placed[s] for s in subs]).astype(np.int32)),
+                "sub_id": pa.array(np.repeat(ids, counts)),
+                "matcher_id": pa.array(matchers.astype(np.int32)),
                 "placed_at": pa.array([now_utc()] * n, pa.timestamp("us", tz="UTC")),
             }
         )

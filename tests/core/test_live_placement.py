@@ -436,3 +436,44 @@ def test_rows_compact_and_refuse_what_is_not_dense() -> None:
             np.array([0, 1]),
             np.zeros(1, np.int32),
         )
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(word_sets, st.data())
+def test_columns_in_place_the_same_as_lists(sets, data) -> None:
+    """adopt_arrays / place_arrays (a list<string> column, stored matchers as CSR) leave the
+    placement exactly as adopt / place with Python lists do (dictionary ids included)."""
+    import pyarrow as pa
+
+    table = _table()
+    n = len(sets)
+    stored = [
+        sorted(set(data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
+        for _ in range(n)
+    ]
+    has = [data.draw(st.booleans()) for _ in range(n)]
+    lists, columns = LivePlacement(table), LivePlacement(table)
+    adopt = [s for s in range(n) if has[s]]
+    fresh = [s for s in range(n) if not has[s]]
+    redo = lists.adopt(adopt, [sets[s] for s in adopt], [stored[s] for s in adopt])
+    lists.place(fresh, [sets[s] for s in fresh])
+    indptr = np.concatenate([[0], np.cumsum([len(stored[s]) for s in adopt])]).astype(np.int64)
+    placed = np.array([m for s in adopt for m in stored[s]], dtype=np.int32)
+    redo_columns = columns.adopt_arrays(
+        np.array(adopt, dtype=np.int64),
+        pa.array([[*sets[s], sets[s][0]] for s in adopt], pa.list_(pa.string())),  # a repeat
+        indptr,
+        placed,
+    )
+    columns.place_arrays(
+        np.array(fresh, dtype=np.int64), pa.array([sets[s] for s in fresh], pa.list_(pa.string()))
+    )
+    assert redo_columns.tolist() == redo
+    assert [columns.dictionary.word(i) for i in range(len(columns.dictionary))] == [
+        lists.dictionary.word(i) for i in range(len(lists.dictionary))
+    ]
+    for sub in range(n):
+        a, b = lists.get(sub), columns.get(sub)
+        assert a.word_ids.tolist() == b.word_ids.tolist()
+        assert a.matchers.tolist() == b.matchers.tolist()
+    assert lists.unique_words().tolist() == columns.unique_words().tolist()

@@ -10,6 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.matching.predicate import AccessPredicateMatcher
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
 from core.stream import snapshot as snapshots
@@ -81,6 +82,12 @@ def test_a_worker_matcher_is_its_base_plus_the_changes_at_every_epoch(
     try:
         for epoch, (more, cancel) in enumerate(rounds, start=1):
             snapshot = maker.freeze(live, 3, epoch)
+            rng = np.random.default_rng(epoch)
+            posts = [rng.choice(snapshot.n_words, size=5) for _ in range(20)]
+            post_words = np.concatenate([np.unique(p) for p in posts]).astype(np.int32)
+            post_indptr = np.concatenate(
+                [[0], np.cumsum([np.unique(p).size for p in posts])]
+            ).astype(np.int64)
             assert snapshot.base_location  # a base from the first epoch on
             pending = sum(len(c.added) + c.removed.size for c in snapshot.changes)
             if fraction == 0.0:  # any change is past a share of none: a new base, no changes
@@ -90,6 +97,13 @@ def test_a_worker_matcher_is_its_base_plus_the_changes_at_every_epoch(
                 assert _held(subs) == _placed(live, m)
                 names = [snapshot.subscriber_names[c] for c in subs.subscriber_codes]
                 assert names == [owner_of[int(s)] for s in subs.sub_ids]
+                # the base's index less the cancelled, plus the additions' index, matches as
+                # a fresh index over the placement does
+                got = cache.match(snapshot, m, post_indptr, post_words)
+                fresh = AccessPredicateMatcher(*live.by_matcher()[m]).match(
+                    post_indptr, post_words, np.arange(snapshot.n_words, dtype=np.int32)
+                )
+                assert [sorted(x) for x in got.as_sets()] == [sorted(x) for x in fresh.as_sets()]
                 # the codes a match task sends for matched ids are those subscriptions'
                 some = subs.sub_ids[::2]
                 codes = cache.subscriber_codes(snapshot, m, some)
@@ -160,7 +174,8 @@ def test_a_worker_holding_its_share_lets_the_least_recent_matchers_go() -> None:
     for m in (0, 1, 2, 1, 3):
         cache.index(snapshot, m)
     assert cache.held_matchers == [1, 3]
-    assert cache.held_bytes == sum(bases.read(snapshot.base_location, m).nbytes for m in (1, 3))
+    held_bases = sum(bases.read(snapshot.base_location, m).nbytes for m in (1, 3))
+    assert cache.held_bytes == held_bases + 2 * MatcherSubs.empty().nbytes  # no changes
     assert cache.evictions == 2  # 0 when 2 came, 2 when 3 came
     cache.hold = None
     for m in range(N):  # a matcher let go is read again when met again, and answers the same
