@@ -279,3 +279,49 @@ def take_rows(
     if rows.size and (rows.min() < 0 or rows.max() >= indptr.shape[0] - 1):
         raise InvalidArgumentError("rows must index the CSR")
     return _kernels.select_rows(indptr, indices, rows)
+
+
+def distinct_rows(indptr: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a CSR (rows equal value for value, in order): ``(first,
+    inverse)``, the first row of each distinct one and each row's distinct index, so
+    ``rows[first][inverse]`` are the rows.
+
+    Rows are keyed by two 64-bit positional hashes and their length, then every row is
+    compared with its representative value for value: a hash collision would be found
+    (and is then resolved by comparing the rows themselves).
+    """
+    ptr = np.asarray(indptr, dtype=np.int64)
+    vals = np.asarray(values)
+    n = ptr.shape[0] - 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lengths = ptr[1:] - ptr[:-1]
+    position = np.arange(vals.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lengths)
+    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    keys = np.zeros((n, 3), dtype=np.uint64)
+    keys[:, 2] = lengths.astype(np.uint64)
+    top = int(position.max()) + 1 if position.size else 1
+    rng = np.random.default_rng(0x5EED)
+    with np.errstate(over="ignore"):
+        for k in range(2):
+            weight = rng.integers(1, np.iinfo(np.int64).max, size=top, dtype=np.int64)
+            terms = (vals.astype(np.uint64) + np.uint64(1)) * weight[position].astype(np.uint64)
+            np.add.at(keys[:, k], row, terms)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    representative = first[inverse]
+    same = lengths[representative] == lengths
+    rep_values = vals[np.repeat(ptr[representative], lengths) + position]
+    same &= np.bincount(row, weights=(rep_values != vals), minlength=n) == 0
+    if not same.all():  # a collision: key the rows by their values instead
+        seen: dict[bytes, int] = {}
+        first_rows: list[int] = []
+        inverse = np.empty(n, dtype=np.int64)
+        for r in range(n):
+            key = vals[ptr[r] : ptr[r + 1]].tobytes()
+            index = seen.setdefault(key, len(first_rows))
+            if index == len(first_rows):
+                first_rows.append(r)
+            inverse[r] = index
+        return np.asarray(first_rows, dtype=np.int64), inverse
+    return first.astype(np.int64), inverse.astype(np.int64)

@@ -127,3 +127,31 @@ def test_matcher_work_is_the_replays_counted_work() -> None:
         result.matcher_operations + result.matcher_matches,
     )
     assert result.matcher_matches.sum() >= result.match_pairs.shape[0] > 0
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=4), min_size=1, max_size=30))
+def test_distinct_rows_equal_a_dict_of_rows(rows) -> None:
+    from core.corpus.arrays import distinct_rows
+
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    values = np.array([v for r in rows for v in r], dtype=np.int32)
+    first, inverse = distinct_rows(indptr, values)
+    assert [rows[first[i]] for i in inverse] == rows  # every row is its representative
+    assert len({tuple(r) for r in rows}) == first.shape[0]  # and those are distinct
+
+
+def test_distinct_rows_survive_a_hash_collision(monkeypatch) -> None:
+    """Weights of 1 make [1, 2] and [2, 1] hash alike: the rows are compared and told
+    apart."""
+    from core.corpus import arrays
+
+    class Ones:
+        def integers(self, low, high, size, dtype):
+            return np.ones(size, dtype=dtype)
+
+    monkeypatch.setattr(arrays.np.random, "default_rng", lambda seed: Ones())
+    indptr = np.array([0, 2, 4, 6], dtype=np.int64)
+    values = np.array([1, 2, 2, 1, 1, 2], dtype=np.int32)
+    first, inverse = arrays.distinct_rows(indptr, values)
+    assert first.tolist() == [0, 1] and inverse.tolist() == [0, 1, 0]
