@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from core.corpus import _kernels as corpus_kernels
-from core.corpus.arrays import Corpus
+from core.corpus.arrays import Corpus, take_rows
 from core.errors import InvalidArgumentError
 from core.placement._lasp_kernels import place
 from core.routing.router import align_table
@@ -77,6 +77,36 @@ class Placement:
             zip(self.sub_ids[one].tolist(), self.matchers[self.indptr[one]].tolist(), strict=True)
         )
 
+    def select(self, sub_ids: np.ndarray) -> Placement | None:
+        """The placement of ``sub_ids`` only (rows in that order), or None when one of
+        them is not placed here."""
+        wanted = np.asarray(sub_ids, dtype=np.int64)
+        rows = self._rows_of(wanted)
+        if np.any(rows < 0):
+            return None
+        indptr, matchers = take_rows(self.indptr, self.matchers, rows)
+        return Placement(self.n_matchers, wanted, indptr, matchers, self.unique_words)
+
+    def _rows_of(self, sub_ids: np.ndarray) -> np.ndarray:
+        """The row of each of ``sub_ids``, -1 where it is not placed."""
+        order = np.argsort(self.sub_ids, kind="stable")
+        ordered = self.sub_ids[order]
+        pos = np.minimum(np.searchsorted(ordered, sub_ids), max(ordered.shape[0] - 1, 0))
+        if ordered.shape[0] == 0:
+            return np.full(sub_ids.shape[0], -1, dtype=np.int64)
+        return np.where(ordered[pos] == sub_ids, order[pos], -1).astype(np.int64)
+
+    def kept_matchers(self, sub_ids: np.ndarray) -> np.ndarray:
+        """``(len(sub_ids),)`` int32: the one matcher each of ``sub_ids`` sits on here, -1
+        where it is not placed or placed on several (multicast)."""
+        rows = self._rows_of(np.asarray(sub_ids, dtype=np.int64))
+        single = np.diff(self.indptr) == 1
+        ok = rows >= 0
+        ok[ok] = single[rows[ok]]
+        kept = np.full(rows.shape[0], -1, dtype=np.int32)
+        kept[ok] = self.matchers[self.indptr[rows[ok]]]
+        return kept
+
     def multicast_count(self) -> int:
         """Subscriptions placed on more than one matcher (all-hot-word ones)."""
         return int(np.count_nonzero(np.diff(self.indptr) > 1))
@@ -89,14 +119,14 @@ def place_subscriptions(
     policy: Policy = "lasp",
     cost: CostModel = UNIT_COST,
     seed: int = 0,
-    previous: Mapping[int, int] | None = None,
+    previous: Mapping[int, int] | Placement | None = None,
 ) -> Placement:
     """Place every subscription (rows of ``subscriptions``) on matchers of ``table``.
 
-    With ``previous`` (sub_id -> the one matcher it sits on under the published version,
-    :meth:`Placement.single_matchers`), a subscription stays on that matcher while it is
-    still eligible (holds one of its words), so a remap re-places only the subscriptions
-    whose words moved.
+    With ``previous`` (the published version's placement, or its
+    :meth:`Placement.single_matchers`: sub_id -> the one matcher it sits on), a subscription
+    stays on that matcher while it is still eligible (holds one of its words), so a remap
+    re-places only the subscriptions whose words moved.
 
     Raises:
         InvalidArgumentError: for an unknown policy, an empty subscription, or a
@@ -117,19 +147,17 @@ def place_subscriptions(
             )
     aligned = align_table(table, words)
     unique = np.zeros(table.n_matchers, dtype=np.int64)
-    sub_ids = (
-        np.arange(subscriptions.n_posts, dtype=np.int64)
-        if subscriptions.post_ids is None
-        else np.array([int(x) for x in subscriptions.post_ids], dtype=np.int64)
-    )
+    sub_ids = _sub_ids(subscriptions)
     keep = np.full(subscriptions.n_posts, -1, dtype=np.int32)
-    if previous:
+    if isinstance(previous, Placement):
+        keep = previous.kept_matchers(sub_ids)
+    elif previous:
         keep = np.array([previous.get(int(s), -1) for s in sub_ids.tolist()], dtype=np.int32)
-        if keep.max() >= table.n_matchers:
-            raise InvalidArgumentError(
-                f"the previous placement uses matcher {int(keep.max())}, the table has "
-                f"N={table.n_matchers}: nothing can stay in place"
-            )
+    if keep.size and keep.max() >= table.n_matchers:
+        raise InvalidArgumentError(
+            f"the previous placement uses matcher {int(keep.max())}, the table has "
+            f"N={table.n_matchers}: nothing can stay in place"
+        )
     indptr, matchers = place(
         subscriptions.indptr,
         compact.astype(np.int32),
@@ -147,11 +175,42 @@ def place_subscriptions(
     return Placement(table.n_matchers, sub_ids, indptr, matchers, unique)
 
 
-def moved_subscriptions(before: Mapping[int, frozenset[int]], current: Placement) -> int:
+def _sub_ids(subscriptions: Corpus) -> np.ndarray:
+    """The subscriptions' ids as int64 (their row numbers when the corpus has no ids)."""
+    ids = subscriptions.post_ids
+    if ids is None:
+        return np.arange(subscriptions.n_posts, dtype=np.int64)
+    if ids.dtype.kind in "iu":
+        return ids.astype(np.int64, copy=False)
+    return np.array([int(x) for x in ids], dtype=np.int64)
+
+
+def moved_subscriptions(
+    before: Mapping[int, frozenset[int]] | Placement, current: Placement
+) -> int:
     """Subscriptions in both placements whose matchers differ (re-placed by a remap);
-    ``before`` is the earlier placement's :meth:`Placement.matcher_sets`."""
+    ``before`` is the earlier placement, or its :meth:`Placement.matcher_sets`."""
+    if isinstance(before, Placement):
+        return _moved_between(before, current)
     return sum(
         1
         for sub_id, matchers in current.matcher_sets().items()
         if sub_id in before and before[sub_id] != matchers
     )
+
+
+def _moved_between(before: Placement, current: Placement) -> int:
+    """:func:`moved_subscriptions` on columns: (sub, matcher) pairs of the subscriptions in
+    both, as one int64 key each; a subscription moved when one of its pairs is in one
+    placement only."""
+    both = np.intersect1d(before.sub_ids, current.sub_ids)
+    n = np.int64(max(before.n_matchers, current.n_matchers))
+
+    def keys(placement: Placement) -> np.ndarray:
+        rows = placement._rows_of(both)
+        indptr, matchers = take_rows(placement.indptr, placement.matchers, rows)
+        subs = np.repeat(both, np.diff(indptr))
+        return np.unique(subs * n + matchers.astype(np.int64))
+
+    differ = np.setxor1d(keys(before), keys(current), assume_unique=True)
+    return int(np.unique(differ // n).shape[0])

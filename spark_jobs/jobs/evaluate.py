@@ -26,17 +26,16 @@ from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from spark_jobs.common import job_main, log
-from spark_jobs.jobs.place import subscriptions_corpus
 from spark_jobs.jobs.sampling import holdout_filter
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
-    load_placements,
     load_routing_table,
+    placement_arrays,
     published_version,
     update_versions,
 )
-from spark_jobs.lake.subscription_store import active_subscriptions
+from spark_jobs.lake.subscription_store import active_corpus
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,29 +71,20 @@ def held_out_posts(
 def _placement_of(
     lakehouse: Lakehouse, version: int, routing: RoutingTable, subs: Corpus
 ) -> Placement:
+    """The stored placement of ``version`` for the rows of ``subs``; LASP's when a
+    subscription has none (registered after placement: placed now, as the stream would)."""
     import numpy as np
 
-    rows = load_placements(lakehouse, version)
-    assert subs.post_ids is not None  # subscriptions_corpus always sets the sub ids
-    by_sub: dict[int, list[int]] = {}
-    for sub_id, matcher in zip(
-        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
-    ):
-        by_sub.setdefault(sub_id, []).append(matcher)
-    sub_ids = np.array([int(x) for x in subs.post_ids], dtype=np.int64)
-    missing = [int(s) for s in sub_ids if int(s) not in by_sub]
-    if missing:
-        # Subscriptions registered after placement: place them now, as the stream would.
-        log.info(
-            "version %d: %d subscriptions not placed yet; placing with LASP", version, len(missing)
-        )
-        return place_subscriptions(routing, subs, policy="lasp")
-    indptr = np.zeros(len(sub_ids) + 1, dtype=np.int64)
-    np.cumsum([len(by_sub[int(s)]) for s in sub_ids], out=indptr[1:])
-    matchers = np.array([m for s in sub_ids for m in by_sub[int(s)]], dtype=np.int32)
-    return Placement(
-        routing.n_matchers, sub_ids, indptr, matchers, np.zeros(routing.n_matchers, dtype=np.int64)
+    sub_ids, indptr, matchers = placement_arrays(lakehouse, version)
+    stored = Placement(
+        routing.n_matchers, sub_ids, indptr, matchers, np.zeros(routing.n_matchers, np.int64)
     )
+    assert subs.post_ids is not None  # active_corpus always sets the sub ids
+    placement = stored.select(subs.post_ids)
+    if placement is None:
+        log.info("version %d: subscriptions not placed yet; placing them with LASP", version)
+        return place_subscriptions(routing, subs, policy="lasp")
+    return placement
 
 
 def _measure(
@@ -147,8 +137,8 @@ def evaluate_version(
     if posts.n_posts == 0:
         raise InputDataError("no held-out posts to evaluate on")
     candidate = load_routing_table(lakehouse, chosen)
-    active = active_subscriptions(lakehouse)
-    subs = subscriptions_corpus(active) if active else None
+    active = active_corpus(lakehouse)
+    subs = active if active.n_posts else None
     report: dict[str, Any] = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
     cand_place = _placement_of(lakehouse, chosen, candidate, subs) if subs else None
     report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed)
@@ -160,7 +150,7 @@ def evaluate_version(
         current = load_routing_table(lakehouse, live)
         live_subs_ok = subs is not None and (
             current.subscribed_words is None
-            or all(w in current.subscribed_words for row in active for w in row["words"])
+            or all(w in current.subscribed_words for w in active.vocabulary.tolist())
         )
         live_place = (
             _placement_of(lakehouse, live, current, subs)

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.corpus.arrays import Corpus, corpus_from_codes, corpus_from_word_lists
+from core.corpus.arrays import Corpus, corpus_from_codes
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import (
     ALGORITHMS,
@@ -67,7 +67,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     published_version,
 )
-from spark_jobs.lake.subscription_store import active_subscriptions
+from spark_jobs.lake.subscription_store import active_corpus
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
@@ -334,14 +334,19 @@ def learn_version(
     del training_edges, held_out  # the corpora hold what learning needs (GBs at 10M posts)
     read_s = time.perf_counter() - started
     words = None
-    subs = active_subscriptions(lakehouse) if subscribed != "all" else []
-    if subscribed == "registry" and not subs:
+    active = active_corpus(lakehouse) if subscribed != "all" else None
+    n_subs = active.n_posts if active is not None else 0
+    if subscribed == "registry" and not n_subs:
         raise InputDataError("--subscribed registry, but the registry has no active subscription")
     sub_corpus = None
-    if subs:
-        words = sorted({w for row in subs for w in row["words"]})
+    word_subscriptions: Counter[str] = Counter()
+    if active is not None and n_subs:
+        words = sorted(active.vocabulary.tolist())
         # salb2 weighs each word by the matches its subscriptions emit (core.learn.match_weight)
-        sub_corpus = corpus_from_word_lists([list(row["words"]) for row in subs])
+        sub_corpus = active
+        word_subscriptions = Counter(
+            dict(zip(active.vocabulary.tolist(), active.word_frequencies.tolist(), strict=True))
+        )
     live = live_hot_words(lakehouse, live_hot_hours) if split else {}
     min_parts = {w: versions_needed(share, nodes) for w, share in live.items()}
     if min_parts:
@@ -357,7 +362,6 @@ def learn_version(
         subscriptions=sub_corpus,
     )
     published = _published_table(lakehouse)
-    word_subscriptions = Counter(word for row in subs for word in set(row["words"]))
     if published is not None and published[1].n_matchers == nodes:
         # the full remap takes the published matcher ids where it can: the same routing,
         # fewer subscriptions re-placed when it replaces the published version
@@ -373,7 +377,7 @@ def learn_version(
             judge,
             learned,
             training,
-            len(subs),
+            n_subs,
             sub_corpus,
             words,
             max_moved=max_moved,
@@ -402,7 +406,7 @@ def learn_version(
         "end": end.isoformat() if end else None,
         "training_posts": corpus.n_posts,
         "training_edges": corpus.n_edges,
-        "subscriptions": len(subs),
+        "subscriptions": n_subs,
     }
     version = add_candidate(
         lakehouse,

@@ -33,24 +33,16 @@ from spark_jobs.common import job_main, log
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
-    load_placements,
     load_routing_table,
+    placement_arrays,
     published_version,
     update_versions,
     write_placements,
 )
-from spark_jobs.lake.subscription_store import active_subscriptions
+from spark_jobs.lake.subscription_store import active_corpus
 
 if TYPE_CHECKING:
-    from schemas.rows import SubscriptionRow
     from spark_jobs.lake.delta_io import Lakehouse
-
-
-def subscriptions_corpus(rows: Sequence[SubscriptionRow]) -> Corpus:
-    """Active subscriptions as a corpus whose post ids are the sub ids."""
-    return corpus_from_word_lists(
-        [r["words"] for r in rows], post_ids=[str(r["sub_id"]) for r in rows]
-    )
 
 
 def sample_posts(lakehouse: Lakehouse, n: int, seed: int) -> Corpus | None:
@@ -67,21 +59,17 @@ def sample_posts(lakehouse: Lakehouse, n: int, seed: int) -> Corpus | None:
 
 def published_placement(
     lakehouse: Lakehouse, version: int, n_matchers: int
-) -> tuple[int | None, dict[int, frozenset[int]]]:
-    """The published version and its placement (sub_id -> matchers), when it is another
-    version than ``version`` with the same N (else nothing stays in place: ``(None, {})``)."""
+) -> tuple[int | None, Placement | None]:
+    """The published version and its stored placement, when it is another version than
+    ``version`` with the same N (else nothing stays in place: ``(None, None)``)."""
     published = published_version(lakehouse)
     if published in (None, version) or not lakehouse.exists("routing.placements"):
-        return None, {}
+        return None, None
     if int(get_version(lakehouse, published)["n_matchers"]) != n_matchers:
-        return None, {}
-    rows = load_placements(lakehouse, published)
-    sets: dict[int, set[int]] = {}
-    for sub_id, matcher in zip(
-        rows["sub_id"].to_pylist(), rows["matcher_id"].to_pylist(), strict=True
-    ):
-        sets.setdefault(int(sub_id), set()).add(int(matcher))
-    return published, {k: frozenset(v) for k, v in sets.items()}
+        return None, None
+    sub_ids, indptr, matchers = placement_arrays(lakehouse, published)
+    unknown = np.zeros(n_matchers, dtype=np.int64)  # |H(i)| is not stored
+    return published, Placement(n_matchers, sub_ids, indptr, matchers, unknown)
 
 
 def place_version(
@@ -92,8 +80,8 @@ def place_version(
     if chosen is None:
         raise InputDataError("no candidate routing version to place subscriptions for")
     started = time.perf_counter()
-    subs = active_subscriptions(lakehouse)
-    if not subs:
+    corpus = active_corpus(lakehouse)
+    if corpus.n_posts == 0:
         log.info("version %d: no active subscription to place", chosen)
         write_placements(
             lakehouse,
@@ -104,21 +92,19 @@ def place_version(
         )
         return chosen, None, {"routing_version": chosen, "subscriptions": 0}
     routing = load_routing_table(lakehouse, chosen)
-    corpus = subscriptions_corpus(subs)
     cost: CostModel = UNIT_COST
     posts = None if unit_cost else sample_posts(lakehouse, 20_000, seed)
     if posts is not None and corpus.n_posts >= 8:
         cost = fit_cost_model(corpus, posts, seed=seed).model
     kept_from, before = published_placement(lakehouse, chosen, routing.n_matchers)
-    previous = {sub: next(iter(m)) for sub, m in before.items() if len(m) == 1}
     placement = place_subscriptions(
-        routing, corpus, policy="lasp", cost=cost, seed=seed, previous=previous
+        routing, corpus, policy="lasp", cost=cost, seed=seed, previous=before
     )
     failpoints.crash("place:before-commit")
     rows = write_placements(
         lakehouse, chosen, placement.sub_ids, placement.indptr, placement.matchers
     )
-    moved = moved_subscriptions(before, placement) if kept_from is not None else None
+    moved = moved_subscriptions(before, placement) if before is not None else None
     summary = {
         "routing_version": chosen,
         "subscriptions": corpus.n_posts,

@@ -181,6 +181,29 @@ def load_placements(
     return rows.filter(pc.equal(rows["routing_version"], version))
 
 
+def placement_arrays(
+    lakehouse: DeltaStore, version: int, sub_ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored placements of ``version`` (of ``sub_ids`` only, when given) as columns:
+    (the placed sub ids, ascending; their matchers as CSR ``indptr, matchers``, sorted and
+    distinct per id)."""
+    rows = load_placements(lakehouse, version, sub_ids)
+    subs = np.asarray(rows["sub_id"], dtype=np.int64)
+    matchers = np.asarray(rows["matcher_id"], dtype=np.int32)
+    if sub_ids is not None:
+        keep = np.isin(subs, sub_ids)
+        subs, matchers = subs[keep], matchers[keep]
+    order = np.lexsort((matchers, subs))
+    subs, matchers = subs[order], matchers[order]
+    distinct = np.ones(subs.shape[0], dtype=np.bool_)
+    distinct[1:] = (subs[1:] != subs[:-1]) | (matchers[1:] != matchers[:-1])
+    subs, matchers = subs[distinct], matchers[distinct]
+    ids, counts = np.unique(subs, return_counts=True)
+    indptr = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return ids, indptr, matchers
+
+
 def register_table(
     lakehouse: DeltaStore,
     routing: RoutingTable,

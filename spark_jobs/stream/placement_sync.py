@@ -20,7 +20,7 @@ from core.placement.live import LivePlacement
 from core.stream.snapshot import MatcherSnapshot, SnapshotMaker
 from schemas import table
 from spark_jobs.common import log
-from spark_jobs.lake.routing_store import load_placements, load_routing_table, now_utc
+from spark_jobs.lake.routing_store import load_routing_table, now_utc, placement_arrays
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.matcher_bases import FileBases, bases_root
 
@@ -183,7 +183,9 @@ class PlacementSync:
         self.maker.added(new.tolist())
         # stored placements of this version (the place job's, or this stream's before a
         # restart) are taken over where they cover their subscription; the rest: LASP
-        stored_subs, place_indptr, placed_matchers = self._stored_placements(routing_version, new)
+        stored_subs, place_indptr, placed_matchers = placement_arrays(
+            self.lakehouse, routing_version, new
+        )
         has = np.isin(new, stored_subs)
         replaced = placement.adopt_arrays(
             new[has], arriving["words"].filter(pa.array(has)), place_indptr, placed_matchers
@@ -225,26 +227,6 @@ class PlacementSync:
             & field.isin(pa.array(sub_ids)),
         )
         return rows.sort_by("sub_id")
-
-    def _stored_placements(
-        self, version: int, sub_ids: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The stored placements of ``sub_ids`` (sorted) in ``version``: (the ids that have
-        one, ascending; their matchers as CSR, sorted and distinct per id)."""
-        rows = load_placements(self.lakehouse, version, sub_ids)
-        subs = np.asarray(rows["sub_id"], dtype=np.int64)
-        matchers = np.asarray(rows["matcher_id"], dtype=np.int32)
-        keep = np.isin(subs, sub_ids)
-        subs, matchers = subs[keep], matchers[keep]
-        order = np.lexsort((matchers, subs))
-        subs, matchers = subs[order], matchers[order]
-        distinct = np.ones(subs.shape[0], dtype=np.bool_)
-        distinct[1:] = (subs[1:] != subs[:-1]) | (matchers[1:] != matchers[:-1])
-        subs, matchers = subs[distinct], matchers[distinct]
-        ids, counts = np.unique(subs, return_counts=True)
-        indptr = np.zeros(ids.shape[0] + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        return ids, indptr, matchers
 
     def _append_placements(self, version: int, sub_ids: np.ndarray) -> None:
         """Append the placements of ``sub_ids`` (placed by this stream) to the version's."""

@@ -12,7 +12,7 @@ from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.errors import InvalidArgumentError
 from core.learn import learn_mapping
 from core.placement.cost import fit_cost_model
-from core.placement.lasp import CostModel, moved_subscriptions, place_subscriptions
+from core.placement.lasp import CostModel, Placement, moved_subscriptions, place_subscriptions
 from core.replay import replay
 from core.routing.table import RoutingTable
 from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
@@ -252,3 +252,53 @@ def test_a_previous_placement_needs_the_same_n(setup) -> None:
     eight = learn_mapping(training, 8, "salb", subscribed_words=words).table
     with pytest.raises(InvalidArgumentError, match="N=4"):
         place_subscriptions(four, subs, previous=place_subscriptions(eight, subs).single_matchers())
+
+
+def test_a_previous_placement_as_columns_equals_it_as_a_mapping(setup) -> None:
+    training, _, workloads = setup
+    subs = workloads["tweet"]
+    words = _words(subs)
+    table = learn_mapping(training, 8, "salb2", split=True, subscribed_words=words).table
+    first = place_subscriptions(table, subs, cost=CostModel(2.0, 1.0))
+    frame = table.to_frame()
+    shifted = frame["matcher_id"].to_numpy().copy()
+    shifted[::3] = (shifted[::3] + 1) % 8
+    moved_table = RoutingTable.from_rows(
+        frame["word"], frame["part"], shifted, 8, subscribed_words=words
+    )
+    by_mapping = place_subscriptions(moved_table, subs, previous=first.single_matchers())
+    by_columns = place_subscriptions(moved_table, subs, previous=first)
+    assert np.array_equal(by_mapping.indptr, by_columns.indptr)
+    assert np.array_equal(by_mapping.matchers, by_columns.matchers)
+    assert moved_subscriptions(first, by_columns) == moved_subscriptions(
+        first.matcher_sets(), by_columns
+    )
+
+
+def _random_placement(rng: np.random.Generator, n_matchers: int) -> Placement:
+    sub_ids = rng.permutation(60)[: int(rng.integers(0, 50))].astype(np.int64)
+    counts = rng.integers(1, 4, size=sub_ids.shape[0])
+    indptr = np.zeros(sub_ids.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    rows = [rng.choice(n_matchers, size=c, replace=False) for c in counts]
+    matchers = np.concatenate(rows).astype(np.int32) if rows else np.empty(0, np.int32)
+    return Placement(n_matchers, sub_ids, indptr, matchers, np.zeros(n_matchers, np.int64))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_placements_compared_and_selected_on_columns_equal_the_sets(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    before, after = _random_placement(rng, 5), _random_placement(rng, 5)
+    sets_before, sets_after = before.matcher_sets(), after.matcher_sets()
+    expected = sum(1 for s, m in sets_after.items() if s in sets_before and sets_before[s] != m)
+    assert moved_subscriptions(before, after) == expected
+    wanted = rng.permutation(60)[:10].astype(np.int64)
+    chosen = after.select(wanted)
+    if all(int(s) in sets_after for s in wanted):
+        assert chosen is not None and chosen.sub_ids.tolist() == wanted.tolist()
+        assert chosen.matcher_sets() == {int(s): sets_after[int(s)] for s in wanted}
+    else:
+        assert chosen is None
+    single = after.single_matchers()
+    kept = after.kept_matchers(wanted)
+    assert kept.tolist() == [single.get(int(s), -1) for s in wanted]

@@ -56,10 +56,9 @@ def _candidate(lakehouse, version: int, *, corrupt: str | None = None) -> None:
         },
     )
     from core.placement.lasp import place_subscriptions
-    from spark_jobs.jobs.place import subscriptions_corpus
-    from spark_jobs.lake.subscription_store import active_subscriptions
+    from spark_jobs.lake.subscription_store import active_corpus
 
-    placement = place_subscriptions(routing, subscriptions_corpus(active_subscriptions(lakehouse)))
+    placement = place_subscriptions(routing, active_corpus(lakehouse))
     matchers = placement.matchers.copy()
     if corrupt == "ineligible":  # a subscription placed where none of its words live
         owners = {int(m) for w in ["vote"] for m in routing.version_matchers(w)}
