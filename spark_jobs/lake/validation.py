@@ -183,6 +183,12 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
     # later release brings one back)
     if context.variables.analytics_enabled is not False:
         context.enable_analytics(False)
+    # no tqdm bar per suite ("Calculating Metrics: ...") in the task's log: a job logs lines
+    if context.variables.progress_bars is None or context.variables.progress_bars.globally:
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        context.variables.save()
     results = [
         _run_suite(
             context,

@@ -90,11 +90,13 @@ def _silver(lakehouse, duplicate=False):
     )
 
 
-def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
+def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse, capfd):
     _silver(lakehouse)
     _candidate(lakehouse, 1)
     result = publish.validate_version(lakehouse, 1)
     assert result["success"], result
+    printed = capfd.readouterr()
+    assert "Calculating Metrics" not in printed.out + printed.err  # no progress bars in a log
     assert {s["suite"] for s in result["suites"]} == {
         "routing_mappings",
         "routing_placements",
@@ -104,7 +106,9 @@ def test_good_candidate_validates_and_publishes_with_data_docs(lakehouse):
     assert data_docs_index(lakehouse).is_file()
     # the project GX made says no usage analytics
     project = next(Path(lakehouse.root).rglob("great_expectations.yml"))
-    assert yaml.safe_load(project.read_text())["analytics_enabled"] is False
+    settings = yaml.safe_load(project.read_text())
+    assert settings["analytics_enabled"] is False
+    assert settings["progress_bars"]["globally"] is False
     assert publish.publish(lakehouse, None)["published"] == 1
     # the suite sees each word list as its length: no Python list per row to fingerprint
     frame = silver_frame(lakehouse).sort_values("post_id", key=lambda c: c.str[1:].astype(int))
