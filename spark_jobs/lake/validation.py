@@ -22,7 +22,14 @@ import pyarrow.compute as pc
 from core.routing.hashing import hash_matchers
 from schemas import expectations
 from spark_jobs.lake.data_docs import localize
-from spark_jobs.lake.routing_store import get_version, load_routing_table, now_utc, update_versions
+from spark_jobs.lake.routing_store import (
+    get_version,
+    load_placements,
+    load_routing_table,
+    now_utc,
+    update_versions,
+)
+from spark_jobs.lake.subscription_store import active_subscription_columns
 
 if TYPE_CHECKING:
     from core.routing.table import RoutingTable
@@ -115,16 +122,13 @@ def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataF
     mappings = lakehouse.read_arrow("routing.mappings")
     mappings = mappings.filter(pc.equal(mappings["routing_version"], version)).to_pandas()
     mappings["n_parts"] = mappings.groupby("word")["part"].transform("count")
-    placements = lakehouse.read_arrow("routing.placements")
-    placements = placements.filter(pc.equal(placements["routing_version"], version))
-    registry = lakehouse.read_arrow("subscriptions.registry")
-    active = registry.filter(pc.is_null(registry["cancelled_at"]))
-    active_ids = np.asarray(active["sub_id"], dtype=np.int64)
+    placements = load_placements(lakehouse, version)  # the version's partition only
+    active_ids, words = active_subscription_columns(lakehouse)
     placed_subs = np.asarray(placements["sub_id"], dtype=np.int64)
     n = routing.n_matchers
     # a placement is eligible when its matcher holds a version of one of the subscription's
     # words: (sub, matcher) keys of every active subscription's word versions
-    eligible = _version_keys(routing, active_ids, active["words"])
+    eligible = _version_keys(routing, active_ids, words)
     frame = placements.to_pandas()
     frame["eligible"] = np.isin(
         placed_subs * n + np.asarray(placements["matcher_id"], dtype=np.int64), eligible
@@ -184,7 +188,8 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
     if context.variables.analytics_enabled is not False:
         context.enable_analytics(False)
     # no tqdm bar per suite ("Calculating Metrics: ...") in the task's log: a job logs lines
-    if context.variables.progress_bars is None or context.variables.progress_bars.globally:
+    bars = context.variables.progress_bars  # a dict once read back from the project's file
+    if bars is None or bars["globally"] is not False:
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         context.variables.progress_bars = ProgressBarsConfig(globally=False)

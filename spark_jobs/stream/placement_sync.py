@@ -68,6 +68,22 @@ class DriverState:
     broadcast: Broadcast[MatcherSnapshot] | None = None
 
 
+class _Clock:
+    """Seconds per named step, for the sync's log line (where a change's cost goes)."""
+
+    def __init__(self) -> None:
+        self.laps: list[tuple[str, float]] = []
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps.append((name, now - self._last))
+        self._last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {seconds:.3f} s" for name, seconds in self.laps)
+
+
 class PlacementSync:
     """Brings :attr:`state` to a (routing version, registry version) and broadcasts it.
 
@@ -152,6 +168,7 @@ class PlacementSync:
         lake, state = self.lakehouse, self.state
         placement = state.placement
         assert placement is not None
+        clock = _Clock()
         # columns, not a Python row per subscription: the registry holds millions, and a
         # change between batches reads two id columns, then only the arriving rows
         registry = (
@@ -175,9 +192,11 @@ class PlacementSync:
         placement.remove(gone)
         self.maker.removed(gone.tolist())
         arriving_ids = np.sort(active_ids[~placement.placed(active_ids)])
+        clock.lap("registry ids")
         if arriving_ids.size == 0 and gone.size == 0:
             return False
         arriving = self._registry_rows(registry_version, arriving_ids)
+        clock.lap("arriving rows")
         new = np.asarray(arriving["sub_id"], dtype=np.int64)
         self.maker.codes.assign(new.tolist(), arriving["subscriber"].to_pylist())
         self.maker.added(new.tolist())
@@ -187,12 +206,14 @@ class PlacementSync:
             self.lakehouse, routing_version, new
         )
         has = np.isin(new, stored_subs)
+        clock.lap("stored placements")
         replaced = placement.adopt_arrays(
             new[has], arriving["words"].filter(pa.array(has)), place_indptr, placed_matchers
         )
         fresh = new[~has]
         placement.place_arrays(fresh, arriving["words"].filter(pa.array(~has)))
         appended = np.concatenate([fresh, replaced])
+        clock.lap("LASP")
         if replaced.size:
             log.warning(
                 "stream: %d stored placements of version %d did not cover their "
@@ -203,13 +224,15 @@ class PlacementSync:
             )
         if appended.size:
             self._append_placements(routing_version, appended)
+        clock.lap("placements append")
         log.info(
-            "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d)",
+            "stream: version %d: %d subscriptions (+%d stored, +%d placed by LASP, -%d) in %s",
             routing_version,
             len(placement),
             int(has.sum()) - replaced.size,
             appended.size,
             gone.size,
+            clock,
         )
         return True
 
