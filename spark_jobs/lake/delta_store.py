@@ -43,6 +43,8 @@ log = logging.getLogger("spark_jobs.lake.delta_io")
 
 DEFAULT_LAKEHOUSE = "lakehouse"
 LAKEHOUSE_ENV = "S3TM_LAKEHOUSE"
+# rows per Parquet row group of a driver-side write (see write_arrow)
+ROW_GROUP_ROWS = 65_536
 
 
 def default_lakehouse() -> str:
@@ -213,7 +215,7 @@ class DeltaStore:
         batch_id: int | None = None,
     ) -> WriteResult:
         """Write a pyarrow Table from the driver (small tables) in one Delta commit."""
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction, WriterProperties, write_deltalake
 
         spec = table(name)
         check_write_args(spec, mode, replace_where, app_id, batch_id)
@@ -227,6 +229,10 @@ class DeltaStore:
             else None
         )
         partition_by = list(spec.partition_by) or None
+        # row groups of ROW_GROUP_ROWS, not the writer's default of a million: a read of a
+        # few ids (the stream's arriving subscriptions) skips the groups whose sub_id range
+        # rules them out, instead of decoding every word list of a million-row group
+        properties = WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
         if replace_where:
             write_deltalake(
                 self.path(name),
@@ -234,6 +240,7 @@ class DeltaStore:
                 mode="overwrite",
                 partition_by=partition_by,
                 predicate=overwrite_predicate(replace_where),
+                writer_properties=properties,
                 commit_properties=commit,
                 storage_options=self.storage_options,
             )
@@ -243,6 +250,7 @@ class DeltaStore:
                 conformed,
                 mode=mode,
                 partition_by=partition_by,
+                writer_properties=properties,
                 commit_properties=commit,
                 storage_options=self.storage_options,
             )

@@ -1,0 +1,50 @@
+"""The registry read as columns (what place, evaluate, learn and validate use) equals the
+registry read as rows, and a driver-side write keeps its row groups small enough that a
+read of a few ids skips the rest (delta-rs only: no JVM)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs.lake import delta_store
+from spark_jobs.lake.delta_io import Lakehouse
+from spark_jobs.lake.subscription_store import (
+    active_corpus,
+    active_subscription_columns,
+    add_subscriptions,
+    cancel_subscriptions,
+    registry,
+)
+
+
+@pytest.fixture
+def lake(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Lakehouse:
+    monkeypatch.setattr(delta_store, "ROW_GROUP_ROWS", 100)
+    lake = Lakehouse(None, str(tmp_path / "lakehouse"))
+    add_subscriptions(lake, [f"white house {k}" for k in range(150)], "alice")
+    add_subscriptions(lake, [f"election night {k}" for k in range(100)], "bob")
+    cancel_subscriptions(lake, [3, 150, 151, 249])
+    return lake
+
+
+def test_the_active_subscriptions_as_columns_equal_them_as_rows(lake: Lakehouse) -> None:
+    rows = [r for r in registry(lake) if r["cancelled_at"] is None]
+    sub_ids, words = active_subscription_columns(lake)
+    assert sub_ids.tolist() == [r["sub_id"] for r in rows]
+    assert words.to_pylist() == [list(r["words"]) for r in rows]
+    corpus = active_corpus(lake)
+    assert corpus.post_ids is not None and corpus.post_ids.tolist() == sub_ids.tolist()
+    assert [sorted(corpus.post_words(k)) for k in range(corpus.n_posts)] == [
+        sorted(r["words"]) for r in rows
+    ]
+
+
+def test_a_driver_side_write_has_row_groups_of_at_most_the_set_rows(lake: Lakehouse) -> None:
+    files = lake.delta_table("subscriptions.registry").file_uris()
+    assert files
+    for uri in files:
+        meta = pq.ParquetFile(lake.fs_path(uri), filesystem=lake.fs).metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        assert max(sizes) <= 100
+        assert sum(sizes) == 250  # the cancellation rewrote the whole registry
