@@ -13,16 +13,17 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
    against hash routing) and **publish**: the remap DAG's steps, as its tasks call them;
 4. **stream**: the held-out tweets land as files of ``--batch-posts`` and the stream matches
    them through the published version, one batch per file; between two batches
-   ``--changes`` subscription changes are committed (half new, half cancelled) and the next
-   batch applies them.
+   ``--changes`` subscription changes are committed (half new, half cancelled), the stream's
+   driver follows them while no batch runs (as between two triggers) and the next batch
+   meets them.
 
 Each step's wall time and peak memory (the Python driver, its JVM, the largest Python worker)
 are measured around it (``/proc``: VmHWM, reset per step). The stream's figures are the
 steady batches' (not the first, not the one after the changes): posts/s and matches/s, the
 task seconds per match and per routed post, the driver's plan + placement sync, what the
-broadcast carried and what a match worker held; and the changes' cost: the batch that
-applied them against a steady one. Printed as one table, written to
-``docs/bench/subscriptions.csv``.
+broadcast carried and what a match worker held; and the changes' cost: the driver's sync
+between the batches, and the batch that met them against a steady one. Printed as one
+table, written to ``docs/bench/subscriptions.csv``.
 """
 
 from __future__ import annotations
@@ -244,6 +245,10 @@ def _has_batches(handler: Any, count: int) -> bool:
     return len(handler.figures) >= count
 
 
+def _followed(handler: Any, registry_version: int | None) -> bool:
+    return bool(handler.state.registry_version == registry_version)
+
+
 def _wait(what: str, done: Callable[[], bool], query: Any, seconds: float = 1800) -> None:
     deadline = time.monotonic() + seconds
     while not done():
@@ -350,9 +355,20 @@ def run_size(
         try:
             for k, path in enumerate(files):
                 if k == CHANGES_BEFORE:
+                    assert handler.follower is not None
+                    followed = handler.follower.seconds
                     changes = _commit_changes(
                         lakehouse, training, size, config, register_word_sets, cancel_subscriptions
                     )
+                    # as between two triggers: the stream's driver follows the registry
+                    # while no batch runs (spark_jobs/stream/registry_follower.py)
+                    latest = lakehouse.version("subscriptions.registry")
+                    _wait(
+                        f"the stream to follow the registry to version {latest}",
+                        functools.partial(_followed, handler, latest),
+                        query,
+                    )
+                    changes["follower_s"] = handler.follower.seconds - followed
                 path.replace(landing / path.name)
                 _wait(f"batch {k + 1}", functools.partial(_has_batches, handler, k + 1), query)
         finally:
@@ -447,6 +463,9 @@ def _row(
         "changes register s": round(changes.get("register_s", 0.0), 2),
         "changes cancel s": round(changes.get("cancel_s", 0.0), 2),
         "changes broadcast MB": round((memory.changes_bytes if memory else 0) / 1e6, 2),
+        # the driver's sync of the changes between the batches (the registry follower's),
+        # then what the batch that met them still spent on its own sync
+        "changes follower s": round(changes.get("follower_s", 0.0), 3),
         "changes sync s": round(changed.figures.seconds_sync, 3),
         # what applying them cost the batch that did: its sync and its tasks, over a steady one
         "changes % of batch": round(

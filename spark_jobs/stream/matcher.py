@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -56,6 +58,7 @@ from spark_jobs.stream.pipeline import (
     task_slots,
 )
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
+from spark_jobs.stream.registry_follower import RegistryFollower
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
 
 if TYPE_CHECKING:
@@ -106,6 +109,9 @@ class StreamMatcher:
             checkpoint=self.checkpoint,
         )
         self.warm_up = WarmUp(lakehouse, self.pipeline, self.outputs, self.checkpoint, self.landing)
+        # held for a whole batch: the registry follower syncs only while it is free
+        self.batch_lock = threading.Lock()
+        self.follower: RegistryFollower | None = None
         # the latest batches' figures (bounded: the query may run for months)
         self.figures: deque[CommittedBatch] = deque(maxlen=10_000)
 
@@ -193,8 +199,17 @@ class StreamMatcher:
             self.sync_state.reset()  # the next batch starts from a clean load
 
     # -- one micro-batch ---------------------------------------------------------------------
+    def follow_registry(self, active: Callable[[], bool]) -> None:
+        """Start the driver thread that syncs registry changes between batches."""
+        self.follower = RegistryFollower(self.lakehouse, self.sync_state, self.batch_lock, active)
+        self.follower.start()
+
     def __call__(self, posts: DataFrame, batch_id: int) -> None:
         """foreachBatch: route, match and dispatch one micro-batch."""
+        with self.batch_lock:
+            self._batch(posts, batch_id)
+
+    def _batch(self, posts: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         failpoints.crash_driver("before-plan", batch_id)
         plan = self.plan(batch_id)
@@ -439,6 +454,7 @@ def start(
         writer = writer.trigger(processingTime=f"{config.trigger_seconds} seconds")
     query = writer.start()
     handler.query = query
+    handler.follow_registry(lambda: query.isActive)
     return query, handler
 
 

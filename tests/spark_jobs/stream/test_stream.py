@@ -9,6 +9,7 @@ no extra, no duplicate rows) through version switches, crashes and subscription 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -288,8 +289,18 @@ def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path
         )
         cancelled = sorted(active_subscriptions(lakehouse))[:100]
         cancel_subscriptions(lakehouse, cancelled)
+        # between batches the driver's follower brings the placement to the registry's
+        # latest version (the next batch then finds it synced, and matches the same)
+        latest = lakehouse.version("subscriptions.registry")
+        _wait_for(
+            f"the follower to sync registry version {latest}",
+            lambda: handler.state.registry_version == latest,
+        )
+        assert handler.follower is not None and handler.follower.synced >= 1
+        epoch = handler.state.epoch
         posts = landing.write(400, texts=(f"ZZQX! {vocab[3]} and {vocab[40]}",))
         run_all(query)
+        assert handler.state.epoch == epoch  # nothing left for the batch to sync
         active = active_subscriptions(lakehouse)
         assert set(added) <= set(active) and not set(cancelled) & set(active)
         after_change = expected_matches(landing, posts, active)
@@ -305,6 +316,13 @@ def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path
     placed = {r["sub_id"] for r in placements if r["routing_version"] == version}
     assert set(added) <= placed
     assert handler.figures[-1].figures.subscriptions == len(active)
+
+
+def _wait_for(what: str, ready, deadline_s: float = 60.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not ready():
+        assert time.monotonic() < deadline, f"waited {deadline_s} s for {what}"
+        time.sleep(0.1)
 
 
 def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, capsys):
