@@ -4,7 +4,7 @@ and written with delta-rs on the worker)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.errors import S3TMError
 from s3tm.orchestration import report_charts, reports
@@ -14,6 +14,7 @@ from spark_jobs.lake.delta_io import Lakehouse
 
 if TYPE_CHECKING:
     from schemas.rows import VersionParams, VersionRow
+    from spark_jobs.jobs.publish import PublishDecision
 
 
 class ValidationFailed(S3TMError):
@@ -29,7 +30,14 @@ def has_learning_input(root: str) -> bool:
     return _lakehouse(root).row_count("silver.posts") > 0
 
 
-def validate_candidate(root: str) -> dict[str, Any]:
+class ValidatedCandidate(TypedDict):
+    """The validate task's XCom: the version it validated and where its Data Docs are."""
+
+    routing_version: int
+    data_docs: str
+
+
+def validate_candidate(root: str) -> ValidatedCandidate:
     """Validate the latest candidate; raise (failing the task) when a suite fails."""
     from spark_jobs.lake.routing_store import latest_with_status
     from spark_jobs.lake.validation import validate_with_expectations
@@ -47,7 +55,7 @@ def validate_candidate(root: str) -> dict[str, Any]:
     return {"routing_version": version, "data_docs": result["data_docs"]}
 
 
-def publish_if_better(root: str, margin: float) -> dict[str, Any]:
+def publish_if_better(root: str, margin: float) -> PublishDecision:
     """Publish the validated candidate when it beats the published version by ``margin``."""
     from spark_jobs.jobs.publish import publish
 

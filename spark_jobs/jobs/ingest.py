@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import pyarrow as pa
 
@@ -233,6 +233,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class IngestBatchSummary(TypedDict, total=False):
+    """One committed ingest batch (printed as JSON): rows into bronze, rows quarantined
+    (None where delta-spark did not count them) and why, and whether the batch had been
+    committed before (``skipped``: a rerun wrote nothing)."""
+
+    batch: str
+    bronze_rows: int | None
+    quarantined: int | None
+    bronze_version: int | None
+    skipped: bool
+    quarantine_reasons: dict[str, int]
+
+
 def commit_records(
     lakehouse: Lakehouse,
     parsed: DataFrame,
@@ -241,7 +254,7 @@ def commit_records(
     batch_id: int,
     default_day: dt.date | None,
     now: dt.datetime,
-) -> dict[str, object]:
+) -> IngestBatchSummary:
     """Judges parsed records and commits the quarantine, then bronze, under ``batch_id``
     (a batch already committed by ``app_id`` writes nothing). Returns the batch's figures."""
     spark = lakehouse.spark
@@ -259,7 +272,7 @@ def commit_records(
     q = lakehouse.write(quarantine, "silver.posts_quarantine", app_id=app_id, batch_id=batch_id)
     failpoints.crash("ingest:after-quarantine")
     b = lakehouse.write(bronze, "bronze.posts", app_id=app_id, batch_id=batch_id)
-    summary: dict[str, object] = {
+    summary: IngestBatchSummary = {
         "batch": batch,
         "bronze_rows": b.rows,
         "quarantined": q.rows,

@@ -49,7 +49,7 @@ from core.learn import (
     align_to_published,
     learn_mapping,
 )
-from core.learn.api import DEFAULT_FULL_REMAP_GAIN
+from core.learn.api import DEFAULT_FULL_REMAP_GAIN, Algorithm
 from core.learn.remap_params import RemapChoice
 from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
@@ -187,7 +187,7 @@ class LearnConfig:
     params and ``s3tm learn-version`` fill the same fields."""
 
     nodes: int = 16
-    algorithm: str = "salb2"
+    algorithm: Algorithm = "salb2"
     split: bool = True
     incremental: bool = False
     max_moved: float = 0.1
@@ -293,7 +293,7 @@ def learn_version(
     lakehouse: Lakehouse,
     *,
     nodes: int,
-    algorithm: str,
+    algorithm: Algorithm,
     split: bool,
     start: dt.date | None,
     end: dt.date | None,

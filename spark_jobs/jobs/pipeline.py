@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.formatting import format_table
+from core.learn.api import Algorithm
 from spark_jobs.common import job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
@@ -42,7 +43,7 @@ class PipelineConfig:
     batch_id: int | None = None
     sample_rate: float = NormaliseConfig.sample_rate
     nodes: int = LearnConfig.nodes
-    algorithm: str = LearnConfig.algorithm
+    algorithm: Algorithm = LearnConfig.algorithm
     split: bool = LearnConfig.split
     holdout_fraction: float = LearnConfig.holdout_fraction
     margin: float | None = None

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -72,9 +72,22 @@ def published_placement(
     return published, Placement(n_matchers, sub_ids, indptr, matchers, unknown)
 
 
+class PlaceSummary(TypedDict, total=False):
+    """What the place job did (printed as JSON; the remap DAG's report reads it)."""
+
+    routing_version: int
+    subscriptions: int
+    placement_rows: int
+    multicast: int
+    cost_model: dict[str, float]
+    previous_version: int | None
+    moved_subscriptions: int | None
+    seconds: float
+
+
 def place_version(
     lakehouse: Lakehouse, version: int | None, *, unit_cost: bool = False, seed: int = 0
-) -> tuple[int, Placement | None, dict[str, object]]:
+) -> tuple[int, Placement | None, PlaceSummary]:
     """Place the active subscriptions for ``version`` (default: the latest candidate)."""
     chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
@@ -105,7 +118,7 @@ def place_version(
         lakehouse, chosen, placement.sub_ids, placement.indptr, placement.matchers
     )
     moved = moved_subscriptions(before, placement) if before is not None else None
-    summary = {
+    summary: PlaceSummary = {
         "routing_version": chosen,
         "subscriptions": corpus.n_posts,
         "placement_rows": rows,

@@ -18,7 +18,7 @@ import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
@@ -46,13 +46,26 @@ def validate_version(lakehouse: Lakehouse, version: int) -> ValidationResult:
     return validate_with_expectations(lakehouse, version)
 
 
+class PublishDecision(TypedDict, total=False):
+    """What a publish did: the published version after it and whether it changed; a kept
+    version says why (``reason``), which ``candidate`` it kept out and on which ``basis``
+    (counted work or the model); a switch names the version it ``retired``."""
+
+    published: int | None
+    changed: bool
+    reason: str
+    candidate: int
+    basis: str
+    retired: int | None
+
+
 def publish(
     lakehouse: Lakehouse,
     version: int | None,
     *,
     margin: float | None = None,
     skip_validation: bool = False,
-) -> dict[str, object]:
+) -> PublishDecision:
     """Publish a version atomically; returns what happened (published or kept, and why).
 
     The decision and the commit hold the ``routing.versions`` lock: two publishes at once
@@ -67,7 +80,7 @@ def _publish(
     *,
     margin: float | None,
     skip_validation: bool,
-) -> dict[str, object]:
+) -> PublishDecision:
     chosen = version
     if chosen is None:
         chosen = latest_with_status(lakehouse, "validated")
