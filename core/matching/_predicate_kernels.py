@@ -171,8 +171,9 @@ def match_posts(
                         grown[:n_out] = out[:n_out]
                         out = grown
                     for t in range(sub_ptr[k], sub_ptr[k + 1]):
-                        out[n_out] = subs[t]
-                        n_out += 1
+                        if subs[t] >= 0:  # a negative id: cancelled (set_cancelled)
+                            out[n_out] = subs[t]
+                            n_out += 1
         stamp += 1
         out_indptr[p + 1] = n_out
         post_ops[p] = ops - before

@@ -44,6 +44,29 @@ class AccessPredicateMatcher:
         self._index = _Index(*K.build(ptr, words, ids, n_words))
         self._mark = np.zeros(n_words, dtype=np.int64)
         self._stamp = np.int64(1)
+        # cancelled subscriptions: their slots in ``subs`` hold -1 (the kernel skips them)
+        self._order: np.ndarray | None = None  # ``subs`` positions by id, made on first ask
+        self._cancelled_at = np.zeros(0, dtype=np.int64)
+        self._cancelled_ids = np.zeros(0, dtype=np.int64)
+
+    def set_cancelled(self, sub_ids: np.ndarray) -> None:
+        """Leave the matches of ``sub_ids`` out from now on (replacing the set given
+        before; ids the index does not hold are ignored): a cancellation costs the index
+        nothing per match, and the index is not rebuilt."""
+        subs = self._index.subs
+        subs[self._cancelled_at] = self._cancelled_ids  # the previous set, restored
+        ids = np.unique(np.asarray(sub_ids, dtype=np.int64))
+        if self._order is None:
+            self._order = np.argsort(subs, kind="stable")
+        ordered = subs[self._order]
+        if ids.size == 0 or ordered.size == 0:
+            self._cancelled_at = self._cancelled_ids = np.zeros(0, dtype=np.int64)
+            return
+        at = np.minimum(np.searchsorted(ordered, ids), ordered.shape[0] - 1)
+        held = ordered[at] == ids
+        self._cancelled_at = self._order[at[held]]
+        self._cancelled_ids = ids[held]
+        subs[self._cancelled_at] = -1
 
     @property
     def n_subscriptions(self) -> int:

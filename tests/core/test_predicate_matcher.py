@@ -101,3 +101,22 @@ def test_agrees_with_the_trie_on_a_skewed_corpus() -> None:
 def test_rejects_malformed_subscriptions(ids, indptr, words, message) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         AccessPredicateMatcher(np.array(ids), np.array(indptr), np.array(words))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(few_words, posts_few, st.lists(st.sets(st.integers(0, 60)), min_size=1, max_size=3))
+def test_cancelled_subscriptions_are_left_out_until_the_set_is_replaced(
+    subs, posts, cancellations
+) -> None:
+    ids = np.arange(7, 7 + len(subs), dtype=np.int64)[::-1].copy()
+    s_ptr, s_words = csr_of_sets(subs)
+    p_ptr, p_words = csr_of_sets(posts, shuffle=True)
+    word_map = np.arange(21, dtype=np.int32)
+    matcher = AccessPredicateMatcher(ids, s_ptr, s_words)
+    by_id = {int(i): s for i, s in zip(ids, subs, strict=True)}
+    # each set replaces the one before (ids not held are ignored); the last one is empty
+    for cancelled in [*cancellations, set()]:
+        matcher.set_cancelled(np.array(sorted(cancelled), dtype=np.int64))
+        kept = {i: s for i, s in by_id.items() if i not in cancelled}
+        got = matcher.match(p_ptr, p_words, word_map)
+        assert got.as_sets() == brute_force(kept, posts)
