@@ -187,12 +187,9 @@ def placement_arrays(
     """The stored placements of ``version`` (of ``sub_ids`` only, when given) as columns:
     (the placed sub ids, ascending; their matchers as CSR ``indptr, matchers``, sorted and
     distinct per id)."""
-    rows = load_placements(lakehouse, version, sub_ids)
+    rows = load_placements(lakehouse, version, sub_ids)  # only ``sub_ids``' rows, when given
     subs = np.asarray(rows["sub_id"], dtype=np.int64)
     matchers = np.asarray(rows["matcher_id"], dtype=np.int32)
-    if sub_ids is not None:
-        keep = np.isin(subs, sub_ids)
-        subs, matchers = subs[keep], matchers[keep]
     order = np.lexsort((matchers, subs))
     subs, matchers = subs[order], matchers[order]
     distinct = np.ones(subs.shape[0], dtype=np.bool_)

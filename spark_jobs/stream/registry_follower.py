@@ -11,6 +11,7 @@ same with or without the follower; only where the seconds are spent moves.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -82,8 +83,6 @@ class RegistryFollower:
             latest = self.lakehouse.version("subscriptions.registry")
             if latest is None or latest == state.registry_version:
                 return False
-            import time
-
             started = time.perf_counter()
             self.sync.bring_to(state.routing_version, latest)
             self.seconds += time.perf_counter() - started
