@@ -57,6 +57,7 @@ from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from spark_jobs.jobs.evaluate import EvaluateSummary
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.stream.batch_log import CommittedBatch
 
@@ -411,7 +412,7 @@ def _row(
     steps: Steps,
     batches: list[CommittedBatch],
     changes: dict[str, float],
-    evaluation: dict[str, object],
+    evaluation: EvaluateSummary,
 ) -> dict[str, Any]:
     if len(batches) < STREAM_BATCHES:
         raise InputDataError(f"{len(batches)} stream batches ran of {STREAM_BATCHES}")
@@ -526,8 +527,8 @@ def project(
     )
 
 
-def _ratio(value: object) -> float | None:
-    return round(float(value), 3) if isinstance(value, int | float) else None
+def _ratio(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.corpus.arrays import Corpus, corpus_from_arrow_lists
 from core.errors import InputDataError
@@ -45,6 +45,45 @@ if TYPE_CHECKING:
 # the replay's timing runs on this many held-out posts (its counted work covers them all):
 # timing 2M posts three times over for three tables would take minutes and tell no more
 TIMING_POSTS = 200_000
+
+
+class MeasuredRouting(TypedDict, total=False):
+    """One routing table's figures on the held-out posts: ``model`` (the posts-only model's
+    metrics) always; the replay's when there are subscriptions to count matcher work with."""
+
+    model: dict[str, Any]
+    replay_posts_per_s: float
+    replay_timed_posts: int
+    work_throughput: float  # counted work (lookups + matches) of the busiest matcher
+    matcher_work: list[int]
+    matches: int
+
+
+class MeasuredPublished(MeasuredRouting, total=False):
+    routing_version: int
+
+
+class EvaluationReport(TypedDict, total=False):
+    """``evaluation`` in a candidate's ``routing.versions`` metrics; ``published`` and the
+    ratios to it only when another version is published. A ratio is None when either side
+    has no such figure (no subscriptions: no counted work)."""
+
+    posts: int
+    day: str | None
+    candidate: MeasuredRouting
+    hash: MeasuredRouting
+    published: MeasuredPublished
+    relative_model_throughput_vs_hash: float | None
+    relative_replay_throughput_vs_hash: float | None
+    relative_work_throughput_vs_hash: float | None
+    relative_model_throughput_vs_published: float | None
+    relative_work_throughput_vs_published: float | None
+
+
+class EvaluateSummary(EvaluationReport, total=False):
+    """What the job prints (and ``evaluate_version`` returns): the report and its version."""
+
+    routing_version: int
 
 
 def held_out_posts(
@@ -94,10 +133,10 @@ def _measure(
     subs: Corpus | None,
     placement: Placement | None,
     seed: int,
-) -> dict[str, object]:
+) -> MeasuredRouting:
     started = time.perf_counter()
     model: RoutingMetrics = routing_metrics(route_corpus(routing, posts, seed=seed))
-    result: dict[str, object] = {"model": model.as_dict(with_loads=False)}
+    result: MeasuredRouting = {"model": model.as_dict(with_loads=False)}
     if subs is not None and placement is not None:
         # counted figures on every post, chunk by chunk; the timing on a sample of them
         measured = replay(
@@ -116,7 +155,7 @@ def _measure(
 
 def evaluate_version(
     lakehouse: Lakehouse, version: int | None, *, day: dt.date | None = None, seed: int = 0
-) -> dict[str, object]:
+) -> EvaluateSummary:
     chosen = version if version is not None else latest_pending(lakehouse)
     if chosen is None:
         raise InputDataError("no candidate routing version to evaluate")
@@ -139,7 +178,7 @@ def evaluate_version(
     candidate = load_routing_table(lakehouse, chosen)
     active = active_corpus(lakehouse)
     subs = active if active.n_posts else None
-    report: dict[str, Any] = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
+    report: EvaluationReport = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
     cand_place = _placement_of(lakehouse, chosen, candidate, subs) if subs else None
     report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed)
     baseline = hash_table(candidate.n_matchers, candidate.subscribed_words)
@@ -157,8 +196,8 @@ def evaluate_version(
             if subs is not None and live_subs_ok
             else None
         )
-        report["published"] = {
-            "routing_version": live,
+        report["published"] = MeasuredPublished(
+            routing_version=live,
             **_measure(
                 f"published version {live}",
                 current,
@@ -167,17 +206,17 @@ def evaluate_version(
                 live_place,
                 seed,
             ),
-        }
+        )
 
-    def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
+    def ratio(a: MeasuredRouting, b: MeasuredRouting, key: str) -> float | None:
         if key == "model":
             return float(a["model"]["throughput"]) / float(b["model"]["throughput"])
         if key == "work":
             if a.get("work_throughput") and b.get("work_throughput"):
-                return float(a["work_throughput"]) / float(b["work_throughput"])
+                return a["work_throughput"] / b["work_throughput"]
             return None
         if "replay_posts_per_s" in a and "replay_posts_per_s" in b:
-            return float(a["replay_posts_per_s"]) / float(b["replay_posts_per_s"])
+            return a["replay_posts_per_s"] / b["replay_posts_per_s"]
         return None
 
     report["relative_model_throughput_vs_hash"] = ratio(
@@ -197,7 +236,7 @@ def evaluate_version(
     metrics = json.loads(meta["metrics"] or "{}")
     metrics["evaluation"] = report
     update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
-    return {"routing_version": chosen, **report}
+    return EvaluateSummary(routing_version=chosen, **report)
 
 
 @dataclass(frozen=True)

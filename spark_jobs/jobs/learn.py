@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -289,6 +289,33 @@ def live_hot_words(lakehouse: Lakehouse, hours: float) -> dict[str, float]:
     return {h["word"]: float(h["share"]) for h in latest["hot_words"] or []}
 
 
+# what a candidate was learned from: its ``routing.versions`` inputs (the Delta version of the
+# edges it read, its window, its corpus and the registry's size)
+LearnInputs = TypedDict(
+    "LearnInputs",
+    {
+        "gold.post_words": int,
+        "start": str | None,
+        "end": str | None,
+        "training_posts": int,
+        "training_edges": int,
+        "subscriptions": int,
+    },
+)
+
+
+class LearnSummary(LearnInputs, RemapChoice):
+    """What the learn job prints: the candidate, its inputs, its seconds and the remap's
+    choice (full or incremental, and why)."""
+
+    routing_version: int
+    label: str
+    n_matchers: int
+    mapping_rows: int
+    learn_seconds: float
+    read_seconds: float
+
+
 def learn_version(
     lakehouse: Lakehouse,
     *,
@@ -304,7 +331,7 @@ def learn_version(
     incremental: bool = False,
     max_moved: float = 0.1,
     full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN,
-) -> dict[str, object]:
+) -> LearnSummary:
     """Learn and write one candidate version; returns its summary."""
     if nodes < 1:
         raise InvalidArgumentError(f"--nodes must be >= 1, got {nodes}")
@@ -400,7 +427,7 @@ def learn_version(
         "hot_words": learned.table.n_split_words,
         "live_hot_words": min_parts,
     }
-    inputs = {
+    inputs: LearnInputs = {
         "gold.post_words": edges_version,
         "start": start.isoformat() if start else None,
         "end": end.isoformat() if end else None,
@@ -431,7 +458,7 @@ def learn_version(
             "retired_at": None,
         },
     )
-    summary = {
+    summary: LearnSummary = {
         "routing_version": version,
         "label": params["label"],
         "n_matchers": nodes,
