@@ -21,13 +21,20 @@ QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # most-tests-first order, which left the long single-test files to the end).
 WORKERS ?= 2
 
-setup: $(VENV)/.installed $(JARS)/.resolved $(WEB)/.resolved
+setup: $(VENV)/.installed $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
+	@touch $@
+
+# numba compiles a kernel on first use and caches it beside its module: compiled once here,
+# not by every process (and every Spark Python worker) that meets it first
+$(VENV)/.kernels: $(VENV)/.installed $(wildcard core/*/_*kernels.py) core/warm_kernels.py
+	@echo "compiling the numba kernels once (about a minute the first time)"
+	@$(BIN)/python -m core.warm_kernels || { echo "make setup: compiling the numba kernels failed: the error is above" >&2; exit 1; }
 	@touch $@
 
 # Delta, S3A and the Kafka source for Spark; the KRaft broker of `s3tm kafka` and the tests.
