@@ -46,6 +46,16 @@ from core.text.encoder import normalize_arrow
 N_MATCHERS = 4
 
 
+def _received(values: pa.Array) -> pa.Array:
+    """``values`` as a task receives them (Arrow IPC from the JVM or a shuffle): their
+    buffers are read-only, a type of its own to numba."""
+    batch = pa.record_batch([values], names=["values"])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return pa.ipc.open_stream(sink.getvalue()).read_next_batch().column(0)
+
+
 def _texts(corpus: Corpus) -> list[str]:
     """The corpus' posts as texts (its words are normalised already: they stay as they are)."""
     words = corpus.vocabulary.tolist()
@@ -110,12 +120,15 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
     drop_posts_at_random(len(lines), 0.5, 1)  # the experiments' baseline
     drop = drop_lines(ShedPlan(drop_fraction=0.5, drop_values=values), lines, seed=1)
     lines = lines.filter(pa.array(drop.keep))
-    judged = judge_lines(lines)
+    judge_lines(lines)
+    judged = judge_lines(_received(lines))
     post_ids = judged.post_id.filter(judged.accepted)
     hash_fraction_mask(post_ids, 0.2, 7)
     spark_xxhash64(0, post_ids)
     cache = MatcherCache("predicate")
-    indptr, word_ids = cache.encoder(snapshot).encode(judged.text.filter(judged.accepted))
+    texts_in = judged.text.filter(judged.accepted)
+    cache.encoder(snapshot).encode(texts_in)
+    indptr, word_ids = cache.encoder(snapshot).encode(_received(texts_in))
     capped = ShedPlan(utility="yield", level=1, max_spread=1.0, exempt_fraction=0.1,
                       slot_weight=np.ones(snapshot.part_matchers.shape[0]))  # fmt: skip
     for plan in (ShedPlan(), capped):
@@ -126,6 +139,12 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
     sketch.heavy_hitters(0.01)
     # a worker's token table grows past its first size: rehashed
     cache.encoder(snapshot).encode(pa.array([f"token{i} x{i}" for i in range(6000)]))
+    # the match task cuts the words out of the shuffled payload: read-only Arrow buffers
+    payload_words = word_ids.copy()
+    payload_words.flags.writeable = False
+    gather_for_matchers(
+        indptr, payload_words, shed.pair_post, shed.pair_matcher, cache.matcher_words(snapshot)
+    )
     rows: list[dict[str, object]] = []
     for m in range(snapshot.n_matchers):
         pairs = np.flatnonzero(shed.pair_matcher == m)
