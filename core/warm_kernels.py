@@ -78,7 +78,7 @@ def _learn_and_place(posts: Corpus, subs: Corpus) -> None:
     learn_mapping(posts, N_MATCHERS, "salb", split=True, min_parts={hot: 3}, seed=1)
     placement = place_subscriptions(learned.table, subs)
     replay(learned.table, placement, subs, posts, repeats=1, min_sample_seconds=0.0)
-    # the incremental remap: restreaming from a published mapping
+    # salb2 on posts alone (no subscriptions: no match weights), the learn job's other path
     learn_mapping(posts, N_MATCHERS, "salb2", split=True, seed=2)
 
 
@@ -155,7 +155,7 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
         matches = cache.match(snapshot, m, offsets, words)
         sampled = np.ones(pairs.shape[0], dtype=np.bool_)
         cache.observe_yield(snapshot, m, offsets, words, sampled, matches)
-        take_rows(indptr, word_ids, shed.pair_post[pairs])
+        take_rows(indptr, word_ids, shed.pair_post[pairs])  # the uncut payload (trie index)
         for r in range(pairs.shape[0]):
             found = matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist()
             if found:
