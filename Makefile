@@ -21,13 +21,22 @@ QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # most-tests-first order, which left the long single-test files to the end).
 WORKERS ?= 2
 
-setup: $(VENV)/.installed $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
+setup: $(VENV)/.installed $(VENV)/.bytecode $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[dev]"
+	@touch $@
+
+# The project's own modules compiled to bytecode once (the installed packages are, by uv's
+# --compile-bytecode): where PYTHONDONTWRITEBYTECODE is set, as on CI machines, every process
+# would otherwise compile each module it imports from source, every time (Airflow's task
+# runners, each Spark Python worker: imports took 2-3x as long)
+SOURCES := core schemas spark_jobs s3tm dags benchmarks tests
+$(VENV)/.bytecode: $(VENV)/.installed $(shell find $(SOURCES) -name '*.py' 2>/dev/null)
+	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) >/dev/null || { echo "make setup: compiling the project's modules failed" >&2; exit 1; }
 	@touch $@
 
 # numba compiles a kernel on first use and caches it beside its module: compiled once here,

@@ -3,7 +3,7 @@
 A :class:`Corpus` is the word-to-post bipartite graph of paper 001 (Sect. 3.3): post ``p``
 contains the distinct word ids ``indices[indptr[p]:indptr[p + 1]]`` (sorted), and
 ``word_posts()`` gives, per word, the posts that contain it. Building it from word lists is
-one ``pandas.factorize`` over the flattened tokens plus a numba pass; no per-post dicts.
+one Arrow dictionary encoding of the flattened tokens plus a numba pass; no per-post dicts.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -123,6 +122,30 @@ def _validate_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> None:
         raise InvalidArgumentError(f"indices must lie in [0, {n_cols})")
 
 
+def _factorize(
+    values: Sequence[object] | np.ndarray, kind: pa.DataType | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int64) and the distinct values (an object array) in order of first
+    appearance, as ``pandas.factorize(sort=False)`` gives them: one Arrow hash pass, without
+    importing pandas in every process that builds a corpus.
+
+    Raises:
+        InvalidArgumentError: a null value, or values of mixed kinds.
+    """
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
+    try:
+        column = pa.array(values if isinstance(values, np.ndarray) else list(values), kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise InvalidArgumentError(f"cannot encode the values: {err}") from err
+    if column.null_count:
+        raise InvalidArgumentError(f"{column.null_count} null values (ids and words are required)")
+    encoded = pc.dictionary_encode(column)
+    uniques = np.empty(len(encoded.dictionary), dtype=object)
+    uniques[:] = encoded.dictionary.to_pylist()
+    return np.asarray(encoded.indices, dtype=np.int64), uniques
+
+
 def corpus_from_word_lists(
     word_lists: Sequence[Sequence[str]], post_ids: Sequence[str] | None = None
 ) -> Corpus:
@@ -144,11 +167,10 @@ def corpus_from_word_lists(
     flat = list(itertools.chain.from_iterable(word_lists))
     if any(not isinstance(word, str) for word in flat):
         raise InvalidArgumentError("every word must be a str")
-    codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=False)
+    codes, vocabulary = _factorize(flat, pa.string())
     indptr = np.zeros(len(word_lists) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     indptr, indices = _kernels.dedupe_sort_rows(indptr, codes.astype(np.int32))
-    vocabulary = np.asarray(uniques, dtype=object)
     ids = None if post_ids is None else np.asarray(list(post_ids), dtype=object)
     return Corpus(vocabulary, indptr, indices, ids)
 
@@ -196,18 +218,13 @@ def corpus_from_pairs(
     """
     if len(post_ids) != len(words):
         raise InvalidArgumentError("post_ids and words must have equal length")
-    post_codes, post_uniques = pd.factorize(pd.Series(post_ids, dtype=object), sort=False)
-    word_codes, word_uniques = pd.factorize(pd.Series(words, dtype=object), sort=False)
+    post_codes, post_uniques = _factorize(post_ids)
+    word_codes, word_uniques = _factorize(words)
     indptr, indices = _kernels.group_by_key(
         post_codes.astype(np.int64), word_codes.astype(np.int32), len(post_uniques)
     )
     indptr, indices = _kernels.dedupe_sort_rows(indptr, indices)
-    return Corpus(
-        np.asarray(word_uniques, dtype=object),
-        indptr,
-        indices,
-        np.asarray(post_uniques, dtype=object),
-    )
+    return Corpus(word_uniques, indptr, indices, post_uniques)
 
 
 def corpus_from_codes(

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from core.errors import InvalidArgumentError
 
@@ -75,6 +74,9 @@ def align_matchers(
         cost = np.ones_like(cost)
     overlap = np.zeros((n_matchers, n_matchers), dtype=np.float64)
     np.add.at(overlap, (token_matcher[both], origin[both]), cost[both])
+    # imported here: scipy.optimize costs every process that imports the learners ~2 s
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(overlap, maximize=True)
     new_id = np.empty(n_matchers, dtype=np.int32)
     new_id[rows] = cols

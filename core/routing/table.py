@@ -12,15 +12,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.errors import InvalidArgumentError, MappingFormatError
 from core.routing.hashing import hash_matcher
+
+if TYPE_CHECKING:  # pandas only for to_frame: every process that routes imports this module
+    import pandas as pd
 
 MAPPING_FILE = "mapping.parquet"
 SUBSCRIBED_FILE = "subscribed_words.parquet"
@@ -154,17 +157,22 @@ class RoutingTable:
             return np.array([hash_matcher(word, self.n_matchers)], dtype=np.int32)
         return self.part_matchers[self.part_indptr[i] : self.part_indptr[i + 1]]
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per (word, part) with its matcher_id."""
+    def to_arrow(self) -> pa.Table:
+        """One row per (word, part) with its matcher_id (``MAPPING_SCHEMA``)."""
         counts = np.diff(self.part_indptr)
         starts = np.repeat(self.part_indptr[:-1], counts)
-        return pd.DataFrame(
-            {
-                "word": np.repeat(self.words, counts),
-                "part": (np.arange(self.part_matchers.shape[0]) - starts).astype(np.int32),
-                "matcher_id": self.part_matchers.astype(np.int32),
-            }
+        return pa.table(
+            [
+                pa.array(np.repeat(self.words, counts), pa.string()),
+                pa.array((np.arange(self.part_matchers.shape[0]) - starts).astype(np.int32)),
+                pa.array(self.part_matchers.astype(np.int32)),
+            ],
+            schema=MAPPING_SCHEMA,
         )
+
+    def to_frame(self) -> pd.DataFrame:
+        """:meth:`to_arrow` as a pandas frame (word, part, matcher_id)."""
+        return self.to_arrow().to_pandas()
 
     @classmethod
     def from_rows(
@@ -182,21 +190,28 @@ class RoutingTable:
         Raises:
             InvalidArgumentError: on duplicate or missing parts.
         """
-        frame = pd.DataFrame({"word": list(words), "part": list(parts), "m": list(matchers)})
-        frame = frame.sort_values(["word", "part"], kind="stable")
-        word_values = frame["word"].to_numpy(dtype=object)
+        rows = pa.table(
+            {
+                "word": _column(words, pa.string()),
+                "part": _column(parts, pa.int64()),
+                "m": _column(matchers, pa.int32()),
+            }
+        )
+        # Arrow's sort is stable and orders strings by their UTF-8 bytes: code point order
+        rows = rows.take(pc.sort_indices(rows, [("word", "ascending"), ("part", "ascending")]))
+        word_values = rows.column("word").to_numpy()
         boundaries = np.flatnonzero(word_values[1:] != word_values[:-1]) + 1
         starts = np.concatenate([[0], boundaries]).astype(np.int64)
-        indptr = np.append(starts, len(frame)).astype(np.int64)
-        expected_parts = np.arange(len(frame)) - np.repeat(starts, np.diff(indptr))
-        if not np.array_equal(frame["part"].to_numpy(), expected_parts):
+        indptr = np.append(starts, len(rows)).astype(np.int64)
+        expected_parts = np.arange(len(rows)) - np.repeat(starts, np.diff(indptr))
+        if not np.array_equal(rows.column("part").to_numpy(), expected_parts):
             raise InvalidArgumentError("each word's parts must be exactly 0..k-1, no repeats")
         subscribed = None if subscribed_words is None else frozenset(subscribed_words)
         return cls(
             n_matchers=int(n_matchers),
-            words=word_values[starts] if len(frame) else np.array([], dtype=object),
-            part_indptr=indptr if len(frame) else np.zeros(1, dtype=np.int64),
-            part_matchers=frame["m"].to_numpy(dtype=np.int32),
+            words=word_values[starts] if len(rows) else np.array([], dtype=object),
+            part_indptr=indptr if len(rows) else np.zeros(1, dtype=np.int64),
+            part_matchers=rows.column("m").to_numpy().astype(np.int32),
             subscribed_words=subscribed,
             manifest=LearnerManifest(**(manifest or {})),
         )
@@ -205,10 +220,7 @@ class RoutingTable:
         """Write the table directory (overwriting its files); returns the directory."""
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
-        pq.write_table(
-            pa.Table.from_pandas(self.to_frame(), schema=MAPPING_SCHEMA, preserve_index=False),
-            target / MAPPING_FILE,
-        )
+        pq.write_table(self.to_arrow(), target / MAPPING_FILE)
         subscribed_path = target / SUBSCRIBED_FILE
         if self.subscribed_words is not None:
             words = pa.table({"word": pa.array(sorted(self.subscribed_words), pa.string())})
@@ -241,7 +253,7 @@ class RoutingTable:
             n_matchers = int(manifest["n_matchers"])
         except (ValueError, KeyError) as err:
             raise MappingFormatError(f"{source / MANIFEST_FILE}: unreadable manifest") from err
-        frame = pq.read_table(source / MAPPING_FILE).to_pandas()
+        frame = pq.read_table(source / MAPPING_FILE)
         subscribed = None
         if (source / SUBSCRIBED_FILE).is_file():
             subscribed = pq.read_table(source / SUBSCRIBED_FILE).column("word").to_pylist()
@@ -256,3 +268,21 @@ class RoutingTable:
             )
         except (InvalidArgumentError, KeyError) as err:
             raise MappingFormatError(f"{source}: {err}") from err
+
+
+def _column(values: Iterable[object], kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``values`` (a sequence, an array, an Arrow column) as an Arrow column of ``kind``.
+
+    Raises:
+        InvalidArgumentError: a null or a value of another kind.
+    """
+    try:
+        if isinstance(values, pa.Array | pa.ChunkedArray):
+            column = values.cast(kind)
+        else:
+            column = pa.array(values if isinstance(values, np.ndarray) else list(values), kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+        raise InvalidArgumentError(f"routing rows: expected {kind} values: {err}") from err
+    if column.null_count:
+        raise InvalidArgumentError(f"routing rows: {column.null_count} null {kind} values")
+    return column

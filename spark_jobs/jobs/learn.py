@@ -462,7 +462,7 @@ def learn_version(
         "routing_version": version,
         "label": params["label"],
         "n_matchers": nodes,
-        "mapping_rows": len(learned.table.to_frame()),
+        "mapping_rows": learned.table.part_matchers.shape[0],
         **inputs,
         "learn_seconds": round(learned.learn_seconds, 3),
         "read_seconds": round(read_s, 3),

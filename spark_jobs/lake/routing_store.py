@@ -100,13 +100,13 @@ def _update_versions(lakehouse: DeltaStore, changes: Mapping[int, VersionChanges
 
 
 def write_mapping(lakehouse: DeltaStore, version: int, routing: RoutingTable) -> int:
-    frame = routing.to_frame()
+    rows = routing.to_arrow()
     data = pa.table(
         {
-            "routing_version": pa.array(np.full(len(frame), version, dtype=np.int64)),
-            "word": pa.array(frame["word"].tolist(), pa.string()),
-            "part": pa.array(frame["part"].to_numpy(np.int32)),
-            "matcher_id": pa.array(frame["matcher_id"].to_numpy(np.int32)),
+            "routing_version": pa.array(np.full(rows.num_rows, version, dtype=np.int64)),
+            "word": rows.column("word"),
+            "part": rows.column("part"),
+            "matcher_id": rows.column("matcher_id"),
         }
     )
     lakehouse.write_arrow(
@@ -123,9 +123,9 @@ def load_routing_table(lakehouse: DeltaStore, version: int) -> RoutingTable:
     rows = lakehouse.read_arrow("routing.mappings")
     rows = rows.filter(pc.equal(rows["routing_version"], version))
     return RoutingTable.from_rows(
-        rows["word"].to_pylist(),
-        rows["part"].to_pylist(),
-        rows["matcher_id"].to_pylist(),
+        rows["word"],
+        rows["part"],
+        rows["matcher_id"],
         int(meta["n_matchers"]),
         subscribed_words=meta["subscribed_words"],
         manifest=cast(
