@@ -292,9 +292,8 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     assert api.wait_for("s3tm_remap", clicked_id) == "success", api.failed_tasks(
         "s3tm_remap", clicked_id
     )
-    # ... and runs triggered through the REST API the UI uses
-    ingest = api.trigger("s3tm_ingest")
-    assert api.wait_for("s3tm_ingest", ingest) == "success", api.failed_tasks("s3tm_ingest", ingest)
+    # (a run triggered through the REST API the UI uses: the monitor's, below; s3tm_ingest's
+    # through the scheduler: test_airflow_postgres.py's and the cluster demo's)
     # Every run of both DAGs is green (scheduled, asset-triggered and manual alike).
     states = {(d, r["dag_run_id"]): r["state"] for d in PROJECT_DAGS for r in api.runs(d)}
     not_green = {
