@@ -22,6 +22,9 @@ from tests.scheduling import file_seconds, order_longest_first
 from tests.scheduling import pytest_addoption as pytest_addoption
 from tests.scheduling import pytest_configure as configure_scheduling
 
+# `pytest --cpu-report FILE`: each test phase's CPU seconds (tests/cpu_accounting.py)
+pytest_plugins = ["tests.cpu_accounting"]
+
 # fixture -> the marker of the resource it starts (markers are declared in pyproject.toml)
 RESOURCE_FIXTURES: dict[str, str] = {
     "spark": "spark",  # an in-process local SparkSession (JVM)
