@@ -16,9 +16,11 @@ import gzip
 import json
 import subprocess
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from spark_jobs.lake.delta_io import Lakehouse
 
@@ -86,24 +88,65 @@ print(json.dumps({"events": events, "queued": queued}))
 """
 
 
-def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(
-    tmp_path, spark, airflow_process_env
-):
-    from core.corpus.arrays import corpus_from_word_lists
+@dataclass
+class BurstScene:
+    """The loop's scene, built once for this file's three stages (each a test of its own,
+    in order: the healthy check, the burst, the remap it asks for)."""
+
+    tmp_path: Path
+    lake: Lakehouse  # the worker's session
+    store: Lakehouse  # delta-rs reads
+    env: dict[str, str]
+    burst: str
+    sets: list[list[str]]
+    first_half: list[str]
+    second_half: list[str]
+    first: int  # the first published version
+
+    @property
+    def ingest(self) -> Path:
+        return self.tmp_path / "ingest"
+
+    @property
+    def live(self) -> Path:
+        return self.tmp_path / "live"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.tmp_path / "checkpoint"
+
+    def airflow(self, *args: str) -> str:
+        done = subprocess.run(
+            [str(AIRFLOW), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=self.tmp_path,
+        )
+        out = f"exit={done.returncode}\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, out[-4000:]
+        return out
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory: pytest.TempPathFactory, spark, airflow_process_env) -> BurstScene:
+    """Four days of posts, the fourth with a burst; subscriptions on the first three days'
+    words and one on the word that will burst; the first version published (s3tm_remap's
+    learner and N, ingest -> publish in the worker's session); Airflow's database, with
+    s3tm_remap unpaused as `s3tm airflow` leaves it, so asset events queue its runs."""
     from core.corpus.synthetic import (
         SyntheticCorpusSpec,
         burst_word,
         post_days,
         write_demo_corpus,
     )
-    from core.learn import learn_mapping
-    from core.routing.evaluate import evaluate_table
     from spark_jobs.jobs import pipeline
     from spark_jobs.lake.routing_store import load_routing_table, published_version
     from spark_jobs.lake.subscription_store import register_word_sets
 
+    tmp_path = tmp_path_factory.mktemp("monitor-loop")
     home, lakehouse = tmp_path / "home", tmp_path / "lakehouse"
-    ingest, live = tmp_path / "ingest", tmp_path / "live"
     spec = SyntheticCorpusSpec(
         n_posts=16000,
         n_words=1500,
@@ -120,25 +163,8 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(
     burst = burst_word(spec, 0)
     before = [line for line, d in zip(lines, day, strict=True) if d < 3]
     on_burst_day = [line for line, d in zip(lines, day, strict=True) if d == 3]
-    first_half, second_half = on_burst_day[:2000], on_burst_day[2000:]
-
-    env = airflow_process_env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
-
-    def airflow(*args: str) -> str:
-        done = subprocess.run(
-            [str(AIRFLOW), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=tmp_path,
-        )
-        out = f"exit={done.returncode}\n{done.stdout}\n{done.stderr}"
-        assert done.returncode == 0, out[-4000:]
-        return out
 
     store = Lakehouse(None, lakehouse, engine="rs")
-    # subscriptions: words of posts before the burst, and one on the word that will burst
     rng = np.random.default_rng(3)
     pre = generated.select(day < 3)
     sets = []
@@ -148,70 +174,99 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(
     sets.append([burst])
     register_word_sets(store, [" ".join(s) for s in sets], sets, "desk")
 
-    lake = Lakehouse(spark, lakehouse)
-    airflow("db", "migrate")
+    ingest = tmp_path / "ingest"
+    env = airflow_process_env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
+    partial = BurstScene(
+        tmp_path, Lakehouse(spark, lakehouse), store, env, burst, sets,
+        on_burst_day[:2000], on_burst_day[2000:], first=0,
+    )  # fmt: skip
+    partial.airflow("db", "migrate")
     _write(before, ingest / "days-0-2.jsonl")
-    # the first version: s3tm_remap's learner and N, ingest -> publish in one session
     chain = pipeline.PipelineConfig(
         landing=str(ingest), batch_id=1, nodes=NODES, algorithm="salb2", cooccurrence=False
     )
-    assert pipeline.run(chain, lake) == 0
+    assert pipeline.run(chain, partial.lake) == 0
     first = published_version(store)
     assert first is not None
     # subscribed but never seen: the version routes it by hash, one version
     assert load_routing_table(store, first).version_matchers(burst).shape[0] == 1
+    partial.airflow("dags", "unpause", "s3tm_remap")
+    _write(before, partial.live / "a-days-0-2.jsonl")  # what the stream sees first
+    return replace(partial, first=first)
 
-    # deployed as `s3tm airflow` leaves it: unpaused, so asset events queue its runs
-    airflow("dags", "unpause", "s3tm_remap")
 
-    # a healthy stream: the monitor records it and asks for nothing
-    _write(before, live / "a-days-0-2.jsonl")
-    _stream(lake, live, tmp_path / "checkpoint")
-    airflow("dags", "test", "s3tm_monitor", "2026-01-04T03:00:00+00:00")
-    checks = store.read_arrow("stream.monitor").to_pylist()
-    assert [c["decision"] for c in checks] == ["healthy"], checks
-    assert checks[0]["live_relative_throughput"] >= 0.9 * checks[0]["reference_relative_throughput"]
-    assert _airflow_db(env, _EVENTS) == {"events": [], "queued": []}
+@pytest.fixture(scope="module")
+def healthy_check(scene: BurstScene) -> list[dict]:
+    """The stream on the first three days, then s3tm_monitor: its checks."""
+    _stream(scene.lake, scene.live, scene.checkpoint)
+    scene.airflow("dags", "test", "s3tm_monitor", "2026-01-04T03:00:00+00:00")
+    return scene.store.read_arrow("stream.monitor").to_pylist()
 
-    # the burst lands (and is ingested, as every post is): the monitor asks for a remap
-    _write(first_half, ingest / "day-3a.jsonl")
-    _ingest(lake, ingest, batch_id=2)
-    _write(first_half, live / "b-day-3a.jsonl")
-    _stream(lake, live, tmp_path / "checkpoint")
-    airflow("dags", "test", "s3tm_monitor", "2026-01-04T13:00:00+00:00")
-    checks = sorted(store.read_arrow("stream.monitor").to_pylist(), key=lambda c: c["checked_at"])
+
+@pytest.fixture(scope="module")
+def burst_check(scene: BurstScene, healthy_check: list[dict]) -> tuple[list[dict], dict]:
+    """The burst lands (and is ingested, as every post is), the stream reads it, then
+    s3tm_monitor: its checks, and Airflow's asset events and queue."""
+    _write(scene.first_half, scene.ingest / "day-3a.jsonl")
+    _ingest(scene.lake, scene.ingest, batch_id=2)
+    _write(scene.first_half, scene.live / "b-day-3a.jsonl")
+    _stream(scene.lake, scene.live, scene.checkpoint)
+    scene.airflow("dags", "test", "s3tm_monitor", "2026-01-04T13:00:00+00:00")
+    checks = sorted(
+        scene.store.read_arrow("stream.monitor").to_pylist(), key=lambda c: c["checked_at"]
+    )
+    return checks, _airflow_db(scene.env, _EVENTS)
+
+
+def test_a_healthy_stream_makes_the_monitor_ask_for_nothing(scene, healthy_check):
+    assert [c["decision"] for c in healthy_check] == ["healthy"], healthy_check
+    check = healthy_check[0]
+    assert check["live_relative_throughput"] >= 0.9 * check["reference_relative_throughput"]
+    assert _airflow_db(scene.env, _EVENTS) == {"events": [], "queued": []}
+
+
+def test_a_burst_makes_the_monitor_emit_a_remap_request_for_the_scheduler(scene, burst_check):
+    checks, db = burst_check
     assert checks[-1]["decision"] == "remap"
-    assert any(c.startswith("hot_word") and burst in c for c in checks[-1]["conditions"])
-    db = _airflow_db(env, _EVENTS)
+    assert any(c.startswith("hot_word") and scene.burst in c for c in checks[-1]["conditions"])
     assert len(db["events"]) == 1 and db["events"][0]["source_dag_id"] == "s3tm_monitor"
-    assert any(burst in c for c in db["events"][0]["extra"]["conditions"])
+    assert any(scene.burst in c for c in db["events"][0]["extra"]["conditions"])
     assert db["queued"] == ["s3tm_remap"]  # the scheduler's next loop starts the remap
 
+
+def test_the_requested_remap_splits_the_burst_and_health_recovers(scene, burst_check):
+    from core.corpus.arrays import corpus_from_word_lists
+    from core.learn import learn_mapping
+    from core.monitor.health import RoutingHealth
+    from core.routing.evaluate import evaluate_table
+    from spark_jobs.lake.routing_store import load_routing_table, published_version
+
+    _, db = burst_check
     # the remap the event schedules, run here by `dags test` with the configuration the
     # event carries (a scheduler-made run reads it from triggering_asset_events: the
     # learning_window task; see test_remap_reads_the_request_from_the_triggering_events)
     remap_conf = db["events"][0]["extra"]["remap_conf"]
     assert remap_conf == {"window_days": 1}
-    airflow(
+    scene.airflow(
         "dags", "test", "s3tm_remap", "2026-01-04T14:00:00+00:00", "--conf", json.dumps(remap_conf)
     )
-    second = published_version(store)
-    assert second is not None and second > first
-    table = load_routing_table(store, second)
-    assert table.version_matchers(burst).shape[0] > 1
+    second = published_version(scene.store)
+    assert second is not None and second > scene.first
+    table = load_routing_table(scene.store, second)
+    assert table.version_matchers(scene.burst).shape[0] > 1
 
     # after the switch, live health on later posts recovers to within 10% of a mapping
     # learned on the post-burst posts themselves
-    _write(second_half, live / "c-day-3b.jsonl")
-    _stream(lake, live, tmp_path / "checkpoint")
+    _write(scene.second_half, scene.live / "c-day-3b.jsonl")
+    _stream(scene.lake, scene.live, scene.checkpoint)
     rows = [
-        r for r in store.read_arrow("stream.health").to_pylist() if r["routing_version"] == second
+        r
+        for r in scene.store.read_arrow("stream.health").to_pylist()
+        if r["routing_version"] == second
     ]
     assert rows
-    from core.monitor.health import RoutingHealth
-
     recovered = RoutingHealth.from_rows(rows).relative_throughput
-    words = set().union(*map(set, sets))
+    words = set().union(*map(set, scene.sets))
 
     def posts_of(chunk: list[str]):
         from core.text import normalize
@@ -221,9 +276,9 @@ def test_burst_triggers_a_remap_that_splits_it_and_health_recovers(
         )
 
     hindsight = learn_mapping(
-        posts_of(first_half), NODES, "salb", split=True, subscribed_words=words, seed=0
+        posts_of(scene.first_half), NODES, "salb", split=True, subscribed_words=words, seed=0
     ).table
-    reference = evaluate_table(hindsight, posts_of(second_half)).relative_throughput
+    reference = evaluate_table(hindsight, posts_of(scene.second_half)).relative_throughput
     print(f"recovered live relative throughput {recovered:.3f}; hindsight {reference:.3f}")
     assert recovered >= 0.9 * reference
 
