@@ -15,7 +15,7 @@ import pytest
 from spark_jobs.stream.matcher import start
 from tests.spark_jobs.stream import harness
 from tests.spark_jobs.stream.test_stream_chaos import (
-    HALVES,
+    THIRDS,
     chaos_scene,
     kill_at_every_point_then_check,
 )
@@ -112,9 +112,9 @@ def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_qua
         assert raw.decode() in bad and raw.decode().startswith(row["raw"][:5])
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("part", THIRDS)
 def test_kafka_stream_killed_at_every_point_restarts_exactly(
-    lakehouse, tmp_path, kafka_broker, spark_process_env, half
+    lakehouse, tmp_path, kafka_broker, spark_process_env, part
 ):
     batches, per_batch = 6, 121
     landing, posts = chaos_scene(lakehouse, tmp_path, batches, per_batch)
@@ -131,7 +131,7 @@ def test_kafka_stream_killed_at_every_point_restarts_exactly(
         str(per_batch),
     ]
     kill_at_every_point_then_check(
-        lakehouse, landing, posts, tmp_path / "checkpoint", batches, half, source=source
+        lakehouse, landing, posts, tmp_path / "checkpoint", batches, part, THIRDS, source=source
     )
 
 
