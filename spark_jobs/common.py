@@ -9,6 +9,7 @@ edge: nothing below it sees an ``argparse`` object.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -16,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from core.errors import InputDataError, S3TMError
 
@@ -143,6 +144,21 @@ def run_parsed(
 
 def _optional_str(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End a command's process with ``code`` once its output is flushed, without the
+    interpreter's teardown. pyarrow's S3 client and delta-rs' Rust runtime are torn down
+    there, beside threads still holding them, in an order that now and then crashes a
+    process after its last line of work (a stream run on S3 exited -11 after "stream
+    finished"; apache/arrow#38352, delta-rs#2184): a finished command must exit with its
+    own code. For ``__main__`` and console entry points only (``main()`` returns)."""
+    logging.shutdown()  # flushes and closes every handler
+    for stream in (sys.stdout, sys.stderr):
+        # closed by the caller: nothing left to write
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def job_main(

@@ -4,6 +4,7 @@ children included, counted by the cgroup the pytest process runs in."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ def test_a_childs_cpu_is_counted_to_the_test_that_started_it(tmp_path: Path) -> 
          "-p", "tests.cpu_accounting", "--rootdir", str(tmp_path),
          "--cpu-report", str(report), str(tmp_path / "test_probe.py")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
+        # this run's own options (a whole run's --store-durations) are not the probe's
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     if "no cgroup to measure in" in done.stdout:

@@ -16,10 +16,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from core.errors import S3TMError
 from s3tm.cli.text import plain
-from spark_jobs.common import quiet_chatty_loggers
+from spark_jobs.common import exit_process, quiet_chatty_loggers
 
 # the module that registers each command group, with the commands and help it registers
 # (tests/s3tm/test_cli.py checks this against what the modules register)
@@ -146,5 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def run() -> NoReturn:
+    """The ``s3tm`` console command: :func:`main`, then the process ends with its code
+    (``spark_jobs.common.exit_process``: no interpreter teardown after the work)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -25,7 +25,7 @@ from core.routing.evaluate import hash_table
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
-from spark_jobs.common import job_main, log
+from spark_jobs.common import exit_process, job_main, log
 from spark_jobs.jobs.sampling import holdout_filter
 from spark_jobs.lake.routing_store import (
     get_version,
@@ -271,4 +271,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import job_main, log, window_start
+from spark_jobs.common import exit_process, job_main, log, window_start
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -127,4 +127,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

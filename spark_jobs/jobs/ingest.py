@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import add_kafka_arguments, job_main, log
+from spark_jobs.common import add_kafka_arguments, exit_process, job_main, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 
 if TYPE_CHECKING:
@@ -372,4 +372,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -58,7 +58,7 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
-from spark_jobs.common import job_main, log, window_start
+from spark_jobs.common import exit_process, job_main, log, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
@@ -512,4 +512,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

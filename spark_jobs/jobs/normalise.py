@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import job_main, log
+from spark_jobs.common import exit_process, job_main, log
 from spark_jobs.jobs.sampling import hash_fraction_filter
 
 if TYPE_CHECKING:
@@ -162,4 +162,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

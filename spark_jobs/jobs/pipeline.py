@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from core.formatting import format_table
 from core.learn.api import Algorithm
-from spark_jobs.common import job_main
+from spark_jobs.common import exit_process, job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
 from spark_jobs.jobs.graph import GraphConfig
@@ -210,4 +210,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -29,7 +29,7 @@ from core.placement.lasp import (
     place_subscriptions,
 )
 from spark_jobs import failpoints
-from spark_jobs.common import job_main, log
+from spark_jobs.common import exit_process, job_main, log
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
@@ -180,4 +180,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

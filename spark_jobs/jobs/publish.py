@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import add_common_arguments, job_main
+from spark_jobs.common import add_common_arguments, exit_process, job_main
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_with_status,
@@ -245,4 +245,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

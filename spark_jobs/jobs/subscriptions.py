@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from core.errors import InputDataError
-from spark_jobs.common import add_common_arguments, job_main, log
+from spark_jobs.common import add_common_arguments, exit_process, job_main, log
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
@@ -192,4 +192,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

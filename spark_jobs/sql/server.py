@@ -195,4 +195,4 @@ def run_server(config: ServerConfig) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    common.exit_process(main())

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_jobs import failpoints
-from spark_jobs.common import job_main, log
+from spark_jobs.common import exit_process, job_main, log
 from spark_jobs.lake.storage import join, spark_uri
 from spark_jobs.stream.config import StreamCommand, add_arguments
 from spark_jobs.stream.matcher import start
@@ -59,4 +59,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())
