@@ -128,8 +128,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not path:
         return
     worker = getattr(config, "workerinput", {}).get("workerid")
-    controller_only = hasattr(config, "option") and getattr(config.option, "numprocesses", None)
-    if worker is not None or not controller_only:
+    # under xdist the workers run the tests (and are measured); else this one process does
+    distributed = bool(getattr(config.option, "numprocesses", None))
+    if worker is not None or not distributed:
         try:
             cgroup = _Cgroup(f"s3tm-tests/{worker or 'main'}-{os.getpid()}")
         except OSError as error:

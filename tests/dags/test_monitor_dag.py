@@ -16,7 +16,7 @@ import gzip
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +101,7 @@ class BurstScene:
     sets: list[list[str]]
     first_half: list[str]
     second_half: list[str]
-    first: int  # the first published version
+    first: int = 0  # the first published version (set once the scene published it)
 
     @property
     def ingest(self) -> Path:
@@ -176,23 +176,24 @@ def scene(tmp_path_factory: pytest.TempPathFactory, spark, airflow_process_env) 
 
     ingest = tmp_path / "ingest"
     env = airflow_process_env(home, S3TM_LAKEHOUSE=str(lakehouse), S3TM_LANDING=str(ingest))
-    partial = BurstScene(
+    scene = BurstScene(
         tmp_path, Lakehouse(spark, lakehouse), store, env, burst, sets,
-        on_burst_day[:2000], on_burst_day[2000:], first=0,
+        on_burst_day[:2000], on_burst_day[2000:],
     )  # fmt: skip
-    partial.airflow("db", "migrate")
+    scene.airflow("db", "migrate")
     _write(before, ingest / "days-0-2.jsonl")
     chain = pipeline.PipelineConfig(
         landing=str(ingest), batch_id=1, nodes=NODES, algorithm="salb2", cooccurrence=False
     )
-    assert pipeline.run(chain, partial.lake) == 0
+    assert pipeline.run(chain, scene.lake) == 0
     first = published_version(store)
     assert first is not None
     # subscribed but never seen: the version routes it by hash, one version
     assert load_routing_table(store, first).version_matchers(burst).shape[0] == 1
-    partial.airflow("dags", "unpause", "s3tm_remap")
-    _write(before, partial.live / "a-days-0-2.jsonl")  # what the stream sees first
-    return replace(partial, first=first)
+    scene.first = first
+    scene.airflow("dags", "unpause", "s3tm_remap")
+    _write(before, scene.live / "a-days-0-2.jsonl")  # what the stream sees first
+    return scene
 
 
 @pytest.fixture(scope="module")
