@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
+from core.subscriptions.workloads import Workload
 
 BENCH_OUT = "docs/bench"
 
@@ -380,11 +382,9 @@ def _run_drop(args: argparse.Namespace) -> int:
 def _run_stream(args: argparse.Namespace) -> int:
     from benchmarks import stream as bench_stream
     from benchmarks.realdata import real_corpus_path
+    from core.subscriptions.workloads import parse_workloads
 
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    bad = sorted(set(workloads) - {"tweet", "topic"})
-    if bad or not workloads:
-        raise InputDataError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    workloads = parse_workloads(args.workloads)
     if args.overload is not None:
         from benchmarks import overload
 
@@ -446,12 +446,13 @@ def _run_stream(args: argparse.Namespace) -> int:
     return 0
 
 
-def per_workload(value: str, workloads: list[str], option: str) -> dict[str, int]:
+def per_workload(value: str, workloads: Sequence[Workload], option: str) -> dict[Workload, int]:
     """``"200000"`` or ``"tweet=200000,topic=20000"`` -> a positive int per workload.
 
     Raises:
         InputDataError: naming the option, for a bad number or a missing workload.
     """
+    chosen: dict[str, int]
     try:
         if "=" not in value:
             chosen = dict.fromkeys(workloads, int(value))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import InputDataError
+from core.subscriptions.workloads import Workload
 
 TREE = Path(__file__).resolve().parents[1]
 
@@ -138,11 +139,11 @@ def compare_stream(
     rev: str,
     *,
     corpus: Path | None,
-    workloads: list[str],
+    workloads: Sequence[Workload],
     nodes: int,
     subscriptions: int,
-    posts: dict[str, int],
-    file_posts: dict[str, int],
+    posts: dict[Workload, int],
+    file_posts: dict[Workload, int],
     seed: int,
     runs: int,
     out: Path,

@@ -44,6 +44,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
+from core.subscriptions.workloads import Workload
 from core.text import normalize
 
 
@@ -406,7 +407,7 @@ def _modes(spec: str, utility: str) -> list[tuple[str, str, str]]:
 def run(
     corpus: Path | None,
     *,
-    workload: str,
+    workload: Workload,
     nodes: int,
     subscriptions: int,
     factors: list[float],

@@ -47,6 +47,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.learn import learn_mapping
 from core.monitor.health import RoutingHealth
+from core.subscriptions.workloads import Workload
 from core.text import normalize
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _read_posts(path: Path | None, seed: int) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _subscriptions(workload: str, training: Corpus, n: int, seed: int) -> list[list[str]]:
+def _subscriptions(workload: Workload, training: Corpus, n: int, seed: int) -> list[list[str]]:
     from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
 
     if workload == "tweet":
@@ -307,7 +308,7 @@ def skeleton_rate(
 def prepare_workload(
     spark: Any,
     root: Path,
-    workload: str,
+    workload: Workload,
     ids: list[str],
     texts: list[str],
     *,
@@ -353,7 +354,7 @@ def prepare_workload(
 def run_workload(
     spark: Any,
     root: Path,
-    workload: str,
+    workload: Workload,
     ids: list[str],
     texts: list[str],
     *,
@@ -488,11 +489,11 @@ def run_workload(
 def run(
     corpus: Path | None,
     *,
-    workloads: list[str],
+    workloads: list[Workload],
     nodes: int,
     subscriptions: int,
-    posts: dict[str, int],
-    file_posts: dict[str, int],
+    posts: dict[Workload, int],
+    file_posts: dict[Workload, int],
     seed: int,
     out: Path,
     master: str | None,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from benchmarks.experiments.runner import VARIANTS
 from core.errors import InputDataError, InvalidArgumentError
+from core.subscriptions.workloads import WORKLOADS, Workload
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -103,7 +104,7 @@ def _register_remap_cost(kinds: argparse._SubParsersAction) -> None:  # type: ig
 
 
 def _add_window_arguments(
-    p: argparse.ArgumentParser, *, workload: str, subscriptions_help: str
+    p: argparse.ArgumentParser, *, workload: Workload, subscriptions_help: str
 ) -> None:
     """The arguments of the experiments over time windows of a timestamped corpus."""
     p.add_argument("--corpus", help="timestamped corpus (default: ../shared/data tweets-ira-timed)")
@@ -114,7 +115,7 @@ def _add_window_arguments(
     p.add_argument("--start", help="first window's start (ISO date; default: the first post's)")
     p.add_argument(
         "--workload",
-        choices=("topic", "tweet"),
+        choices=WORKLOADS,
         default=workload,
         help="tweet-based or topic-based subscriptions",
     )
@@ -259,9 +260,9 @@ def _run_shedding(args: argparse.Namespace) -> int:
             duration=args.duration,
         )
         return 0
-    kinds = [k for k in args.workloads.split(",") if k]
-    if not kinds or any(k not in ("tweet", "topic") for k in kinds):
-        raise InvalidArgumentError(f"--workloads takes tweet and/or topic, got {args.workloads!r}")
+    from core.subscriptions.workloads import parse_workloads
+
+    kinds = parse_workloads(args.workloads)
     try:
         caps = [float(c) for c in args.caps.split(",") if c]
     except ValueError as error:

@@ -35,7 +35,13 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.learn import learn_mapping
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
-from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
+from core.subscriptions.workloads import (
+    Workload,
+    as_workload,
+    fit_topics,
+    topic_subscriptions,
+    tweet_subscriptions,
+)
 
 COLUMNS = [
     "algorithm",
@@ -158,7 +164,9 @@ def load_windows(
     return windows
 
 
-def _subscriptions(posts: Corpus, kind: str, count: int, lda_iterations: int, seed: int) -> Corpus:
+def _subscriptions(
+    posts: Corpus, kind: Workload, count: int, lda_iterations: int, seed: int
+) -> Corpus:
     if kind == "tweet":
         return tweet_subscriptions(posts, count, seed)
     model = fit_topics(posts, max_iter=lda_iterations, seed=seed)
@@ -219,7 +227,7 @@ def drift(
     min_posts: int,
     max_windows: int,
     start: str | None = None,
-    workload: str,
+    workload: Workload,
     n_subscriptions: int,
     lda_iterations: int,
     seed: int,
@@ -231,8 +239,7 @@ def drift(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
-    if workload not in ("topic", "tweet"):
-        raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
+    workload = as_workload(workload)
     windows = load_windows(
         path,
         window_days=window_days,

@@ -22,6 +22,7 @@ from benchmarks.machine import machine_summary
 from core.corpus import Corpus, holdout_mask
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
+from core.subscriptions.workloads import Workload
 from s3tm.cli.commands import load_corpus
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def _against_hash(
 
 def _sweep(
     work: Workloads,
-    kind: str,
+    kind: Workload,
     n_subs: int,
     nodes: Sequence[int],
     variants: Sequence[str],

@@ -54,6 +54,7 @@ from core.placement.lasp import Placement, moved_subscriptions, place_subscripti
 from core.replay import matcher_work
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
+from core.subscriptions.workloads import Workload, as_workload
 
 # of each window's posts, held out from learning to judge the policy's choice (the learn
 # job's default --holdout-fraction)
@@ -137,7 +138,7 @@ def remap_cost(
     min_posts: int,
     max_windows: int,
     start: str | None = None,
-    workload: str,
+    workload: Workload,
     n_subscriptions: int,
     max_moved: float,
     lda_iterations: int,
@@ -150,8 +151,7 @@ def remap_cost(
     progress: Any = print,
 ) -> list[dict[str, Any]]:
     """Run the protocol above; write ``remap_cost.csv`` / ``.png`` under ``out``."""
-    if workload not in ("topic", "tweet"):
-        raise InvalidArgumentError(f"--workload takes topic or tweet, got {workload!r}")
+    workload = as_workload(workload)
     if not 0.0 <= max_moved <= 1.0:
         raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
     penalty = DEFAULT_PENALTY if penalty is None else penalty

@@ -17,6 +17,7 @@ from core.replay import replay
 from core.routing.evaluate import evaluate_table
 from core.subscriptions.workloads import (
     TopicModel,
+    Workload,
     fit_topics,
     topic_subscriptions,
     tweet_subscriptions,
@@ -53,7 +54,7 @@ class Workloads:
     _cache: dict[tuple[str, int], Corpus] = field(default_factory=dict)
     _costs: dict[tuple[str, int], CostFit] = field(default_factory=dict)
 
-    def get(self, kind: str, n: int) -> Corpus:
+    def get(self, kind: Workload, n: int) -> Corpus:
         key = (kind, n)
         if key not in self._cache:
             if kind == "tweet":
@@ -67,7 +68,7 @@ class Workloads:
                 self._cache[key] = topic_subscriptions(self.training, self._topics, n, self.seed)
         return self._cache[key]
 
-    def cost(self, kind: str, n: int) -> CostFit:
+    def cost(self, kind: Workload, n: int) -> CostFit:
         key = (kind, n)
         if key not in self._costs:
             self._costs[key] = fit_cost_model(self.get(kind, n), self.held_out, seed=self.seed)

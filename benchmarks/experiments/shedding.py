@@ -41,6 +41,7 @@ from core.shedding.shedder import (
 )
 from core.shedding.simulate import RateStep, simulate
 from core.shedding.yield_stats import YieldStats
+from core.subscriptions.workloads import Workload
 
 POLICIES = ("consensus", "subscription", "yield", "random", "oracle")
 COLUMNS = [
@@ -116,7 +117,7 @@ def _policy_rows(
 
 def shedding(
     work: Workloads,
-    kinds: Sequence[str],
+    kinds: Sequence[Workload],
     nodes: Sequence[int],
     n_subs: int,
     caps: Sequence[float],

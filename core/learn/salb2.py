@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from core.learn._salb2_kernels import restream, route_tokens
 from core.learn.problem import LearningProblem
 from core.learn.salb import RoutingState, learn_salb
 from core.learn.wordnet import learn_wordnet
+from core.routing.table import RestreamStart
 
 DEFAULT_SLACK = 0.05
 # Restreaming moves only tokens seen in at least this many training posts. A rarer token
@@ -70,7 +72,8 @@ METIS_START_EDGE_BUDGET = 2_000_000
 # balance, with hot words split, decides), and METIS' k-way partition grows with N (9.4 s
 # and 640 MiB for 125k synthetic posts at N = 256, against SALB's 0.3 s).
 METIS_START_MAX_MATCHERS = 64
-STARTS = ("auto", "salb", "metis")
+Salb2Start = Literal["auto", "salb", "metis"]  # what the caller asks for
+STARTS: tuple[Salb2Start, ...] = ("auto", "salb", "metis")
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,9 @@ class Salb2Result:
     slacks: tuple[float, ...]
     moves: tuple[int, ...]
     refined: bool
-    start: str
+    start: RestreamStart
     weighted_loads: np.ndarray
-    scores: dict[str, float] = field(default_factory=dict)
+    scores: dict[RestreamStart, float] = field(default_factory=dict)
 
 
 def refinement_passes(n_edges: int, budget: int = EDGE_PASS_BUDGET) -> int:
@@ -152,7 +155,7 @@ def learn_salb2(
     slack: float = DEFAULT_SLACK,
     passes: int | None = None,
     min_frequency: int = MIN_RESTREAM_FREQUENCY,
-    start: str = "auto",
+    start: Salb2Start = "auto",
     seed: int = 0,
     token_weight: np.ndarray | None = None,
     judge: Callable[[np.ndarray], float] | None = None,

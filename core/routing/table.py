@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ from core.routing.hashing import hash_matcher
 
 if TYPE_CHECKING:  # pandas only for to_frame: every process that routes imports this module
     import pandas as pd
+
+# the mapping salb2's restreaming started from (a manifest records it)
+RestreamStart = Literal["salb", "metis"]
 
 MAPPING_FILE = "mapping.parquet"
 SUBSCRIBED_FILE = "subscribed_words.parquet"
@@ -88,7 +91,7 @@ class LearnerManifest(TypedDict, total=False):
     start_training_work_max: dict[str, int]
     refinement_moves: list[int]
     refinement_kept: bool
-    refinement_start: str
+    refinement_start: RestreamStart
     training_load_max: int
     salb_training_load_max: int
     training_weighted_load_max: float

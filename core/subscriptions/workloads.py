@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,6 +24,32 @@ from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 
 log = logging.getLogger(__name__)
+
+Workload = Literal["tweet", "topic"]
+WORKLOADS: tuple[Workload, ...] = ("tweet", "topic")
+
+
+def as_workload(name: str, option: str = "--workload") -> Workload:
+    """``name`` as a :data:`Workload`.
+
+    Raises:
+        InvalidArgumentError: naming ``option``, for a name that is not one.
+    """
+    if name not in WORKLOADS:
+        raise InvalidArgumentError(f"{option} takes tweet or topic, got {name!r}")
+    return cast(Workload, name)
+
+
+def parse_workloads(text: str, option: str = "--workloads") -> list[Workload]:
+    """``"tweet,topic"`` -> the workloads it names, in its order.
+
+    Raises:
+        InvalidArgumentError: naming ``option``, for an empty list or an unknown name.
+    """
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in WORKLOADS for n in names):
+        raise InvalidArgumentError(f"{option} takes tweet and/or topic, got {text!r}")
+    return [as_workload(n, option) for n in names]
 
 
 def tweet_subscriptions(corpus: Corpus, n_subscriptions: int, seed: int) -> Corpus:

@@ -15,7 +15,13 @@ from core.placement.cost import fit_cost_model
 from core.placement.lasp import CostModel, Placement, moved_subscriptions, place_subscriptions
 from core.replay import replay
 from core.routing.table import RoutingTable
-from core.subscriptions.workloads import fit_topics, topic_subscriptions, tweet_subscriptions
+from core.subscriptions.workloads import (
+    as_workload,
+    fit_topics,
+    parse_workloads,
+    topic_subscriptions,
+    tweet_subscriptions,
+)
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +203,16 @@ def test_tweet_subscriptions_past_the_posts_repeat_every_post_evenly():
     assert set(drawn) == {("a", "b"), ("c",), ("d", "e", "f")}
     assert sorted(drawn.values()) == [2, 3, 3]
     assert np.array_equal(tweet_subscriptions(corpus, 8, seed=5).indices, many.indices)
+
+
+def test_workload_names_are_checked_where_an_option_gives_them() -> None:
+    assert parse_workloads(" topic,tweet ") == ["topic", "tweet"]
+    assert as_workload("tweet") == "tweet"
+    for text in ("", ",", "tweet,topics"):
+        with pytest.raises(InvalidArgumentError, match="--workloads takes tweet and/or topic"):
+            parse_workloads(text)
+    with pytest.raises(InvalidArgumentError, match="--workload takes tweet or topic, got 'Tweet'"):
+        as_workload("Tweet")
 
 
 def test_a_previous_placement_keeps_subscriptions_whose_matcher_stays_eligible(setup) -> None:

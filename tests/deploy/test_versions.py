@@ -183,3 +183,20 @@ def test_the_airflow_chart_release_is_pinned_once_and_named_the_same_everywhere(
     versions = {v for vs in found.values() for v in vs}
     assert all(found.values()), found
     assert len(versions) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", versions.pop()), found
+
+
+def test_the_wheel_and_the_image_carry_the_platform_and_no_benchmark() -> None:
+    """The wheel's packages are what setuptools finds with pyproject's include list; the
+    image copies folders one by one. Neither takes benchmarks/ (s3tm bench / experiment
+    run it from a checkout)."""
+    from setuptools import find_packages
+
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = find_packages(where=str(REPO), **found["packages"]["find"])
+    tops = {p.split(".")[0] for p in packages}
+    assert tops == {"core", "schemas", "spark_jobs", "s3tm"}, tops
+    assert {"core.learn", "spark_jobs.stream", "s3tm.cli"} <= set(packages)
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    copied = re.findall(r"^COPY (?:--\S+ )*(\S+) ", dockerfile, flags=re.MULTILINE)
+    assert "core" in copied and "s3tm" in copied, copied
+    assert not [c for c in copied if c.split("/")[0] in {"benchmarks", "tests", "."}], copied
