@@ -211,7 +211,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--changes",
         type=int,
         default=10_000,
-        help="subscription changes committed between two stream batches (half new, half cancelled)",
+        help="subscription changes committed between two stream batches, three times (half new, "
+        "half cancelled)",
     )
     p.add_argument(
         "--corpus", help="real tweets with times (default: ../shared/data's timed tweets)"

@@ -11,19 +11,22 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
 3. **place** (LASP, ``routing.placements``), **validate** (the expectation suites),
    **evaluate** (counted work by replay on the held-out posts, the publish gate's measure,
    against hash routing) and **publish**: the remap DAG's steps, as its tasks call them;
-4. **stream**: the held-out tweets land as files of ``--batch-posts`` and the stream matches
-   them through the published version, one batch per file; between two batches
-   ``--changes`` subscription changes are committed (half new, half cancelled), the stream's
-   driver follows them while no batch runs (as between two triggers) and the next batch
-   meets them.
+4. **stream**: held-out tweets land as files of ``--batch-posts`` and the stream matches
+   them through the published version, one batch per file: a first batch of its own posts
+   (the warm one), then the same ``--batch-posts`` held-out posts in every later file (each
+   copy's post ids suffixed), so that every measured batch does the same work and only the
+   changes differ. Three times, between two batches, ``--changes`` subscription changes are
+   committed (half new, half cancelled), the stream's driver follows them while no batch
+   runs (as between two triggers) and the next batch meets them.
 
 Each step's wall time and peak memory (the Python driver, its JVM, the largest Python worker)
 are measured around it (``/proc``: VmHWM, reset per step). The stream's figures are the
-steady batches' (not the first, not the one after the changes): posts/s and matches/s, the
-task seconds per match and per routed post, the driver's plan + placement sync, what the
+steady batches' (not the first, not one after changes): posts/s and matches/s, the task
+seconds per match and per routed post, the driver's plan + placement sync, what the
 broadcast carried and what a match worker held; and the changes' cost: the driver's sync
-between the batches, and the batch that met them against a steady one. Printed as one
-table, written to ``docs/bench/subscriptions.csv``.
+between the batches, and the batches that met them against the steady ones (medians of the
+three rounds and of the five steady batches, and the worst round). Printed as one table,
+written to ``docs/bench/subscriptions.csv``.
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.stream.batch_log import CommittedBatch
 
-STREAM_BATCHES = 5  # the first (warm), two steady, the one after the changes, one more steady
-CHANGES_BEFORE = 3  # the changes are committed after this many batches
+# batch 0 warms up; the changes are committed before batches 3, 5 and 7; the others are steady
+STREAM_BATCHES = 9
+CHANGED_BATCHES = (3, 5, 7)
 SUBSCRIBERS_PER = 100  # one subscriber per this many subscriptions
 REGISTER_CHUNK = 1_000_000
 PROJECTED_CORES = (2, 8, 32, 128)
@@ -221,22 +225,28 @@ def _posts_tables(lakehouse: Lakehouse, tweets: Tweets, rows: np.ndarray) -> Non
 
 
 def _land(landing: Path, tweets: Tweets, rows: np.ndarray, per_file: int) -> list[Path]:
-    """The posts as JSON-lines files of ``per_file``, staged beside the landing folder and
-    moved in one at a time by the caller (a batch per file)."""
+    """JSON-lines files of ``per_file`` posts, staged beside the landing folder and moved in
+    one at a time by the caller (a batch per file): the first ``per_file`` held-out posts
+    (the warm batch), then the next ``per_file`` in every later file, the ids of copy ``k``
+    suffixed ``~k`` (a batch compared with another does the same work)."""
+    if rows.shape[0] < 2 * per_file:
+        raise InputDataError(
+            f"batches of {per_file:,} posts need {2 * per_file:,} held-out posts; the corpus "
+            f"gives {rows.shape[0]:,} (lower --batch-posts)"
+        )
     staged = landing.with_name(landing.name + "-staged")
     staged.mkdir(parents=True)
     landing.mkdir(parents=True)
+    warm, measured = rows[:per_file], rows[per_file : 2 * per_file]
     files = []
     for k in range(STREAM_BATCHES):
-        part = rows[k * per_file : (k + 1) * per_file]
-        if part.shape[0] < per_file:
-            raise InputDataError(
-                f"{STREAM_BATCHES} batches of {per_file:,} posts need {STREAM_BATCHES * per_file:,}"
-                f" held-out posts; the corpus gives {rows.shape[0]:,} (lower --batch-posts)"
-            )
+        part, suffix = (warm, "") if k == 0 else (measured, f"~{k}")
         path = staged / f"posts-{k:05d}.jsonl"
         path.write_text(
-            "".join(json.dumps({"id": tweets.ids[r], "text": tweets.texts[r]}) + "\n" for r in part)
+            "".join(
+                json.dumps({"id": tweets.ids[r] + suffix, "text": tweets.texts[r]}) + "\n"
+                for r in part
+            )
         )
         files.append(path)
     return files
@@ -350,16 +360,28 @@ def run_size(
         shedding="off",  # the matcher's own rate
         matches_table=False,  # deliveries hold every match
     )
-    changes: dict[str, float] = {}
+    rounds: list[dict[str, float]] = []
+    # each round cancels its own registered subscriptions (seeded, none twice)
+    cancelled = np.random.default_rng(config.seed + 2).choice(
+        np.arange(1, size + 1), len(CHANGED_BATCHES) * (config.changes - config.changes // 2),
+        replace=False,
+    )  # fmt: skip
     with steps.step("stream"):
         query, handler = start(spark, lakehouse, stream_config)
         try:
             for k, path in enumerate(files):
-                if k == CHANGES_BEFORE:
+                if k in CHANGED_BATCHES:
                     assert handler.follower is not None
                     followed = handler.follower.seconds
+                    r = CHANGED_BATCHES.index(k)
                     changes = _commit_changes(
-                        lakehouse, training, size, config, register_word_sets, cancel_subscriptions
+                        lakehouse,
+                        training,
+                        config,
+                        np.array_split(cancelled, len(CHANGED_BATCHES))[r],
+                        seed=config.seed + 1 + r,
+                        register=register_word_sets,
+                        cancel=cancel_subscriptions,
                     )
                     # as between two triggers: the stream's driver follows the registry
                     # while no batch runs (spark_jobs/stream/registry_follower.py)
@@ -370,28 +392,32 @@ def run_size(
                         query,
                     )
                     changes["follower_s"] = handler.follower.seconds - followed
+                    rounds.append(changes)
                 path.replace(landing / path.name)
                 _wait(f"batch {k + 1}", functools.partial(_has_batches, handler, k + 1), query)
         finally:
             query.stop()
     batches = list(handler.figures)
-    return _row(size, config, steps, batches, changes, evaluation)
+    return _row(size, config, steps, batches, rounds, evaluation)
 
 
 def _commit_changes(
     lakehouse: Lakehouse,
     training: Corpus,
-    size: int,
     config: SubscriptionsBenchConfig,
+    gone: np.ndarray,
+    *,
+    seed: int,
     register: Callable[..., list[int]],
     cancel: Callable[..., int],
 ) -> dict[str, float]:
-    """``config.changes`` changes between two batches: half new subscriptions, half of the
-    registered ones cancelled (seeded), each in one commit as the commands make them."""
+    """``config.changes`` changes between two batches: half new subscriptions (seeded), and
+    ``gone`` (the other half, registered ids) cancelled, each in one commit as the commands
+    make them."""
     from core.subscriptions.workloads import tweet_subscriptions
 
     added = config.changes // 2
-    new = tweet_subscriptions(training, added, seed=config.seed + 1)
+    new = tweet_subscriptions(training, added, seed=seed)
     word_sets = [
         new.vocabulary[new.indices[new.indptr[s] : new.indptr[s + 1]]].tolist()
         for s in range(new.n_posts)
@@ -399,8 +425,6 @@ def _commit_changes(
     started = time.perf_counter()
     register(lakehouse, [" ".join(w) for w in word_sets], word_sets, "subscriber-changes")
     registered = time.perf_counter()
-    rng = np.random.default_rng(config.seed + 2)
-    gone = rng.choice(np.arange(1, size + 1), config.changes - added, replace=False)
     cancel(lakehouse, sorted(gone.tolist()))
     cancelled = time.perf_counter()
     return {"register_s": registered - started, "cancel_s": cancelled - registered}
@@ -411,13 +435,16 @@ def _row(
     config: SubscriptionsBenchConfig,
     steps: Steps,
     batches: list[CommittedBatch],
-    changes: dict[str, float],
+    rounds: list[dict[str, float]],
     evaluation: EvaluateSummary,
 ) -> dict[str, Any]:
     if len(batches) < STREAM_BATCHES:
         raise InputDataError(f"{len(batches)} stream batches ran of {STREAM_BATCHES}")
-    changed = batches[CHANGES_BEFORE]
-    steady = [b for i, b in enumerate(batches) if i not in (0, CHANGES_BEFORE)]
+    changed = [batches[i] for i in CHANGED_BATCHES]
+    steady = [b for i, b in enumerate(batches) if i != 0 and i not in CHANGED_BATCHES]
+
+    def median_of(key: str, of: list[dict[str, float]] = rounds) -> float:
+        return float(statistics.median(r.get(key, 0.0) for r in of))
 
     def total(key: str, of: list[CommittedBatch] = steady) -> float:
         return float(sum(getattr(b.figures, key) for b in of))
@@ -426,8 +453,11 @@ def _row(
     matches = total("matches")
     steady_batch = statistics.median(b.figures.seconds_total for b in steady)
     steady_sync = statistics.median(b.figures.seconds_sync for b in steady)
-    memory = changed.memory
+    memory = changed[0].memory
     last = batches[-1].memory
+    # each changed batch over the steady batches' median (the same posts, the same version)
+    over = [100 * (b.figures.seconds_total - steady_batch) / steady_batch for b in changed]
+    sync_over = [100 * (b.figures.seconds_sync - steady_sync) / steady_batch for b in changed]
     row: dict[str, Any] = {
         "subscriptions": size,
         "N": config.nodes,
@@ -461,20 +491,20 @@ def _row(
         "broadcast MB": round((last.broadcast_bytes if last else 0) / 1e6, 2),
         "worker held MB": round((last.worker_bytes_max if last else 0) / 1e6, 1),
         "changes": config.changes,
-        "changes register s": round(changes.get("register_s", 0.0), 2),
-        "changes cancel s": round(changes.get("cancel_s", 0.0), 2),
+        "change rounds": len(rounds),
+        # medians of the rounds
+        "changes register s": round(median_of("register_s"), 2),
+        "changes cancel s": round(median_of("cancel_s"), 2),
         "changes broadcast MB": round((memory.changes_bytes if memory else 0) / 1e6, 2),
         # the driver's sync of the changes between the batches (the registry follower's),
         # then what the batch that met them still spent on its own sync
-        "changes follower s": round(changes.get("follower_s", 0.0), 3),
-        "changes sync s": round(changed.figures.seconds_sync, 3),
-        # what applying them cost the batch that did: its sync and its tasks, over a steady one
-        "changes % of batch": round(
-            100 * (changed.figures.seconds_total - steady_batch) / steady_batch, 1
-        ),
-        "sync % of batch": round(
-            100 * (changed.figures.seconds_sync - steady_sync) / steady_batch, 1
-        ),
+        "changes follower s": round(median_of("follower_s"), 3),
+        "changes sync s": round(statistics.median(b.figures.seconds_sync for b in changed), 3),
+        # what applying them cost the batches that did (their sync and their tasks) over the
+        # steady ones: the rounds' median, and the worst round
+        "changes % of batch": round(statistics.median(over), 1),
+        "changes % of batch, worst round": round(max(over), 1),
+        "sync % of batch": round(statistics.median(sync_over), 1),
     }
     return row
 
@@ -534,10 +564,11 @@ def _ratio(value: float | None) -> float | None:
 def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
     from spark_jobs.lake.session import build_session
 
-    if not config.sizes or min(config.sizes) < config.changes:
+    cancels = len(CHANGED_BATCHES) * (config.changes - config.changes // 2)
+    if not config.sizes or min(config.sizes) < cancels:
         raise InvalidArgumentError(
-            f"every size must be at least --changes ({config.changes:,}): half of the changes "
-            "cancel registered subscriptions"
+            f"every size must be at least {cancels:,}: each of the {len(CHANGED_BATCHES)} rounds "
+            f"of --changes ({config.changes:,}) cancels half as many registered subscriptions"
         )
     print(f"machine: {machine_summary()}")
     print(f"corpus: {config.corpus}")
@@ -550,7 +581,7 @@ def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
     print(
         f"{len(tweets.ids):,} posts: {training.n_posts:,} training posts with words, "
         f"{held_rows.shape[0]:,} held out (the stream reads {STREAM_BATCHES} batches of "
-        f"{config.batch_posts:,})",
+        f"{config.batch_posts:,}: a warm one, then the same posts in each)",
         flush=True,
     )
     spark = build_session("s3tm-bench-subscriptions", master=config.master)

@@ -45,6 +45,8 @@ def test_every_step_is_measured_per_size_and_the_changes_reach_the_stream(tmp_pa
         # the changes went through the registry and reached the batch after them
         assert row["changes register s"] > 0 and row["changes cancel s"] > 0
         assert row["changes broadcast MB"] > 0
+        assert row["change rounds"] == 3
+        assert row["changes % of batch, worst round"] >= row["changes % of batch"]
     with (tmp_path / "out" / "subscriptions.csv").open() as table:
         assert [int(r["subscriptions"]) for r in csv.DictReader(table)] == [1_000]
     printed = capsys.readouterr().out
@@ -52,8 +54,8 @@ def test_every_step_is_measured_per_size_and_the_changes_reach_the_stream(tmp_pa
 
 
 def test_sizes_below_the_changes_are_refused_before_any_work(tmp_path):
-    with pytest.raises(InvalidArgumentError, match="at least --changes"):
-        subscriptions.run(_config(tmp_path, sizes=(100,), changes=200))
+    with pytest.raises(InvalidArgumentError, match="at least 300: each of the 3 rounds"):
+        subscriptions.run(_config(tmp_path, sizes=(299,), changes=200))
 
 
 def test_the_command_says_when_the_real_tweets_are_not_there(tmp_path):
