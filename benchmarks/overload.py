@@ -186,10 +186,10 @@ def batch_offset_ranges(checkpoint: Path) -> dict[int, tuple[int, int]]:
 
 
 def _batch_files(checkpoint: Path) -> dict[int, list[str]]:
-    from spark_jobs.stream.backlog import _log_entries
+    from spark_jobs.stream.backlog import source_log_entries
 
     out: dict[int, list[str]] = {}
-    for entry in _log_entries(checkpoint / "sources" / "0"):
+    for entry in source_log_entries(str(checkpoint)):
         out.setdefault(int(entry["batchId"]), []).append(Path(entry["path"]).name)
     return out
 

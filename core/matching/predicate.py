@@ -38,14 +38,18 @@ class AccessPredicateMatcher:
 
     def __init__(self, sub_ids: np.ndarray, indptr: np.ndarray, word_ids: np.ndarray) -> None:
         ids, ptr, words = static_subscriptions(sub_ids, indptr, word_ids, "AccessPredicateMatcher")
-        if np.unique(ids).shape[0] != ids.shape[0]:
-            raise InvalidArgumentError("subscription ids must be distinct")
         n_words = int(words.max()) + 1 if words.size else 0
         self._index = _Index(*K.build(ptr, words, ids, n_words))
+        # the index's slots by subscription id, sorted once here (the sort that checks the
+        # ids are distinct): a cancellation then finds its slots by binary search, so marking
+        # a round of changes costs what changed, not a sort of the matcher's subscriptions
+        self._order = np.argsort(self._index.subs)
+        self._sorted_ids = self._index.subs[self._order]
+        if bool(np.any(self._sorted_ids[1:] == self._sorted_ids[:-1])):
+            raise InvalidArgumentError("subscription ids must be distinct")
         self._mark = np.zeros(n_words, dtype=np.int64)
         self._stamp = np.int64(1)
         # cancelled subscriptions: their slots in ``subs`` hold -1 (the kernel skips them)
-        self._order: np.ndarray | None = None  # ``subs`` positions by id, made on first ask
         self._cancelled_at = np.zeros(0, dtype=np.int64)
         self._cancelled_ids = np.zeros(0, dtype=np.int64)
 
@@ -56,9 +60,7 @@ class AccessPredicateMatcher:
         subs = self._index.subs
         subs[self._cancelled_at] = self._cancelled_ids  # the previous set, restored
         ids = np.unique(np.asarray(sub_ids, dtype=np.int64))
-        if self._order is None:
-            self._order = np.argsort(subs, kind="stable")
-        ordered = subs[self._order]
+        ordered = self._sorted_ids  # the ids as built (``subs`` holds -1 where cancelled)
         if ids.size == 0 or ordered.size == 0:
             self._cancelled_at = self._cancelled_ids = np.zeros(0, dtype=np.int64)
             return

@@ -9,6 +9,8 @@ of them, and a batch after 10,000 changes would otherwise rebuild every matcher'
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from core.errors import InvalidArgumentError
@@ -40,25 +42,35 @@ class _Part:
 
 class HeldMatcher:
     """A matcher's base and the changes of one epoch. Build with the base; move to an
-    epoch with :meth:`use_changes`."""
+    epoch with :meth:`use_changes`. ``rebased``: it replaced the matcher's older base of
+    the same routing version (subscription changes made the new base)."""
 
-    def __init__(self, base_key: tuple[str, int, int], base: MatcherSubs) -> None:
+    def __init__(
+        self, base_key: tuple[str, int, int], base: MatcherSubs, *, rebased: bool = False
+    ) -> None:
         self.base_key = base_key
+        # whether it replaced the matcher's older base of the same version (changes made it)
+        self.rebased = rebased
         self.base = _Part(base)
         self.epoch = -1
         self.added = _Part(MatcherSubs.empty())
         self.removed = np.zeros(0, dtype=np.int64)
         self._cancelled = self.removed  # what the base index leaves out
         self._current: MatcherSubs | None = None
+        # seconds spent on changes since the base: taking an epoch's, indexing its
+        # additions, marking its cancellations in the base's index (not the base's index)
+        self.change_seconds = 0.0
 
     def use_changes(self, epoch: int, changes: MatcherChanges) -> None:
         """The changes of ``epoch`` (since the base): additions indexed apart, cancellations
         of the base's subscriptions filtered out of its matches."""
+        started = time.perf_counter()
         self.epoch = epoch
         self.added = _Part(changes.added)
         removed = np.unique(np.asarray(changes.removed, dtype=np.int64))
         self.removed = removed[self.base.find(removed)[0]]
         self._current = None
+        self.change_seconds += time.perf_counter() - started
 
     @property
     def nbytes(self) -> int:
@@ -72,12 +84,20 @@ class HeldMatcher:
         return self._current
 
     def build(self) -> int:
-        """Build the indexes not built yet; returns how many (the base's, the additions')."""
+        """Build the indexes not built yet and mark the epoch's cancellations in the base's;
+        returns how many indexes it built (the base's, the additions')."""
         built = 0
-        for part in (self.base, self.added):
-            if part.index is None:
-                part.index = AccessPredicateMatcher(*part.subs.csr())
-                built += 1
+        if self.base.index is None:
+            self.base.index = AccessPredicateMatcher(*self.base.subs.csr())
+            built += 1
+        started = time.perf_counter()
+        if self.added.index is None:
+            self.added.index = AccessPredicateMatcher(*self.added.subs.csr())
+            built += 1
+        if self._cancelled is not self.removed:  # the epoch's cancellations, in the index
+            self.base.index.set_cancelled(self.removed)
+            self._cancelled = self.removed
+        self.change_seconds += time.perf_counter() - started
         return built
 
     def match(self, offsets: np.ndarray, word_ids: np.ndarray, identity: np.ndarray) -> Matches:
@@ -85,9 +105,6 @@ class HeldMatcher:
         then the additions', each post's base matches first."""
         self.build()
         assert self.base.index is not None and self.added.index is not None
-        if self._cancelled is not self.removed:  # the epoch's cancellations, in the index
-            self.base.index.set_cancelled(self.removed)
-            self._cancelled = self.removed
         found = self.base.index.match(offsets, word_ids, identity)
         if len(self.added.subs):
             found = _with(found, self.added.index.match(offsets, word_ids, identity))

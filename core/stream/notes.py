@@ -40,6 +40,7 @@ class RouteNote(TypedDict):
     sketch_bytes: NotRequired[int]
     sketch_seconds: NotRequired[float]
     task_seconds: NotRequired[float]
+    change_seconds: NotRequired[float]  # extending the encoder to the changes' new words
     cpu_seconds: NotRequired[float]
     pid: NotRequired[int]
 
@@ -71,6 +72,7 @@ class MatchNote(TypedDict):
     worker_base_bytes: NotRequired[int]  # their subscription bytes
     worker_held_bytes: NotRequired[int]  # subscription bytes the worker holds now
     worker_held_matchers: NotRequired[int]  # the matchers it holds them for
+    change_seconds: NotRequired[float]  # this task's seconds taking subscription changes
 
 
 class DispatchNote(TypedDict):

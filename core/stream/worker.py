@@ -13,6 +13,7 @@ paper 001, whose subscriptions are inserted and deleted in place per epoch.
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -247,6 +248,10 @@ class MatcherCache:
         self.updates = 0  # indexes built over an epoch's additions
         self.base_reads = 0
         self.base_bytes = 0  # subscription bytes read from bases since the worker started
+        # seconds spent bringing held matchers to a new epoch of the same base (the changes'
+        # additions indexed, their cancellations marked): what subscription changes cost
+        # the match tasks, apart from matching
+        self.change_seconds = 0.0
         # matchers held, least recently used first; past ``hold`` the oldest is let go
         self._recent: OrderedDict[int, None] = OrderedDict()
         self.hold: int | None = None
@@ -273,6 +278,10 @@ class MatcherCache:
         self._check(snapshot, matcher)
         held = self._held.get(matcher)
         if held is None or held.base_key != snapshot.base_key:
+            # a new base of the version this worker holds the matcher for: the changes since
+            # the last base made it, so reading and indexing it is change work too
+            rebased = held is not None
+            started = time.perf_counter()
             if not snapshot.base_location:
                 subs = MatcherSubs.empty()
             elif self.bases is None:
@@ -281,9 +290,13 @@ class MatcherCache:
                 subs = self.bases.read(snapshot.base_location, matcher)
                 self.base_reads += 1
                 self.base_bytes += subs.nbytes
-            held = self._held[matcher] = HeldMatcher(snapshot.base_key, subs)
+            held = self._held[matcher] = HeldMatcher(snapshot.base_key, subs, rebased=rebased)
+            if rebased:
+                self.change_seconds += time.perf_counter() - started
         if held.epoch != snapshot.epoch:
+            before = held.change_seconds
             held.use_changes(snapshot.epoch, snapshot.changes[matcher])
+            self.change_seconds += held.change_seconds - before
         return held
 
     def subscriptions(self, snapshot: MatcherSnapshot, matcher: int) -> MatcherSubs:
@@ -322,8 +335,10 @@ class MatcherCache:
         elif self._encoder[0] != snapshot.epoch:
             # within a version the dictionary only grows, so the token cache is kept
             encoder = self._encoder[1]
-            if encoder.n_words != snapshot.n_words:
+            if encoder.n_words != snapshot.n_words:  # the changes brought new words
+                started = time.perf_counter()
                 encoder.extend(snapshot.words)
+                self.change_seconds += time.perf_counter() - started
             self._encoder = (snapshot.epoch, encoder)
         return self._encoder[1]
 
@@ -384,6 +399,7 @@ class MatcherCache:
         for sub in held.difference(wanted):
             cached.trie.delete(sub)
             cached.subs.discard(sub)
+        started = time.perf_counter()
         rows = np.array([i for i, sub in enumerate(wanted) if sub not in held], dtype=np.int64)
         if rows.size:
             # snapshot sets are sorted (dictionary order), as the trie wants them
@@ -392,6 +408,7 @@ class MatcherCache:
             cached.subs.update(sub_ids[rows].tolist())
         if held:
             self.updates += 1
+            self.change_seconds += time.perf_counter() - started
         else:
             self.rebuilds += 1
         cached.epoch = snapshot.epoch
@@ -403,7 +420,12 @@ class MatcherCache:
             return self.trie(snapshot, matcher)
         held = self.held(snapshot, matcher)
         base_built = held.base.index is None
+        before, started = held.change_seconds, time.perf_counter()
         built = held.build()
+        if base_built and held.rebased:  # the whole of a rebased matcher's index
+            self.change_seconds += time.perf_counter() - started
+        else:
+            self.change_seconds += held.change_seconds - before
         self.rebuilds += int(base_built)
         self.updates += built - int(base_built)
         return held

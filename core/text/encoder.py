@@ -38,6 +38,10 @@ _INITIAL_SLOTS = 1 << 14
 # keeps bounded memory; the next texts refill it).
 MAX_TOKENS = 1 << 22
 MAX_TOKEN_BYTES = 1 << 28
+# ... and past this many words the vocabulary lacks, their tokens are forgotten (relearnt
+# when next met): a fixed vocabulary's encoder remembers which word such a token led to,
+# about 150 bytes a word
+MAX_UNKNOWN_WORDS = 1 << 20
 
 
 @functools.cache
@@ -84,10 +88,22 @@ class _TokenTable:
         self.n_entries = 0
         self.arena_used = 0
 
-    def keep_words(self) -> None:
-        """Forget the tokens that led to no word (value < 0): they may lead to one now."""
+    def remap(self, new_values: np.ndarray) -> None:
+        """Every entry whose value is an unknown word's code (``<= -2``) takes
+        ``new_values[code]`` instead (``-2 - k`` for unknown word k: see
+        :meth:`WordEncoder.extend`), in the entries and in the hash slots the kernels read."""
         n = self.n_entries
-        kept = np.flatnonzero(self.values[:n] >= 0)
+        values = self.values[:n]
+        coded = values <= -2
+        values[coded] = new_values[-2 - values[coded]]
+        occupied = np.flatnonzero(self.slots[:, 0] != k.EMPTY_SLOT)
+        self.slots[occupied, 3] = values[self.slots[occupied, 0]]
+
+    def drop_coded(self) -> None:
+        """Forget the entries holding an unknown word's code (``<= -2``): normalised again
+        when next met."""
+        n = self.n_entries
+        kept = np.flatnonzero(self.values[:n] >= -1)
         arena, starts, lengths = self.arena, self.key_start[kept], self.key_len[kept]
         values = self.values[kept]
         self.clear()
@@ -180,6 +196,10 @@ class WordEncoder:
         self._table = _TokenTable()
         self._classes = code_point_classes()
         self._fallback_cache: dict[str, int] = {"": -1}
+        # words tokens normalised to that the vocabulary lacks: a token's value is -2 - k
+        # for unknown word k (-1: no word at all, a stop word), so a grown vocabulary
+        # re-points the tokens of the words it gained (extend) instead of relearning them
+        self._unknown: dict[str, int] = {}
 
     @property
     def words(self) -> list[str]:
@@ -196,16 +216,37 @@ class WordEncoder:
         return self._table.n_entries
 
     def extend(self, words: Sequence[str]) -> None:
-        """Follow a grown vocabulary (``words`` is the whole new one; old ids unchanged)."""
+        """Follow a grown vocabulary (``words`` is the whole new one; old ids unchanged).
+        The tokens known to lead to a word it gained lead to it from now on: nothing is
+        normalised again."""
         if list(words[: len(self._words)]) != self._words:
             raise InvalidArgumentError("extend() needs the old vocabulary as the new one's prefix")
+        new_values = np.arange(-2, -2 - len(self._unknown), -1, dtype=np.int64)
         for word in words[len(self._words) :]:
             self._word_id[word] = len(self._words)
+            code = self._unknown.get(word)
+            if code is not None:
+                new_values[code] = len(self._words)
             self._words.append(word)
-        # a token that led nowhere may lead to a new word now
-        self._table.keep_words()
-        self._fallback_cache = {t: v for t, v in self._fallback_cache.items() if v >= 0}
-        self._fallback_cache[""] = -1
+        if new_values.size and bool((new_values >= 0).any()):
+            self._table.remap(new_values)
+            for token, value in self._fallback_cache.items():
+                if value <= -2:
+                    self._fallback_cache[token] = int(new_values[-2 - value])
+
+    def _unknown_code(self, word: str) -> int:
+        """The value of tokens normalised to ``word``, a word the vocabulary lacks."""
+        code = self._unknown.get(word)
+        if code is None:
+            code = self._unknown[word] = len(self._unknown)
+        return -2 - code
+
+    def _forget_unknown(self) -> None:
+        """Unknown words' codes start again: the tokens holding one are forgotten (they are
+        normalised again when next met, so a word gained later is still found)."""
+        self._table.drop_coded()
+        self._fallback_cache = {t: v for t, v in self._fallback_cache.items() if v >= -1}
+        self._unknown = {}
 
     def _fallback(self, text: str) -> list[int]:
         cache = self._fallback_cache
@@ -236,13 +277,18 @@ class WordEncoder:
         self._table.insert(token_bytes, starts, lengths, values)
 
     def _words_of(self, tokens: list[str]) -> list[int]:
+        if len(self._unknown) + len(tokens) > MAX_UNKNOWN_WORDS:
+            self._forget_unknown()  # (before these tokens get codes, never among them)
         word_id, grow = self._word_id, self._grow
         values = []
         for word in normalize_tokens(tokens):
             found = -1 if word is None else word_id.get(word, -1)
-            if found < 0 and grow and word is not None:
-                found = word_id[word] = len(self._words)
-                self._words.append(word)
+            if found < 0 and word is not None:
+                if grow:
+                    found = word_id[word] = len(self._words)
+                    self._words.append(word)
+                else:
+                    found = self._unknown_code(word)
             values.append(found)
         return values
 

@@ -7,50 +7,76 @@ far). Kafka: the source's own offsets-behind-latest metric.
 
 from __future__ import annotations
 
+import functools
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from core.shedding.policy import Backlog
+from spark_jobs.lake.storage import filesystem, fs_path, join
 
 if TYPE_CHECKING:
+    import pyarrow.fs as pafs
     from pyspark.sql.streaming import StreamingQuery
 
 
-def _log_entries(folder: Path) -> list[dict[str, Any]]:
+class SourceLogEntry(TypedDict):
+    """A file a batch took, as Spark's file-source log records it (its other keys unread)."""
+
+    path: str  # as Spark names the file: file:/..., s3a://...
+    batchId: int  # (Spark's key)
+
+
+@functools.lru_cache(maxsize=8)
+def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """One file system per location for the stream's life (an S3 client is made once)."""
+    return filesystem(location)
+
+
+def _log_entries(fs: pafs.FileSystem, folder: str) -> list[SourceLogEntry]:
     """Entries of Spark's file-source metadata log (``<checkpoint>/sources/0``): the latest
     compacted file (it holds every earlier batch) and the batch files after it."""
-    if not folder.is_dir():
-        return []
-    batches: list[tuple[int, Path]] = []
-    for path in folder.iterdir():
-        stem = path.name.removesuffix(".compact")
-        if stem.isdigit() and not path.name.startswith("."):
-            batches.append((int(stem), path))
+    import pyarrow.fs as pafs
+
+    batches: list[tuple[int, str, bool]] = []
+    for info in fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        stem = info.base_name.removesuffix(".compact")
+        if info.type == pafs.FileType.File and stem.isdigit():
+            batches.append((int(stem), info.path, info.base_name.endswith(".compact")))
     batches.sort()
-    compacted = [i for i, (_, p) in enumerate(batches) if p.name.endswith(".compact")]
-    start = compacted[-1] if compacted else 0
+    compacted = [i for i, (_, _, compact) in enumerate(batches) if compact]
     entries = []
-    for _, path in batches[start:]:
-        lines = path.read_text(encoding="utf-8").splitlines()[1:]  # the first is "v1"
-        entries += [json.loads(line) for line in lines if line.strip()]
+    for _, path, _ in batches[compacted[-1] if compacted else 0 :]:
+        with fs.open_input_stream(path) as stream:
+            lines = stream.read().decode("utf-8").splitlines()[1:]  # the first is "v1"
+        entries += [cast(SourceLogEntry, json.loads(line)) for line in lines if line.strip()]
     return entries
 
 
+def source_log_entries(checkpoint: str) -> list[SourceLogEntry]:
+    """The file source's log of the stream at ``checkpoint``: one entry per file a batch
+    took (``path`` as Spark names it, ``batchId``)."""
+    fs, _ = _filesystem(checkpoint)
+    return _log_entries(fs, fs_path(join(checkpoint, "sources", "0")))
+
+
 def file_backlog(checkpoint: str, landing: str, batch_id: int) -> Backlog:
-    """Bytes of this batch's files and of the landed files no batch has taken yet."""
-    entries = _log_entries(Path(checkpoint) / "sources" / "0")
-    taken = {Path(e["path"].removeprefix("file:")).name: e["batchId"] for e in entries}
+    """Bytes of this batch's files and of the landed files no batch has taken yet (a local
+    folder or an object store: ``s3a://`` as Spark names it, ``s3://``)."""
+    import pyarrow.fs as pafs
+
+    entries = source_log_entries(checkpoint)
+    # the log names files as Spark does (file:/..., s3a://...): matched by name
+    taken = {e["path"].rsplit("/", 1)[-1]: e["batchId"] for e in entries}
+    landing_fs, folder = _filesystem(landing)
     batch = waiting = 0
-    for path in Path(landing).iterdir():
-        if path.name.startswith((".", "_")) or not path.is_file():
+    for info in landing_fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        if info.base_name.startswith((".", "_")) or info.type != pafs.FileType.File:
             continue
-        owner = taken.get(path.name)
-        size = path.stat().st_size
+        owner = taken.get(info.base_name)
         if owner is None:
-            waiting += size
+            waiting += info.size
         elif owner == batch_id:
-            batch += size
+            batch += info.size
     return Backlog(batch, waiting)
 
 

@@ -102,6 +102,10 @@ class SubscriptionMemory:
     workers: int  # distinct match-task Python workers in the batch
     worker_matchers_max: int
     worker_bytes_max: int
+    # the tasks' seconds taking the changes since the base (the match tasks: indexing the
+    # additions, marking the cancelled, a base the changes made; the route tasks: the new
+    # words), summed over the tasks: subscription changes' work on the tasks
+    change_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

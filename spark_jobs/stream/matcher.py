@@ -322,7 +322,7 @@ class StreamMatcher:
                 replayed=plan.replayed,
                 skipped_commits=[n for n, w in written.items() if w.skipped],
                 figures=figures,
-                memory=self._memory(snapshot, match),
+                memory=self._memory(snapshot, route, match),
             )
         )
         log.info(
@@ -350,7 +350,7 @@ class StreamMatcher:
             log.info(
                 "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
                 "base's %d subscription bytes) over %d workers; the broadcast: %d bytes, of "
-                "which changes %d",
+                "which changes %d; the tasks took the changes in %.3f s",
                 batch_id,
                 memory.worker_matchers_max,
                 memory.n_matchers,
@@ -359,13 +359,17 @@ class StreamMatcher:
                 memory.workers,
                 memory.broadcast_bytes,
                 memory.changes_bytes,
+                memory.change_seconds,
             )
         if self.warm and not plan.replayed:
             self.prefetch()
 
-    def _memory(self, snapshot: MatcherSnapshot, match: list[MatchNote]) -> SubscriptionMemory:
+    def _memory(
+        self, snapshot: MatcherSnapshot, route: list[RouteNote], match: list[MatchNote]
+    ) -> SubscriptionMemory:
         """What the match tasks' Python workers held of the subscriptions (each its own
-        matchers' bases, not every matcher's), beside the base and the broadcast."""
+        matchers' bases, not every matcher's), beside the base and the broadcast; and the
+        tasks' seconds taking the changes since the base."""
         held: dict[int, tuple[int, int]] = {}
         for note in match:
             if "pid" in note:
@@ -381,6 +385,7 @@ class StreamMatcher:
             workers=len(held),
             worker_matchers_max=max((m for m, _ in held.values()), default=0),
             worker_bytes_max=max((b for _, b in held.values()), default=0),
+            change_seconds=round(sum(n.get("change_seconds", 0.0) for n in [*route, *match]), 4),
         )
 
     def _record_health(

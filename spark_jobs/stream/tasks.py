@@ -215,6 +215,7 @@ def _route_run(
 ) -> Iterator[pa.RecordBatch]:
     failpoints.crash_from_task(crash, "route")
     task_started, cpu_started = time.perf_counter(), time.process_time()
+    changes_before = CACHE.change_seconds
     snapshot = _snapshot(broadcast, key)
     n = snapshot.n_matchers
     figures: RouteNote = {
@@ -329,6 +330,7 @@ def _route_run(
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
+    figures["change_seconds"] = CACHE.change_seconds - changes_before
     yield _notes([figures], _ROUTED_ARROW)
 
 
@@ -361,6 +363,7 @@ def _match_run(
 ) -> Iterator[pa.RecordBatch]:
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
+    changes_before = CACHE.change_seconds
     snapshot = _snapshot(broadcast, key)
     CACHE.hold = hold
     figures: MatchNote = {
@@ -466,6 +469,7 @@ def _match_run(
     figures["worker_base_bytes"] = CACHE.base_bytes
     figures["worker_held_bytes"] = CACHE.held_bytes
     figures["worker_held_matchers"] = len(CACHE.held_matchers)
+    figures["change_seconds"] = CACHE.change_seconds - changes_before
     yield _notes([figures], _MATCHED_ARROW)
 
 

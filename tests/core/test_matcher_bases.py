@@ -92,6 +92,7 @@ def test_a_worker_matcher_is_its_base_plus_the_changes_at_every_epoch(
             pending = sum(len(c.added) + c.removed.size for c in snapshot.changes)
             if fraction == 0.0:  # any change is past a share of none: a new base, no changes
                 assert pending == 0
+            taken, reads = cache.change_seconds, cache.base_reads
             for m in range(N):
                 subs = cache.subscriptions(snapshot, m)
                 assert _held(subs) == _placed(live, m)
@@ -110,6 +111,13 @@ def test_a_worker_matcher_is_its_base_plus_the_changes_at_every_epoch(
                 assert [snapshot.subscriber_names[c] for c in codes] == [
                     owner_of[int(s)] for s in some
                 ]
+            # taking an epoch's changes of a base the worker holds is timed as change work
+            if pending and cache.base_reads == reads:
+                assert cache.change_seconds > taken
+            # ... and so is reading and indexing a base the changes made, for a matcher the
+            # worker held at an older base of the version
+            if epoch > 1 and cache.base_reads > reads:
+                assert cache.change_seconds > taken
             gone = [s for s in cancel if s in live]
             gone = list(dict.fromkeys(gone))
             live.remove(gone)

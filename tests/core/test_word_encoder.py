@@ -193,6 +193,57 @@ def test_a_grown_vocabulary_finds_tokens_that_led_nowhere() -> None:
         encoder.extend(["black", "white", "hous"])
 
 
+def test_a_grown_vocabulary_repoints_the_tokens_it_knew_without_normalising_them_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encoder = WordEncoder(["white"])
+    texts = ["white house", "houses of the white", "the houses"]
+    encoder.encode(texts)
+    known = encoder.n_tokens
+    normalised: list[str] = []
+    original = encoder_module.normalize_tokens
+
+    def counting(tokens):  # type: ignore[no-untyped-def]
+        normalised.extend(tokens)
+        return original(tokens)
+
+    monkeypatch.setattr(encoder_module, "normalize_tokens", counting)
+    encoder.extend(["white", "hous"])
+    indptr, ids = encoder.encode(texts)
+    assert normalised == [] and encoder.n_tokens == known  # re-pointed, not relearnt
+    got = [sorted(encoder.words[i] for i in ids[indptr[t] : indptr[t + 1]]) for t in range(3)]
+    assert got == [["hous", "white"], ["hous", "white"], ["hous"]]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    first=st.lists(texts_strategy, min_size=1, max_size=8),
+    then=st.lists(texts_strategy, min_size=1, max_size=8),
+    keep=st.integers(0, 10),
+    limit=st.sampled_from([3, 1 << 22]),
+)
+def test_a_vocabulary_grown_between_batches_encodes_as_a_fresh_encoder_does(
+    first: list[str], then: list[str], keep: int, limit: int
+) -> None:
+    """Texts, then a grown vocabulary (each of its words possibly met before as a token's
+    word the vocabulary lacked), then texts again: exactly what an encoder made with the
+    grown vocabulary gives (also when the unknown words' codes start again: ``limit``)."""
+    words = sorted({w for t in first + then for w in normalize(t)})
+    old, gained = words[::2][:keep], words[1::2]
+    encoder = WordEncoder(old)
+    old_limit = encoder_module.MAX_UNKNOWN_WORDS
+    encoder_module.MAX_UNKNOWN_WORDS = limit
+    try:
+        encoder.encode(pa.array(first, pa.string()))
+        encoder.extend([*old, *gained])
+        fresh = WordEncoder([*old, *gained])
+        for texts in (first, then):
+            a, b = encoder.encode(pa.array(texts, pa.string())), fresh.encode(texts)
+            assert words_of(encoder, *a) == words_of(fresh, *b)
+    finally:
+        encoder_module.MAX_UNKNOWN_WORDS = old_limit
+
+
 def test_sliced_chunked_and_large_string_arrays() -> None:
     texts = ["alpha beta", "Gamma's delta", "epsilon", "zeta eta"]
     expected = [normalize(t) for t in texts]

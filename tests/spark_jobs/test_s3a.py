@@ -83,7 +83,7 @@ def test_remap_chain_and_a_stream_batch_on_s3a_equal_a_local_run(s3_env, referen
 
     # a streaming micro-batch: landing and checkpoint on s3a://, matches = brute force
     stream_landing = _upload(corpus, f"{tmp_path.name}/stream/posts.jsonl.gz").rsplit("/", 1)[0]
-    _s3tm(
+    streamed = _s3tm(
         s3_env, "stream", "--master", "local[2]", "--lakehouse", on_s3, "run",
         "--landing", stream_landing.replace("s3://", "s3a://"), "--available-now",
         "--checkpoint", f"s3a://{BUCKET}/{tmp_path.name}/checkpoint",
@@ -98,3 +98,5 @@ def test_remap_chain_and_a_stream_batch_on_s3a_equal_a_local_run(s3_env, referen
     matches = remote.read_arrow("matches")
     got = list(zip(matches["post_id"].to_pylist(), matches["sub_id"].to_pylist(), strict=True))
     assert expected and len(got) == len(set(got)) and set(got) == expected
+    # the shedding controller's backlog was read from the s3a:// checkpoint and landing
+    assert "backlog not measured" not in streamed.stderr, streamed.stderr[-2000:]
