@@ -60,6 +60,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _compare_arguments(p)
     p.set_defaults(handler=_run_matcher)
 
+    p = kinds.add_parser(
+        "changes", help="a round of subscription changes' cost to the stream's tasks (--compare)"
+    )
+    p.add_argument("--compare", required=True, metavar="REV", help="the revision to compare with")
+    p.add_argument("--subscriptions", type=int, default=600_000, help="one matcher's subscriptions")
+    p.add_argument("--posts", type=int, default=50_000, help="texts a route task encodes")
+    p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
+    _add_out(p)
+    p.set_defaults(handler=_run_changes)
+
     p = kinds.add_parser("sizing", help="matcher memory per 100k subscriptions (DEPLOY.md)")
     p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
     p.add_argument("--subscriptions", default="100000,1000000", help="synthetic sizes")
@@ -280,6 +290,22 @@ def _run_sizing(args: argparse.Namespace) -> int:
     path = Path(args.corpus) if args.corpus else real_corpus_path()
     sizes = [int(s) for s in args.subscriptions.split(",") if s.strip()]
     sizing.run(path, sizes, args.nodes, Path(args.out))
+    return 0
+
+
+def _run_changes(args: argparse.Namespace) -> int:
+    from benchmarks.compare import compare_changes
+
+    _check_runs(args)
+    if args.subscriptions < 1200 or args.posts < 100:
+        raise InputDataError("--subscriptions must be >= 1200 and --posts >= 100")
+    compare_changes(
+        args.compare,
+        subscriptions=args.subscriptions,
+        posts=args.posts,
+        runs=args.runs,
+        out=Path(args.out),
+    )
     return 0
 
 

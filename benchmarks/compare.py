@@ -483,3 +483,57 @@ def compare_drop(
         out / "drop_compare.csv",
     )
     return rows
+
+
+def compare_changes(
+    rev: str, *, subscriptions: int, posts: int, runs: int, out: Path
+) -> list[dict[str, object]]:
+    """What a round of subscription changes costs the stream's tasks in each tree, on the
+    same generated input, alternating (:mod:`benchmarks.changes_probe`);
+    ``changes_compare.csv``."""
+    probe = TREE / "benchmarks" / "changes_probe.py"
+    keys = {
+        "first_round_ms": "cancellations, first round ms",
+        "later_round_ms": "cancellations, later rounds ms",
+        "build_s": "index build s",
+        "encode_steady_s": "encode, steady s",
+        "encode_after_growth_s": "encode after the vocabulary grew s",
+    }
+    with _one_core_sides(rev, "changes") as (scratch, baseline, commit):
+
+        def one_run(tree: Path, _: Path) -> dict[str, float]:
+            figures = run_json_child(
+                tree, [str(probe), str(subscriptions), str(posts)], "changes probe"
+            )
+            return {key: float(figures[key]) for key in keys}
+
+        print(
+            f"[{subscriptions:,} subscriptions a matcher, {posts:,} texts] {runs} alternating "
+            "runs per side",
+            flush=True,
+        )
+        old, new = alternate(baseline, runs, one_run, scratch / "runs")
+    rows: list[dict[str, object]] = []
+    for key, label in keys.items():
+        base, mine = median(old.values, key), median(new.values, key)
+        rows.append(
+            {
+                "figure": label,
+                "subscriptions": subscriptions,
+                "texts": posts,
+                "baseline": round(base, 6),
+                "new": round(mine, 6),
+                "new / baseline": round(mine / base, 3) if base else None,
+                "baseline_rev": commit[:12],
+                "runs": runs,
+                "baseline_min_max": min_max(old.values, key, 4),
+                "new_min_max": min_max(new.values, key, 4),
+            }
+        )
+    _report(
+        rows,
+        "what a round of changes costs the tasks, one core, medians of alternating runs "
+        "(same machine, same generated input)",
+        out / "changes_compare.csv",
+    )
+    return rows

@@ -248,9 +248,10 @@ class MatcherCache:
         self.updates = 0  # indexes built over an epoch's additions
         self.base_reads = 0
         self.base_bytes = 0  # subscription bytes read from bases since the worker started
-        # seconds spent bringing held matchers to a new epoch of the same base (the changes'
-        # additions indexed, their cancellations marked): what subscription changes cost
-        # the match tasks, apart from matching
+        # seconds spent taking subscription changes (a held matcher brought to a new epoch:
+        # the additions since its base indexed, the cancelled marked; a base the changes
+        # made, read and indexed; the encoder extended by new words): what changes cost the
+        # tasks, apart from routing and matching
         self.change_seconds = 0.0
         # matchers held, least recently used first; past ``hold`` the oldest is let go
         self._recent: OrderedDict[int, None] = OrderedDict()

@@ -137,3 +137,25 @@ def test_bench_drop_needs_a_revision_or_spark(tmp_path, capsys):
 
     assert main(["bench", "drop", "--out", str(tmp_path)]) == 2
     assert "give --compare REV" in capsys.readouterr().err
+
+
+def test_changes_compare_times_both_trees_on_the_same_input(tmp_path, capsys):
+    # HEAD against the working tree: the probe's figures of a round of changes, each side
+    rows = compare.compare_changes("HEAD", subscriptions=3_000, posts=300, runs=1, out=tmp_path)
+    assert [r["figure"] for r in rows][:2] == [
+        "cancellations, first round ms",
+        "cancellations, later rounds ms",
+    ]
+    for row in rows:
+        assert float(row["baseline"]) > 0 and float(row["new"]) > 0
+        assert row["new / baseline"] == pytest.approx(row["new"] / row["baseline"], rel=0.05)
+    written = compare.read_csv_rows(tmp_path / "changes_compare.csv")
+    assert len(written) == len(rows) and written[0]["runs"] == "1"
+    assert "what a round of changes costs the tasks" in capsys.readouterr().out
+
+
+def test_the_changes_command_refuses_sizes_too_small_to_measure(capsys):
+    from s3tm.cli.main import main
+
+    assert main(["bench", "changes", "--compare", "HEAD", "--subscriptions", "10"]) == 2
+    assert "--subscriptions must be >= 1200" in capsys.readouterr().err
