@@ -90,14 +90,16 @@ class HeldMatcher:
         if self.base.index is None:
             self.base.index = AccessPredicateMatcher(*self.base.subs.csr())
             built += 1
-        started = time.perf_counter()
-        if self.added.index is None:
-            self.added.index = AccessPredicateMatcher(*self.added.subs.csr())
-            built += 1
-        if self._cancelled is not self.removed:  # the epoch's cancellations, in the index
-            self.base.index.set_cancelled(self.removed)
-            self._cancelled = self.removed
-        self.change_seconds += time.perf_counter() - started
+        if self.added.index is None or self._cancelled is not self.removed:
+            # (timed only when there is an epoch's changes to take: match calls this each time)
+            started = time.perf_counter()
+            if self.added.index is None:
+                self.added.index = AccessPredicateMatcher(*self.added.subs.csr())
+                built += 1
+            if self._cancelled is not self.removed:  # the epoch's cancellations, in the index
+                self.base.index.set_cancelled(self.removed)
+                self._cancelled = self.removed
+            self.change_seconds += time.perf_counter() - started
         return built
 
     def match(self, offsets: np.ndarray, word_ids: np.ndarray, identity: np.ndarray) -> Matches:
