@@ -25,6 +25,12 @@ import numpy as np
 def cancellation_rounds(n_subscriptions: int, seed: int = 0) -> dict[str, float]:
     from core.matching.predicate import AccessPredicateMatcher
 
+    # compile (or load) the kernels on a small index first: a tree whose numba cache is cold
+    # (a fresh worktree) would otherwise time the JIT as its index build
+    warm = AccessPredicateMatcher(
+        np.arange(4, dtype=np.int64), np.arange(5, dtype=np.int64), np.arange(4, dtype=np.int32)
+    )
+    warm.set_cancelled(np.array([1], dtype=np.int64))
     rng = np.random.default_rng(seed)
     lengths = rng.integers(3, 12, n_subscriptions)
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)

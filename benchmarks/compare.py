@@ -523,7 +523,8 @@ def compare_changes(
                 "texts": posts,
                 "baseline": round(base, 6),
                 "new": round(mine, 6),
-                "new / baseline": round(mine / base, 3) if base else None,
+                # three significant figures: a ratio far below 1 keeps its precision
+                "new / baseline": float(f"{mine / base:.3g}") if base else None,
                 "baseline_rev": commit[:12],
                 "runs": runs,
                 "baseline_min_max": min_max(old.values, key, 4),
