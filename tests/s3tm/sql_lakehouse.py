@@ -6,9 +6,14 @@ and the streaming matcher over two landed files. For the SQL tests."""
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import gzip
+import os
 import shutil
+import time
 from pathlib import Path
+
+import pytest
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from spark_jobs.jobs import ingest, normalise
@@ -20,6 +25,8 @@ from spark_jobs.stream.matcher import start
 from tests.spark_jobs.jobs.chain import run_chain
 
 BAD_LINES = b'{broken\n{"id":"q1","text":"  "}\n\xff\xfe\n'
+# the first worker to ask builds the lakehouse once per run; the other waits this long
+SHARED_BUILD_TIMEOUT_S = 900
 
 
 def build(spark: object, root: Path) -> Lakehouse:
@@ -78,6 +85,36 @@ def build(spark: object, root: Path) -> Lakehouse:
         query.stop()
     shutil.rmtree(landing)
     return lakehouse
+
+
+def shared_copy(spark: object, tmp_path_factory: pytest.TempPathFactory, name: str) -> Lakehouse:
+    """A copy of one lakehouse :func:`build` made once per run for every test worker (the
+    SQL and Prometheus tests read the same tables: built twice, it was 35 s of a 2-core
+    suite twice), in a folder of the test's own. The workers' temporary folders share a
+    parent per run, where the first builds under an exclusive lock while the other waits."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sql-lakehouse"
+    done = shared / "built"
+    with open(f"{shared}.lock", "w") as lock:
+        deadline = time.monotonic() + SHARED_BUILD_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the other test worker's build of {shared} did not finish in "
+                        f"{SHARED_BUILD_TIMEOUT_S} s"
+                    ) from None
+                time.sleep(0.5)
+        if not done.is_file():  # a build that failed midway is started again
+            shutil.rmtree(shared, ignore_errors=True)
+            build(spark, shared)
+            done.write_text("")
+    copy = tmp_path_factory.mktemp(name) / "lakehouse"
+    shutil.copytree(shared / "lakehouse", copy)
+    return Lakehouse(spark, copy)
 
 
 if __name__ == "__main__":  # a lakehouse to try queries on: python -m tests.s3tm.sql_lakehouse DIR

@@ -68,7 +68,8 @@ def _until(what: str, check, timeout: float = WAIT_S):
 @pytest.fixture(scope="module")
 def scene(spark, tmp_path_factory) -> Iterator[tuple[Path, Lakehouse, LocalPrometheus]]:
     root = tmp_path_factory.mktemp("prometheus")
-    lake = sql_lakehouse.build(spark, root)  # ingest, two remaps (v2 published), a stream
+    # ingest, two remaps (v2 published), a stream
+    lake = sql_lakehouse.shared_copy(spark, tmp_path_factory, "prometheus-lakehouse")
     # a third nightly remap at v2's N: its placement moves some of v2's subscriptions, and
     # a 50% margin keeps it out (the stream stays on v2)
     landing = root / "landing-3"

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory) -> Lakehouse:
-    return sql_lakehouse.build(spark, tmp_path_factory.mktemp("sql"))
+    return sql_lakehouse.shared_copy(spark, tmp_path_factory, "sql")
 
 
 @pytest.fixture(scope="module")
