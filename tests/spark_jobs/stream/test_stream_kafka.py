@@ -15,6 +15,7 @@ import pytest
 from spark_jobs.stream.matcher import start
 from tests.spark_jobs.stream import harness
 from tests.spark_jobs.stream.test_stream_chaos import (
+    FILES,
     THIRDS,
     chaos_scene,
     kill_at_every_point_then_check,
@@ -116,7 +117,7 @@ def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_qua
 def test_kafka_stream_killed_at_every_point_restarts_exactly(
     lakehouse, tmp_path, kafka_broker, spark_process_env, part
 ):
-    batches, per_batch = 6, 121
+    batches, per_batch = FILES, 121
     landing, posts = chaos_scene(lakehouse, tmp_path, batches, per_batch)
     topic = _topic(kafka_broker, 2)
     _produce(kafka_broker, topic, landing, spark_process_env)
