@@ -22,9 +22,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_demo(out: Path, base_env: dict[str, str]) -> None:
+def run_demo(out: Path, base_env: dict[str, str]) -> str:
     """The README's first command (`s3tm demo`), small: its Airflow half runs the DAGs with
-    `airflow dags test`, which creates their rows in the metadata database."""
+    `airflow dags test`, which creates their rows in the metadata database. Returns what it
+    printed (``test_airflow_command.py``'s first test reads it)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -48,24 +49,7 @@ def run_demo(out: Path, base_env: dict[str, str]) -> None:
         timeout=RUN_TIMEOUT_S,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert f"s3tm airflow --out {out}" in done.stdout  # the hint the user follows next
-    # ... and the exporter's: its one-shot form prints what the stream and the remap wrote
-    hint = next(line for line in done.stdout.splitlines() if "s3tm metrics serve" in line)
-    lakehouse = hint.split("--lakehouse", 1)[1].strip()
-    shown = subprocess.run(
-        [sys.executable, "-m", "s3tm.cli.main", "metrics", "show", "--lakehouse", lakehouse],
-        capture_output=True,
-        text=True,
-        env=base_env,
-        timeout=120,
-    )
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    from prometheus_client.parser import text_string_to_metric_families
-
-    samples = [s for f in text_string_to_metric_families(shown.stdout) for s in f.samples]
-    published = [s.value for s in samples if s.name == "s3tm_routing_published_version"]
-    assert published and published[0] >= 1
-    assert sum(s.value for s in samples if s.name == "s3tm_stream_posts_total") > 0
+    return done.stdout
 
 
 def start_airflow(

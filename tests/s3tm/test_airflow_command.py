@@ -52,14 +52,20 @@ def demo(
     commands on its Airflow home (the demo's own, with local[2] and no retries)."""
     out = tmp_path_factory.mktemp("s3tm-airflow")
     started = time.time()
-    run_demo(out, spark_process_env)
+    printed = run_demo(out, spark_process_env)
     env = embedded_env(
         out / "airflow",
         spark_process_env,
         S3TM_LAKEHOUSE=str(out / "lakehouse"),
         S3TM_LANDING=str(out / "landing"),
     )
-    return {"out": out, "started": started, "env": env, "spark_env": spark_process_env}
+    return {
+        "out": out,
+        "started": started,
+        "env": env,
+        "spark_env": spark_process_env,
+        "printed": printed,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +134,29 @@ def _dags_page(base_url: str, password: str, screenshot: Path, report_href: str)
         dags = str(page.inner_text("body"))
         page.goto(f"{base_url}/{report_href}")
         return dags, str(page.inner_text("body"))
+
+
+def test_the_demo_prints_the_next_steps_and_metrics_show_reads_what_it_wrote(demo):
+    """First in the file, so that the demo (this file's set-up) is timed as its own test."""
+    printed = demo["printed"]
+    assert f"s3tm airflow --out {demo['out']}" in printed  # the hint the user follows next
+    # ... and the exporter's: its one-shot form prints what the stream and the remap wrote
+    hint = next(line for line in printed.splitlines() if "s3tm metrics serve" in line)
+    lakehouse = hint.split("--lakehouse", 1)[1].strip()
+    shown = subprocess.run(
+        [sys.executable, "-m", "s3tm.cli.main", "metrics", "show", "--lakehouse", lakehouse],
+        capture_output=True,
+        text=True,
+        env=demo["spark_env"],
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = [s for f in text_string_to_metric_families(shown.stdout) for s in f.samples]
+    published = [s.value for s in samples if s.name == "s3tm_routing_published_version"]
+    assert published and published[0] >= 1
+    assert sum(s.value for s in samples if s.name == "s3tm_stream_posts_total") > 0
 
 
 def test_remap_end_to_end_with_airflow_dags_test(demo):
