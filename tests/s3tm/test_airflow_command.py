@@ -71,7 +71,7 @@ def demo(
 @pytest.fixture(scope="module")
 def airflow_ui(demo: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """`s3tm airflow` on the demo's folder (after this file's `dags test` run, which comes
-    first in it: one SQLite writer at a time)."""
+    before the tests that use it: one SQLite writer at a time)."""
     for started in start_airflow(
         demo["out"], free_port(), base_env=demo["spark_env"], after_demo=True
     ):
