@@ -16,7 +16,7 @@ from spark_jobs.stream.matcher import start
 from tests.spark_jobs.stream import harness
 from tests.spark_jobs.stream.test_stream_chaos import (
     FILES,
-    THIRDS,
+    HALVES,
     chaos_scene,
     kill_at_every_point_then_check,
 )
@@ -113,7 +113,7 @@ def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_qua
         assert raw.decode() in bad and raw.decode().startswith(row["raw"][:5])
 
 
-@pytest.mark.parametrize("part", THIRDS)
+@pytest.mark.parametrize("part", HALVES)
 def test_kafka_stream_killed_at_every_point_restarts_exactly(
     lakehouse, tmp_path, kafka_broker, spark_process_env, part
 ):
@@ -132,7 +132,7 @@ def test_kafka_stream_killed_at_every_point_restarts_exactly(
         str(per_batch),
     ]
     kill_at_every_point_then_check(
-        lakehouse, landing, posts, tmp_path / "checkpoint", batches, part, THIRDS, source=source
+        lakehouse, landing, posts, tmp_path / "checkpoint", batches, part, HALVES, source=source
     )
 
 
