@@ -22,8 +22,9 @@ from tests.scheduling import file_seconds, order_longest_first
 from tests.scheduling import pytest_addoption as pytest_addoption
 from tests.scheduling import pytest_configure as configure_scheduling
 
-# `pytest --cpu-report FILE`: each test phase's CPU seconds (tests/cpu_accounting.py)
-pytest_plugins = ["tests.cpu_accounting"]
+# `pytest --cpu-report FILE`: each test phase's CPU seconds (tests/cpu_accounting.py);
+# each xdist worker in a CPU cgroup of its own, equal shares (tests/cpu_shares.py)
+pytest_plugins = ["tests.cpu_accounting", "tests.cpu_shares"]
 
 # fixture -> the marker of the resource it starts (markers are declared in pyproject.toml)
 RESOURCE_FIXTURES: dict[str, str] = {
