@@ -21,7 +21,7 @@ QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
 # most-tests-first order, which left the long single-test files to the end).
 WORKERS ?= 2
 
-setup: $(VENV)/.installed $(VENV)/.bytecode $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
+setup: $(VENV)/.installed $(VENV)/.bytecode $(VENV)/.zip-bytecode $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
@@ -37,6 +37,13 @@ $(VENV)/.installed: pyproject.toml
 SOURCES := core schemas spark_jobs s3tm dags benchmarks tests
 $(VENV)/.bytecode: $(VENV)/.installed $(shell find $(SOURCES) -name '*.py' 2>/dev/null)
 	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) >/dev/null || { echo "make setup: compiling the project's modules failed" >&2; exit 1; }
+	@touch $@
+
+# ... and pyspark's modules inside the zips Spark puts first on the path of each Python
+# worker and spark-submit driver (spark_jobs/zip_bytecode.py): zipimport compiled them from
+# source in every such process
+$(VENV)/.zip-bytecode: $(VENV)/.installed spark_jobs/zip_bytecode.py
+	@env -u SPARK_HOME $(BIN)/python -m spark_jobs.zip_bytecode >/dev/null || { echo "make setup: compiling pyspark's zips failed" >&2; exit 1; }
 	@touch $@
 
 # numba compiles a kernel on first use and caches it beside its module: compiled once here,
