@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import marshal
 import os
 import sys
 import zipfile
 from dataclasses import dataclass
-from importlib._bootstrap_external import _code_to_hash_pyc  # type: ignore[attr-defined]
 from pathlib import Path
 
 ZIP_NAMES = ("pyspark.zip", "py4j-*.zip")
+# PEP 552's flags of a hash-based pyc whose hash is checked against the source
+CHECKED_HASH = 0b11
 
 
 @dataclass(frozen=True)
@@ -43,15 +45,15 @@ class ZipBytecode:
 
 def _pyc(source: bytes, filename: str) -> bytes:
     code = compile(source, filename, "exec", dont_inherit=True)
-    return bytes(_code_to_hash_pyc(code, importlib.util.source_hash(source), checked=True))
+    header = importlib.util.MAGIC_NUMBER + CHECKED_HASH.to_bytes(4, "little")
+    return header + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
 def _current(pyc: bytes, source: bytes) -> bool:
     """This interpreter's checked hash pyc of exactly ``source`` (what zipimport accepts)."""
-    magic = importlib.util.MAGIC_NUMBER
     return (
-        pyc[:4] == magic
-        and int.from_bytes(pyc[4:8], "little") == 0b11
+        pyc[:4] == importlib.util.MAGIC_NUMBER
+        and int.from_bytes(pyc[4:8], "little") == CHECKED_HASH
         and pyc[8:16] == importlib.util.source_hash(source)
     )
 
@@ -61,13 +63,10 @@ def add_bytecode(path: Path) -> ZipBytecode:
     with zipfile.ZipFile(path) as archive:
         entries = {info.filename: info for info in archive.infolist()}
         sources = [name for name in entries if name.endswith(".py")]
-        stale = [
-            name
+        if all(
+            name + "c" in entries and _current(archive.read(name + "c"), archive.read(name))
             for name in sources
-            if name + "c" not in entries
-            or not _current(archive.read(name + "c"), archive.read(name))
-        ]
-        if not stale:
+        ):
             return ZipBytecode(path, len(sources), 0)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
         try:
