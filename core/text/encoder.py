@@ -19,10 +19,15 @@ Two kinds of vocabulary:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import os
 import re
 import sys
+import unicodedata
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +51,47 @@ MAX_UNKNOWN_WORDS = 1 << 20
 
 @functools.cache
 def code_point_classes() -> np.ndarray:
+    """``(0x110000,)`` uint8: each code point's role in the tokeniser (see
+    :func:`classify_code_points`), read from a cache beside this module when one of this
+    Python, Unicode database and tokeniser source exists (building the table takes 0.2-0.3 s
+    of CPU, in every Python worker of every Spark job that encodes texts)."""
+    cache = _classes_cache_path()
+    if cache is not None:
+        with contextlib.suppress(OSError, ValueError):
+            cached = np.load(cache, allow_pickle=False)
+            if cached.shape == (sys.maxunicode + 1,) and cached.dtype == np.uint8:
+                return cached
+    classes = classify_code_points()
+    if cache is not None:  # a read-only install computes the table in each process
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        try:
+            cache.parent.mkdir(exist_ok=True)
+            with open(partial, "wb") as out:
+                np.save(out, classes, allow_pickle=False)
+            os.replace(partial, cache)  # whole or absent for a concurrent reader
+        except OSError:
+            partial.unlink(missing_ok=True)
+    return classes
+
+
+def _classes_cache_path() -> Path | None:
+    """Where :func:`code_point_classes` keeps its table, keyed by what it is computed from
+    (the interpreter's ``re`` and ``str.lower``, its Unicode database, and the source of
+    the classifier and of the kernels' class codes); None when the source is not a file
+    (imported from a zip)."""
+    key = hashlib.sha256()
+    for part in (sys.version, unicodedata.unidata_version):
+        key.update(part.encode())
+    try:
+        for source in (Path(__file__), Path(k.__file__)):
+            key.update(source.read_bytes())
+    except OSError:
+        return None
+    name = f"code_point_classes.{key.hexdigest()[:16]}.npy"
+    return Path(__file__).with_name("__pycache__") / name
+
+
+def classify_code_points() -> np.ndarray:
     """``(0x110000,)`` uint8: each code point's role in the tokeniser, read off the
     reference's own regular expressions (``[^\\W_]`` a word character, ``\\s`` white
     space) and ``str.lower``, so the kernel and ``normalize`` agree by construction."""

@@ -1,5 +1,7 @@
-"""A throw-away PostgreSQL server on loopback from Debian's server binaries (package
-``postgresql``): the metadata database compose's ``postgres`` service gives Airflow."""
+"""A throw-away PostgreSQL server from Debian's server binaries (package ``postgresql``):
+the metadata database compose's ``postgres`` service gives Airflow. It listens on a Unix
+socket in its own folder only, no TCP port: nothing to pick beforehand that another
+process could take first, and nothing another user of the machine can reach."""
 
 from __future__ import annotations
 
@@ -7,11 +9,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import InputDataError
-from s3tm.local.kafka_broker import free_port
 
 
 def server_binaries() -> Path | None:
@@ -22,17 +23,19 @@ def server_binaries() -> Path | None:
 
 @dataclass
 class LocalPostgres:
-    """One cluster with database ``airflow`` owned by user ``airflow`` (trust on loopback).
+    """One cluster with database ``airflow`` owned by user ``airflow`` (trust on its socket).
 
-    Its data lives in a fresh temporary folder (not under a private parent: as root, the
-    server runs as the ``postgres`` user, which must reach it)."""
+    Its data and socket live in a fresh temporary folder (not under a private parent: as
+    root, the server runs as the ``postgres`` user, which must reach it)."""
 
-    port: int = field(default_factory=free_port)
     base: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg2://airflow@127.0.0.1:{self.port}/airflow"
+        """The SQLAlchemy URL: psycopg2 reads a ``host`` that is a folder as the socket's."""
+        if self.base is None:
+            raise InputDataError("PostgreSQL is not started")
+        return f"postgresql+psycopg2://airflow@/airflow?host={self.base}"
 
     def _as_server_user(self) -> list[str]:
         return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
@@ -58,9 +61,8 @@ class LocalPostgres:
              "-A", "trust"],
             [*self._as_server_user(), str(bins / "pg_ctl"), "-D", str(data), "-l",
              str(self.base / "log"), "-o",
-             f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1", "-w", "start"],
-            [str(bins / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "airflow",
-             "airflow"],
+             f"-k {self.base} -c listen_addresses=''", "-w", "start"],
+            [str(bins / "createdb"), "-h", str(self.base), "-U", "airflow", "airflow"],
         ]  # fmt: skip
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -38,6 +38,8 @@ from spark_jobs import common
 from spark_jobs.sql.catalog import CatalogTable, LakehouseCatalog
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from spark_jobs.lake.delta_io import Lakehouse
 
 log = logging.getLogger("s3tm.sql_server")
@@ -63,7 +65,12 @@ class ServerConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ServerConfig
     parser.add_argument("--host", default=defaults.host, help="address to listen on")
-    parser.add_argument("--port", type=int, default=defaults.port, help="Spark Connect port")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=defaults.port,
+        help="Spark Connect port (default %(default)s; 0: a free one the server binds and prints)",
+    )
     parser.add_argument(
         "--refresh-seconds",
         type=float,
@@ -107,6 +114,8 @@ def check_access(host: str, token: str | None) -> None:
 
 
 def check_port_free(host: str, port: int) -> None:
+    if port == 0:  # the service binds a free one itself
+        return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -116,6 +125,15 @@ def check_port_free(host: str, port: int) -> None:
                 f"cannot listen on {host}:{port} ({err.strerror}); is a server already "
                 "running? pick another --port"
             ) from None
+
+
+def bound_port(spark: SparkSession) -> int:
+    """The port the Connect service listens on (the one it chose, for ``--port 0``)."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise InputDataError("the SQL server's Spark session has no JVM")
+    service = getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
+    return int(getattr(service, "MODULE$").localPort())
 
 
 def serve(
@@ -155,7 +173,8 @@ def run(config: ServerConfig, lakehouse: Lakehouse) -> int:
         # the line a script waits for before it connects
         token = os.environ.get(TOKEN_ENV)
         access = f"; requests must carry the token of ${TOKEN_ENV}" if token else ""
-        print(f"sql-server: listening on sc://{config.host}:{config.port}{access}", flush=True)
+        port = bound_port(lakehouse.spark)
+        print(f"sql-server: listening on sc://{config.host}:{port}{access}", flush=True)
 
     serve(catalog, config.refresh_seconds, stop, ready=announce)
     log.info("sql-server: stopping")

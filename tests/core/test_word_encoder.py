@@ -307,3 +307,37 @@ def test_a_lone_ampersand_is_read_as_html_unescape_leaves_it(batch: list[str]) -
     # the kernel reads "&" before white space, "<", "&", ";" or the end itself; any other
     # "&" (an entity html.unescape may rewrite) goes to the reference path
     assert_exact(WordEncoder(grow=True), batch)
+
+
+def test_the_code_point_table_is_cached_beside_the_module_and_equals_a_fresh_one(
+    tmp_path, monkeypatch
+):
+    """Each process reads the table a first one wrote (it takes 0.2-0.3 s to build); the
+    cached table is the classifier's, and a damaged or missing cache is rebuilt."""
+    cache = tmp_path / "__pycache__" / "code_point_classes.test.npy"
+    monkeypatch.setattr(encoder_module, "_classes_cache_path", lambda: cache)
+    fresh = encoder_module.classify_code_points()
+    built = code_point_classes.__wrapped__()  # no cache yet: builds it and writes it
+    assert np.array_equal(built, fresh) and cache.is_file()
+    assert list(cache.parent.iterdir()) == [cache]  # no partial file left
+
+    def refused() -> np.ndarray:
+        raise AssertionError("the table was built again although the cache holds it")
+
+    monkeypatch.setattr(encoder_module, "classify_code_points", refused)
+    assert np.array_equal(code_point_classes.__wrapped__(), fresh)
+    monkeypatch.undo()
+    monkeypatch.setattr(encoder_module, "_classes_cache_path", lambda: cache)
+    cache.write_bytes(b"not a numpy file")
+    assert np.array_equal(code_point_classes.__wrapped__(), fresh)
+    assert np.array_equal(np.load(cache), fresh)  # and written again whole
+
+
+def test_the_code_point_cache_is_beside_the_module_keyed_by_its_source(monkeypatch):
+    path = encoder_module._classes_cache_path()
+    assert path is not None and path.parent.name == "__pycache__"
+    assert path.parent.parent == Path(encoder_module.__file__).parent
+    assert path == encoder_module._classes_cache_path()  # stable within a process
+    # another tokeniser source (or Python, or Unicode database): another file
+    monkeypatch.setattr(encoder_module.unicodedata, "unidata_version", "0.0.0")
+    assert encoder_module._classes_cache_path() != path

@@ -20,7 +20,7 @@ from tests.s3tm.airflow_support import AirflowApi, free_port, start_airflow
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
-    """A throw-away PostgreSQL cluster on loopback (Debian's server binaries)."""
+    """A throw-away PostgreSQL cluster on a Unix socket (Debian's server binaries)."""
     if server_binaries() is None:
         pytest.skip(
             "PostgreSQL server is absent (Debian package 'postgresql'; .ci/run installs it)"

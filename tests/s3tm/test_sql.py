@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -310,24 +311,15 @@ def _client(url: str, query: str, *, refused: bool = False) -> list[dict]:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_sql_server_beyond_loopback_needs_a_token(monkeypatch):
     from spark_jobs.sql.server import ServerConfig, run_server
 
     monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", raising=False)
     # refused before any JVM starts
-    assert run_server(ServerConfig(host="0.0.0.0", port=_free_port())) == 2
+    assert run_server(ServerConfig(host="0.0.0.0", port=0)) == 2
 
 
 def test_sql_server_answers_a_spark_connect_client_with_its_token(built, lake, tmp_path):
-    port = _free_port()
     token = "s3tm-test-token-7c1e"
     env = {
         **os.environ,
@@ -343,7 +335,7 @@ def test_sql_server_answers_a_spark_connect_client_with_its_token(built, lake, t
             "--lakehouse",
             str(lake.root),
             "--port",
-            str(port),
+            "0",  # the server binds a free one and prints it
             "--refresh-seconds",
             "1",
             "--master",
@@ -360,6 +352,8 @@ def test_sql_server_answers_a_spark_connect_client_with_its_token(built, lake, t
         line = server.stdout.readline()
         assert "listening on sc://" in line, (tmp_path / "server.log").read_text()[-3000:]
         assert "must carry the token" in line and token not in line
+        port = int(re.search(r"sc://127\.0\.0\.1:(\d+);", line).group(1))
+        assert port != 0
         # without the token: refused
         _client(f"sc://localhost:{port}", "SELECT 1 AS one", refused=True)
         url = f"sc://localhost:{port}/;token={token}"
