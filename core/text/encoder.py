@@ -25,6 +25,7 @@ import hashlib
 import os
 import re
 import sys
+import threading
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,12 +59,13 @@ def code_point_classes() -> np.ndarray:
     cache = _classes_cache_path()
     if cache is not None:
         with contextlib.suppress(OSError, ValueError):
-            cached = np.load(cache, allow_pickle=False)
+            cached: np.ndarray = np.load(cache, allow_pickle=False)
             if cached.shape == (sys.maxunicode + 1,) and cached.dtype == np.uint8:
                 return cached
     classes = classify_code_points()
     if cache is not None:  # a read-only install computes the table in each process
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        # a name of its own per process and thread: two writers never share a partial file
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             cache.parent.mkdir(exist_ok=True)
             with open(partial, "wb") as out:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, render_post_text
 from core.learn import learn_mapping
@@ -124,6 +125,53 @@ def active_subscriptions(lakehouse) -> dict[int, set[str]]:
 def matches_of(lakehouse) -> Counter:
     rows = lakehouse.read_arrow("matches")
     return Counter(zip(rows["post_id"].to_pylist(), rows["sub_id"].to_pylist(), strict=True))
+
+
+def assert_matches_equal(
+    lakehouse, expected: Counter, landing: Landing | None = None, rows: pa.Table | None = None
+) -> None:
+    """``matches`` (or ``rows`` of its shape) equal ``expected`` exactly; when not, says how:
+    pairs written twice, missing and extra, each with its batch, matcher and routing version
+    (and the post's and subscription's words when ``landing`` is given) and the table's
+    commits, instead of pytest's diff of two Counters, whose order differs."""
+    table = "matches" if rows is None else "the rows"
+    rows = lakehouse.read_arrow("matches") if rows is None else rows
+    got = Counter(zip(rows["post_id"].to_pylist(), rows["sub_id"].to_pylist(), strict=True))
+    if got == expected:
+        return
+    where: dict[tuple[str, int], list[tuple]] = {}
+    columns = [c for c in ("batch_id", "matcher_id", "routing_version") if c in rows.column_names]
+    for row in rows.select(["post_id", "sub_id", *columns]).to_pylist():
+        key = (row["post_id"], row["sub_id"])
+        where.setdefault(key, []).append(tuple(row[c] for c in columns))
+    subs = active_subscriptions(lakehouse) if landing is not None else {}
+    twice = sorted(k for k, n in got.items() if n > 1)
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    lines = [
+        f"{table}: {sum(got.values())} rows, brute force {sum(expected.values())}: "
+        f"{len(twice)} pairs written more than once, {len(missing)} missing, {len(extra)} extra"
+        f" (each pair: {', '.join(columns)})"
+    ]
+    for name, pairs in (("more than once", twice), ("missing", missing), ("extra", extra)):
+        for post, sub in pairs[:12]:
+            detail = f"  {name}: ({post!r}, {sub}) at {sorted(where.get((post, sub), []))}"
+            if landing is not None:
+                detail += (
+                    f" sub words {sorted(subs.get(sub, set()))}"
+                    f" post words {sorted(landing.words.get(post, set()))}"
+                )
+            lines.append(detail)
+    if table == "matches":
+        history = lakehouse.delta_table("matches").history()
+        lines.append(
+            "commits: "
+            + "; ".join(
+                f"v{c.get('version')} {c.get('operation')} {c.get('operationParameters', {})}"
+                for c in history[:20]
+            )
+        )
+    raise AssertionError("\n".join(lines))
 
 
 def check_deliveries(lakehouse) -> None:

@@ -32,6 +32,7 @@ from spark_jobs.stream.pipeline import task_slots
 from tests.spark_jobs.stream.harness import (
     Landing,
     active_subscriptions,
+    assert_matches_equal,
     check_deliveries,
     expected_matches,
     matches_of,
@@ -68,7 +69,7 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     subs = active_subscriptions(lakehouse)
     expected = expected_matches(landing, posts, subs)
     assert sum(expected.values()) > 500  # the test has teeth
-    assert matches_of(lakehouse) == expected
+    assert_matches_equal(lakehouse, expected, landing)
     check_deliveries(lakehouse)
     # the deliveries hold every match row, matcher included
     assert _match_rows(derived_matches(lakehouse)) == _match_rows(lakehouse.read_arrow("matches"))
@@ -160,8 +161,8 @@ def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
     finally:
         query.stop()
     assert {f.routing_version for f in list(handler.figures)[-2:]} == {third}
-    assert matches_of(lakehouse) == expected_matches(
-        landing, posts, active_subscriptions(lakehouse)
+    assert_matches_equal(
+        lakehouse, expected_matches(landing, posts, active_subscriptions(lakehouse)), landing
     )
     _assert_no_stray_staging(lakehouse)
 
@@ -211,10 +212,7 @@ def test_stream_without_the_matches_table_derives_them_from_deliveries(lakehouse
     expected = expected_matches(landing, posts, active_subscriptions(lakehouse))
     assert sum(expected.values()) > 200  # the test has teeth
     derived = derived_matches(lakehouse)
-    assert (
-        Counter(zip(derived["post_id"].to_pylist(), derived["sub_id"].to_pylist(), strict=True))
-        == expected
-    )
+    assert_matches_equal(lakehouse, expected, landing, rows=derived)
     assert set(derived["routing_version"].to_pylist()) == {version}
     placed = lakehouse.read_arrow("routing.placements").to_pylist()
     on = {(r["sub_id"], r["matcher_id"]) for r in placed if r["routing_version"] == version}
@@ -268,7 +266,7 @@ def test_stream_killed_mid_batch_restarts_exactly(lakehouse, scene, tmp_path):
         landing, posts[2], after
     )
     assert any(sub in new_ids for _, sub in expected)
-    assert matches_of(lakehouse) == expected
+    assert_matches_equal(lakehouse, expected, landing)
     check_deliveries(lakehouse)
 
 
@@ -307,7 +305,7 @@ def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path
         expected += after_change
     finally:
         query.stop()
-    assert matches_of(lakehouse) == expected
+    assert_matches_equal(lakehouse, expected, landing)
     check_deliveries(lakehouse)
     got = matches_of(lakehouse)
     assert {sub for _, sub in got} >= set(added)

@@ -97,7 +97,7 @@ def kill_at_every_point_then_check(
 
     expected = harness.expected_matches(landing, posts, harness.active_subscriptions(lakehouse))
     assert sum(expected.values()) > 200
-    assert harness.matches_of(lakehouse) == expected
+    harness.assert_matches_equal(lakehouse, expected, landing)
     harness.check_deliveries(lakehouse)
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
     assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
