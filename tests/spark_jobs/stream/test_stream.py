@@ -290,9 +290,14 @@ def test_subscriptions_added_and_cancelled_mid_stream(lakehouse, scene, tmp_path
         # between batches the driver's follower brings the placement to the registry's
         # latest version (the next batch then finds it synced, and matches the same)
         latest = lakehouse.version("subscriptions.registry")
+        # the follower counts a sync after the state it brought is visible: wait for both
         _wait_for(
             f"the follower to sync registry version {latest}",
-            lambda: handler.state.registry_version == latest,
+            lambda: (
+                handler.state.registry_version == latest
+                and handler.follower is not None
+                and handler.follower.synced >= 1
+            ),
         )
         assert handler.follower is not None and handler.follower.synced >= 1
         epoch = handler.state.epoch
