@@ -123,7 +123,11 @@ def active_subscriptions(lakehouse) -> dict[int, set[str]]:
 
 
 def matches_of(lakehouse) -> Counter:
-    rows = lakehouse.read_arrow("matches")
+    return _pair_counts(lakehouse.read_arrow("matches"))
+
+
+def _pair_counts(rows: pa.Table) -> Counter:
+    """How many rows each (post, subscription) pair has."""
     return Counter(zip(rows["post_id"].to_pylist(), rows["sub_id"].to_pylist(), strict=True))
 
 
@@ -134,9 +138,9 @@ def assert_matches_equal(
     pairs written twice, missing and extra, each with its batch, matcher and routing version
     (and the post's and subscription's words when ``landing`` is given) and the table's
     commits, instead of pytest's diff of two Counters, whose order differs."""
-    table = "matches" if rows is None else "the rows"
+    from_table = rows is None
     rows = lakehouse.read_arrow("matches") if rows is None else rows
-    got = Counter(zip(rows["post_id"].to_pylist(), rows["sub_id"].to_pylist(), strict=True))
+    got = _pair_counts(rows)
     if got == expected:
         return
     where: dict[tuple[str, int], list[tuple]] = {}
@@ -149,7 +153,8 @@ def assert_matches_equal(
     missing = sorted(set(expected) - set(got))
     extra = sorted(set(got) - set(expected))
     lines = [
-        f"{table}: {sum(got.values())} rows, brute force {sum(expected.values())}: "
+        f"{'matches' if from_table else 'the rows'}: {sum(got.values())} rows, "
+        f"brute force {sum(expected.values())}: "
         f"{len(twice)} pairs written more than once, {len(missing)} missing, {len(extra)} extra"
         f" (each pair: {', '.join(columns)})"
     ]
@@ -162,7 +167,7 @@ def assert_matches_equal(
                     f" post words {sorted(landing.words.get(post, set()))}"
                 )
             lines.append(detail)
-    if table == "matches":
+    if from_table:
         history = lakehouse.delta_table("matches").history()
         lines.append(
             "commits: "
