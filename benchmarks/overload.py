@@ -443,11 +443,9 @@ def run(
     summary: list[dict[str, Any]] = []
     broker = None
     if source == "kafka":
-        from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
+        from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
 
-        broker = KafkaBroker(
-            BrokerSettings(folder=root / "kafka", port=free_port(), controller_port=free_port())
-        )
+        broker = KafkaBroker(BrokerSettings(folder=root / "kafka", port=0))
         broker.start()
     elif source != "files":
         raise InputDataError(f"--source takes files or kafka, got {source!r}")

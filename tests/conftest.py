@@ -161,12 +161,10 @@ def s3_environment(endpoint: str) -> dict[str, str]:
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A Kafka broker (KRaft, one node) from the jars `make setup` resolved, on free ports;
     tests make their own topics. Fails (not skips) when the jars are missing: CI has them."""
-    from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
+    from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
 
     folder = tmp_path_factory.mktemp("kafka")
-    broker = KafkaBroker(
-        BrokerSettings(folder=folder, port=free_port(), controller_port=free_port())
-    )
+    broker = KafkaBroker(BrokerSettings(folder=folder, port=0))
     broker.start()
     yield broker
     broker.stop()

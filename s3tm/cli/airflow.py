@@ -12,14 +12,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "airflow",
         help="start the Airflow UI with the project's DAGs on the demo's lakehouse",
         description=(
-            "Start `airflow standalone` with only the project's DAGs, spark_default=local[*], "
+            "Start Airflow (API server and UI, scheduler, dag-processor, triggerer) with only "
+            "the project's DAGs, spark_default=local[*], "
             "the lakehouse and landing folders under --out (those of `s3tm demo`), and an "
             "admin login. Prints the URL and the password; Ctrl-C stops it."
         ),
     )
     p.add_argument("--out", default="demo-output", help="the demo's output folder")
     p.add_argument(
-        "--port", type=int, default=8080, help="port of the UI and REST API (default %(default)s)"
+        "--port",
+        type=int,
+        default=8080,
+        help="port of the UI and REST API (default %(default)s; 0: a free one the API server "
+        "picks, printed when it is up)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address the UI listens on")
     p.add_argument(

@@ -33,7 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             default=Path(os.environ.get(DIR_ENV) or DEFAULT_DIR),
             help=f"the broker's folder: config, data, log (default ${DIR_ENV} or .kafka)",
         )
-        a.add_argument("--port", type=int, default=DEFAULT_PORT, help="the client port (127.0.0.1)")
+        a.add_argument(
+            "--port",
+            type=int,
+            default=DEFAULT_PORT,
+            help="the client port on 127.0.0.1 (0: one the broker picks, printed and kept "
+            "for restarts; the controller takes port + 1, or a free one with 0)",
+        )
         if action == "start":
             a.add_argument("--topic", default="posts", help="the topic to create")
             a.add_argument(

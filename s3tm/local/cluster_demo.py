@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import S3TMError
-from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
 from s3tm.local.postgres import LocalPostgres
 from s3tm.local.processes import stop_group
 from s3tm.local.prometheus import LocalPrometheus
@@ -204,9 +204,7 @@ def _run(config: ClusterDemoConfig) -> int:
             running.callback(s3.stop)
             s3.create_bucket(BUCKET)
         with _timed(f"Kafka broker (KRaft), topic {TOPIC!r} of {config.matchers} partitions"):
-            broker = KafkaBroker(
-                BrokerSettings(folder=out / "kafka", port=free_port(), controller_port=free_port())
-            )
+            broker = KafkaBroker(BrokerSettings(folder=out / "kafka", port=0))
             broker.start()
             running.callback(broker.stop)
             broker.create_topic(TOPIC, config.matchers)
@@ -329,7 +327,7 @@ def topology_env(
 def _airflow_env(out: Path, database_url: str, base: dict[str, str]) -> dict[str, str]:
     from s3tm.orchestration.standalone import standalone_env
 
-    env = standalone_env(out, port=free_port(), database_url=database_url)
+    env = standalone_env(out, port=0, database_url=database_url)
     # the topology's settings win over the embedded default's (lakehouse, Spark, landing)
     for name in ("S3TM_LAKEHOUSE", "S3TM_LANDING", "AIRFLOW_CONN_SPARK_DEFAULT"):
         env[name] = base[name]
@@ -343,13 +341,15 @@ def _start_airflow(processes: _Processes, out: Path, running: contextlib.ExitSta
     env = processes.env
     home = Path(env["AIRFLOW_HOME"])
     password = standalone.admin_password(home)
-    base_url = env["AIRFLOW__API__BASE_URL"]
-    with _timed(f"Airflow (scheduler, LocalExecutor on PostgreSQL) at {base_url}"):
-        process = standalone.start(env, home / "standalone.log")
-        running.callback(standalone.stop, process)
-        standalone.wait_until_ready(base_url, process)
-    _say(f"    log in as 'admin' with password {password!r} while the demo runs")
-    return AirflowApi(base_url, password)
+    with _timed("Airflow (scheduler, LocalExecutor on PostgreSQL)"):
+        airflow = standalone.start(env, home / standalone.LOG_NAME)
+        running.callback(standalone.stop, airflow)
+        standalone.wait_until_ready(airflow, password)
+    _say(
+        f"    at {airflow.base_url}: log in as 'admin' with password {password!r} "
+        "while the demo runs"
+    )
+    return AirflowApi(airflow.base_url, password)
 
 
 def _start_monitoring(

@@ -5,6 +5,12 @@ run from the jars ``make setup`` resolved (``docker/jars/pom.xml``, profile
 ``s3tm kafka start|stop|status`` and the tests' broker fixture use it. The broker's folder
 holds its config, data, log and pid file; ``start`` formats it on first use and is a no-op
 when a broker already runs there.
+
+Port 0 lets the broker pick its client port (read back from its log) on the first start;
+the folder keeps it, and a restart on the same data comes back on it, where its clients
+look. The KRaft controller's port cannot be 0 (it is in the quorum's voter set, which the
+config names before the process starts): unless one is given, it is picked just before
+each start, and picked again if the broker could not bind it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,6 +34,10 @@ from spark_jobs.lake.jars import KAFKA_BROKER, classpath
 DEFAULT_DIR = Path(".kafka")
 DEFAULT_PORT = 9092
 START_TIMEOUT_S = 90.0
+# a picked controller port taken before the broker bound it: pick again, this many times
+CONTROLLER_PORT_TRIES = 3
+# the acceptor's start line, one per listener (the client's and the controller's)
+_AWAITING = re.compile(r"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.")
 # the broker's heap: a test broker holds a few topics of a few MB
 HEAP = "-Xmx512m"
 
@@ -43,25 +54,22 @@ logger.kafka.name = kafka
 logger.kafka.level = {level}
 logger.apache.name = org.apache.kafka
 logger.apache.level = {level}
+# the line that says which port each listener bound, whatever the level
+logger.acceptor.name = kafka.network.DataPlaneAcceptor
+logger.acceptor.level = INFO
 """
 
 
 @dataclass(frozen=True)
 class BrokerSettings:
-    """Where a broker lives and listens. ``controller_port`` 0: ``port + 1``."""
+    """Where a broker lives and listens. ``port`` 0: one the broker picks on its first start,
+    kept in the folder. ``controller_port`` 0: ``port + 1``, or with ``port`` 0 a free one
+    picked at each start."""
 
     folder: Path = DEFAULT_DIR
     port: int = DEFAULT_PORT
     controller_port: int = 0
     log_level: str = "INFO"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def quorum_port(self) -> int:
-        return self.controller_port or self.port + 1
 
 
 @dataclass(frozen=True)
@@ -108,16 +116,15 @@ def _cluster_id() -> str:
             return text
 
 
-def _properties(settings: BrokerSettings, data: Path) -> str:
-    listeners = (
-        f"PLAINTEXT://127.0.0.1:{settings.port},CONTROLLER://127.0.0.1:{settings.quorum_port}"
-    )
+def _properties(port: int, controller_port: int, data: Path) -> str:
+    """The broker's config. ``port`` 0: the broker binds a free port and advertises the one
+    it bound (Kafka registers an ephemeral listener's real port)."""
+    listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
     values = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{settings.quorum_port}",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
         "listeners": listeners,
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{settings.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -144,12 +151,25 @@ class KafkaBroker:
         self.folder = self.settings.folder.resolve()
 
     @property
+    def port(self) -> int:
+        """The client port: the one the broker in this folder bound last (kept for restarts),
+        else the settings' (0 until a broker picked one)."""
+        try:
+            return int(self._port_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return self.settings.port
+
+    @property
     def bootstrap(self) -> str:
-        return self.settings.bootstrap
+        return f"127.0.0.1:{self.port}"
 
     @property
     def log(self) -> Path:
         return self.folder / "broker.log"
+
+    @property
+    def _port_file(self) -> Path:
+        return self.folder / "broker.port"
 
     @property
     def _pid_file(self) -> Path:
@@ -216,21 +236,42 @@ class KafkaBroker:
         running = self.status()
         if running.running:
             return running
-        for port in (self.settings.port, self.settings.quorum_port):
-            # a broker killed a moment ago may still hold its ports while it exits
-            deadline = time.monotonic() + 10
-            while _listening(port):
-                if time.monotonic() > deadline:
-                    raise InputDataError(f"port {port} is in use: pick another (--port)")
-                time.sleep(0.2)
+        # the settings' port, else the one a broker here picked before, else a new pick
+        port = self.settings.port or self.port
+        if port:
+            # a broker killed a moment ago may still hold its port while it exits
+            _wait_free(port, "pick another (--port)")
         data = self.folder / "data"
         data.mkdir(parents=True, exist_ok=True)
-        config = self.folder / "server.properties"
-        config.write_text(_properties(self.settings, data))
         (self.folder / "log4j2.properties").write_text(
             LOG4J2.format(log=self.log, level=self.settings.log_level)
         )
-        self._format(config, data)
+        tries = 1 if self.settings.controller_port or self.settings.port else CONTROLLER_PORT_TRIES
+        for attempt in range(1, tries + 1):
+            controller_port = self.settings.controller_port or (
+                self.settings.port + 1 if self.settings.port else free_port()
+            )
+            if tries == 1:
+                _wait_free(controller_port, "pick another (--port: the controller uses port + 1)")
+            config = self.folder / "server.properties"
+            config.write_text(_properties(port, controller_port, data))
+            self._format(config, data)
+            try:
+                return self._launch(config, port, controller_port, timeout_s)
+            except _ControllerPortTaken:
+                if attempt == tries:
+                    raise InputDataError(
+                        f"the Kafka broker could not bind a controller port in {tries} tries: "
+                        f"{self._tail()}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _launch(
+        self, config: Path, port: int, controller_port: int, timeout_s: float
+    ) -> BrokerStatus:
+        """Runs the broker on ``config`` and waits until it answers; keeps the client port
+        it bound."""
+        log_start = self.log.stat().st_size if self.log.exists() else 0
         command = [
             _java(),
             HEAP,
@@ -252,23 +293,38 @@ class KafkaBroker:
             )
         self._pid_file.write_text(f"{process.pid}\n")
         deadline = time.monotonic() + timeout_s
+        bound = port
         while time.monotonic() < deadline:
             if process.poll() is not None:
+                self._pid_file.unlink(missing_ok=True)
+                started_log = self._log_since(log_start)
+                if f"127.0.0.1:{controller_port}" in started_log and _BIND_FAILED in started_log:
+                    raise _ControllerPortTaken(controller_port)
                 raise InputDataError(
                     f"the Kafka broker exited with {process.returncode}: {self._tail()}"
                 )
-            if _listening(self.settings.port) and self._answers():
+            if not bound:
+                bound = _client_port(self._log_since(log_start), controller_port)
+            if bound and _listening(bound) and self._answers(f"127.0.0.1:{bound}"):
+                self._port_file.write_text(f"{bound}\n")
                 return self.status()
             time.sleep(0.5)
         self.stop()
         raise InputDataError(f"the Kafka broker did not answer in {timeout_s:.0f}s: {self._tail()}")
 
-    def _answers(self) -> bool:
+    def _log_since(self, offset: int) -> str:
+        if not self.log.exists():
+            return ""
+        with self.log.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
+    def _answers(self, bootstrap: str) -> bool:
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
         try:
-            admin = KafkaAdminClient(bootstrap_servers=[self.bootstrap], request_timeout_ms=3000)
+            admin = KafkaAdminClient(bootstrap_servers=[bootstrap], request_timeout_ms=3000)
         except (KafkaError, OSError):
             return False
         try:
@@ -365,6 +421,28 @@ class KafkaBroker:
             return {tp.partition: int(offset) for tp, offset in ends.items()}
         finally:
             consumer.close()
+
+
+class _ControllerPortTaken(Exception):
+    """The broker exited because another process bound its controller port first."""
+
+
+# how the JVM says a port was taken (java.net.BindException)
+_BIND_FAILED = "Address already in use"
+
+
+def _client_port(log: str, controller_port: int) -> int:
+    """The client listener's port from the acceptors' start lines (0: not bound yet)."""
+    ports = [int(p) for p in _AWAITING.findall(log) if int(p) != controller_port]
+    return ports[0] if ports else 0
+
+
+def _wait_free(port: int, hint: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _listening(port):
+        if time.monotonic() > deadline:
+            raise InputDataError(f"port {port} is in use: {hint}")
+        time.sleep(0.2)
 
 
 def _listening(port: int) -> bool:

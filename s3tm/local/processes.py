@@ -1,8 +1,8 @@
 """Stopping a local service and everything it started.
 
-Each service here (Airflow standalone, Spark daemons, the stream) is started as the leader of
+Each service here (Airflow's components, Spark daemons, the stream) is started as the leader of
 its own session, so its process group holds its children. A leader can exit before its
-children do (``airflow standalone`` returns while its dag-processor is still shutting down), so
+children do (an Airflow component can exit while another is still shutting down), so
 stopping waits for the whole group, not for the leader alone, and kills what is left.
 """
 

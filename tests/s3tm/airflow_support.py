@@ -4,7 +4,7 @@ folder), and the REST API the UI uses. Shared by the Airflow UI tests."""
 from __future__ import annotations
 
 import os
-import socket
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,12 +14,6 @@ from typing import Any
 from s3tm.orchestration.airflow_api import RUN_TIMEOUT_S, AirflowApi
 
 PROJECT_DAGS = sorted(p.stem for p in (Path(__file__).parents[2] / "dags").glob("s3tm_*.py"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_demo(out: Path, base_env: dict[str, str]) -> str:
@@ -53,9 +47,10 @@ def run_demo(out: Path, base_env: dict[str, str]) -> str:
 
 
 def start_airflow(
-    out: Path, port: int, *extra: str, base_env: dict[str, str], after_demo: bool = False
+    out: Path, *extra: str, base_env: dict[str, str], after_demo: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """Runs ``s3tm airflow`` until its ready line; yields the API client and the paths.
+    """Runs ``s3tm airflow --port 0`` until its ready line (the API server picks its port, the
+    command prints it); yields the API client and the paths.
     ``after_demo``: on the folder :func:`run_demo` left (the README's path), else on a fresh
     one. ``base_env``: the environment of processes that start Spark (the test's fixture)."""
     if not after_demo:
@@ -76,7 +71,7 @@ def start_airflow(
             "--out",
             str(out),
             "--port",
-            str(port),
+            "0",
             *extra,
         ],
         stdout=subprocess.PIPE,
@@ -93,15 +88,17 @@ def start_airflow(
             if line.startswith("Press Ctrl-C"):
                 break
         output = "".join(printed)
-        assert "Airflow is up: http://127.0.0.1:" in output, output[-3000:]
+        up = re.search(r"Airflow is up: (http://127\.0\.0\.1:(\d+))\n", output)
+        assert up and int(up.group(2)) > 0, output[-3000:]
         password = output.split("with password '", 1)[1].split("'", 1)[0]
-        base_url = f"http://127.0.0.1:{port}"
+        base_url = up.group(1)
         yield {
             "api": AirflowApi(base_url, password),
             "base_url": base_url,
             "password": password,
             "printed": output,
             "out": out,
+            "pid": process.pid,
         }
     finally:
         process.terminate()  # SIGTERM: the command stops Airflow's whole process group

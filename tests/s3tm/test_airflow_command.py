@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,7 +35,6 @@ from tests.dags.conftest import embedded_env
 from tests.s3tm.airflow_support import (
     PROJECT_DAGS,
     AirflowApi,
-    free_port,
     run_demo,
     start_airflow,
 )
@@ -72,9 +72,7 @@ def demo(
 def airflow_ui(demo: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """`s3tm airflow` on the demo's folder (after this file's `dags test` run, which comes
     before the tests that use it: one SQLite writer at a time)."""
-    for started in start_airflow(
-        demo["out"], free_port(), base_env=demo["spark_env"], after_demo=True
-    ):
+    for started in start_airflow(demo["out"], base_env=demo["spark_env"], after_demo=True):
         yield {**started, "demo_started": demo["started"]}
 
 
@@ -238,15 +236,21 @@ def test_the_api_server_lists_the_dags_and_the_finished_runs_on_loopback(demo, c
     production): it binds loopback only, and its pages show the DAGs and the green runs."""
     import psutil
 
-    port = free_port()
+    from s3tm.orchestration.standalone import served_port
+
     env = {**demo["env"], "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
     server = subprocess.Popen(
-        [str(AIRFLOW), "api-server", "--port", str(port)],
+        [str(AIRFLOW), "api-server", "--port", "0"],  # it picks the port, and prints it
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
+        assert server.stdout is not None
+        port = next((p for line in server.stdout if (p := served_port(line)) is not None), None)
+        assert port, f"airflow api-server exited ({server.wait()}) before it listened"
+        # the rest of its output is not read: send it nowhere so that it never blocks
+        threading.Thread(target=server.stdout.read, daemon=True).start()
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:
@@ -451,7 +455,7 @@ def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(
 
     from s3tm.orchestration.standalone import standalone_env
 
-    env = standalone_env(tmp_path, port=free_port())
+    env = standalone_env(tmp_path, port=0)
     busy_timeout_s = float(
         parse_qs(urlparse(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).query)["timeout"][0]
     )

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from s3tm.local.postgres import LocalPostgres, server_binaries
-from tests.s3tm.airflow_support import AirflowApi, free_port, start_airflow
+from tests.s3tm.airflow_support import AirflowApi, start_airflow
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_the_command_on_postgresql_runs_a_dag_with_the_local_executor(
     postgres_url, spark_process_env, tmp_path
 ):
     for airflow in start_airflow(
-        tmp_path, free_port(), "--database-url", postgres_url, base_env=spark_process_env
+        tmp_path, "--database-url", postgres_url, base_env=spark_process_env
     ):
         api: AirflowApi = airflow["api"]
         assert "metadata database: postgresql" in airflow["printed"]
@@ -47,9 +47,34 @@ def test_the_command_on_postgresql_runs_a_dag_with_the_local_executor(
         )
         # the tasks' rows are in PostgreSQL: no SQLite file was made under the home
         assert not (tmp_path / "airflow" / "airflow.db").exists()
+        # the UI reads a task's log from the Airflow home (no log server runs)
+        log = api._call(
+            "GET", f"/api/v2/dags/s3tm_monitor/dagRuns/{monitor}/taskInstances/check/logs/1"
+        )
+        lines = [line.get("event", "") for line in log["content"]]
+        assert str(tmp_path / "airflow" / "logs") in lines[1], lines[:3]
+        assert any("DAG bundles loaded" in line for line in lines), lines[:10]
+        # the one port Airflow listens on is the one its API server picked and the command
+        # printed: no log server (8793, 8794), nothing picked beforehand
+        assert _listening_ports(airflow["pid"]) == {int(airflow["base_url"].rsplit(":", 1)[1])}
         from spark_jobs.lake.delta_io import Lakehouse
 
         # the run's check is in the lakehouse: nothing ingested, nothing published yet
         store = Lakehouse(None, tmp_path / "lakehouse", engine="rs")
         checks = store.read_arrow("stream.monitor").to_pylist()
         assert [c["decision"] for c in checks] == ["no data"], checks
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """TCP ports that process ``pid`` and everything it started listen on."""
+    import psutil
+
+    tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    ports = set()
+    for process in tree:
+        try:
+            connections = process.net_connections("inet")
+        except psutil.NoSuchProcess:
+            continue  # a task's process that ended meanwhile
+        ports |= {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN}
+    return ports
