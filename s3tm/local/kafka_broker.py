@@ -83,7 +83,7 @@ class BrokerStatus:
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on now (for tests and parallel brokers)."""
+    """A TCP port nothing listens on now: the controller's, which cannot be 0."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
