@@ -246,12 +246,13 @@ class KafkaBroker:
         (self.folder / "log4j2.properties").write_text(
             LOG4J2.format(log=self.log, level=self.settings.log_level)
         )
-        tries = 1 if self.settings.controller_port or self.settings.port else CONTROLLER_PORT_TRIES
+        picked = not (self.settings.controller_port or self.settings.port)
+        tries = CONTROLLER_PORT_TRIES if picked else 1
         for attempt in range(1, tries + 1):
-            controller_port = self.settings.controller_port or (
-                self.settings.port + 1 if self.settings.port else free_port()
+            controller_port = (
+                free_port() if picked else self.settings.controller_port or self.settings.port + 1
             )
-            if tries == 1:
+            if not picked:
                 _wait_free(controller_port, "pick another (--port: the controller uses port + 1)")
             config = self.folder / "server.properties"
             config.write_text(_properties(port, controller_port, data))
@@ -297,8 +298,7 @@ class KafkaBroker:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 self._pid_file.unlink(missing_ok=True)
-                started_log = self._log_since(log_start)
-                if f"127.0.0.1:{controller_port}" in started_log and _BIND_FAILED in started_log:
+                if _BIND_FAILED.format(port=controller_port) in self._log_since(log_start):
                     raise _ControllerPortTaken(controller_port)
                 raise InputDataError(
                     f"the Kafka broker exited with {process.returncode}: {self._tail()}"
@@ -427,8 +427,8 @@ class _ControllerPortTaken(Exception):
     """The broker exited because another process bound its controller port first."""
 
 
-# how the JVM says a port was taken (java.net.BindException)
-_BIND_FAILED = "Address already in use"
+# the broker's error when a port was taken (the port named: not the client's)
+_BIND_FAILED = "failed to bind to 127.0.0.1:{port}: Address already in use"
 
 
 def _client_port(log: str, controller_port: int) -> int:

@@ -149,20 +149,22 @@ class RunningAirflow:
     log_path: Path
     components: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def exited(self) -> str | None:
-        """Which component has exited, and how (None: all run)."""
+    def _first_exit(self) -> tuple[str, int] | None:
         for name, process in {"api-server": self.api_server, **self.components}.items():
             if process.poll() is not None:
-                return f"{name} exited with code {process.returncode}"
+                return name, process.returncode
         return None
+
+    def exited(self) -> str | None:
+        """Which component has exited, and how (None: all run)."""
+        found = self._first_exit()
+        return None if found is None else f"{found[0]} exited with code {found[1]}"
 
     def wait(self, poll_s: float = 1.0) -> int:
         """Block until a component exits; its exit code (non-zero: it failed)."""
-        while True:
-            for process in (self.api_server, *self.components.values()):
-                if process.poll() is not None:
-                    return process.returncode
+        while (found := self._first_exit()) is None:
             time.sleep(poll_s)
+        return found[1]
 
 
 class _Log:
@@ -222,15 +224,11 @@ def _migrate(airflow: Path, env: dict[str, str], log: _Log) -> None:
 def _start_api_server(
     airflow: Path, env: dict[str, str], log: _Log, host: str, port: int
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """The API server, leader of a new process group; returns it and the port it bound."""
-    api_env = dict(env)
-    if not port:
-        # its own address is not known yet; the UI and the login fall back to the request's
-        for name in ("AIRFLOW__API__BASE_URL", "AIRFLOW__CORE__EXECUTION_API_SERVER_URL"):
-            api_env.pop(name, None)
+    """The API server, leader of a new process group; returns it and the port it bound.
+    (With port 0, ``env`` names no base URL: the UI and the login use the request's.)"""
     process = subprocess.Popen(
         [str(airflow), "api-server", "--host", host, "--port", str(port)],
-        env=api_env,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         # a process group of its own (in this session, so that the components can join
@@ -410,5 +408,8 @@ def run(
         print("\nstopping Airflow ...", flush=True)
         return 0
     finally:
+        # a second Ctrl-C or SIGTERM (`timeout` forwards one too) must not cut the stop short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if running is not None:
             stop(running)
