@@ -157,10 +157,13 @@ def s3_environment(endpoint: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A Kafka broker (KRaft, one node) from the jars `make setup` resolved, on free ports;
-    tests make their own topics. Fails (not skips) when the jars are missing: CI has them."""
+    """A Kafka broker (KRaft, one node) from the jars `make setup` resolved, on a port it
+    chose; tests make their own topics. Fails (not skips) when the jars are missing: CI has
+    them. One per file, stopped after it: an idle broker takes 2-3 s of CPU a minute, and a
+    session's broker idled from the first Kafka file to the worker's end (10-17 minutes);
+    a start costs about 4 s."""
     from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
 
     folder = tmp_path_factory.mktemp("kafka")

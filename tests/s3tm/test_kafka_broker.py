@@ -21,7 +21,7 @@ def _listening_ports(pid: int) -> set[int]:
     }
 
 
-def test_the_session_broker_listens_where_it_says(kafka_broker):
+def test_the_fixture_broker_listens_where_it_says(kafka_broker):
     """Started with port 0: the bootstrap names the port the broker bound itself."""
     assert kafka_broker.settings.port == 0
     status = kafka_broker.status()

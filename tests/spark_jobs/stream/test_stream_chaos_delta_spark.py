@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.spark_jobs.stream.test_stream_chaos import THIRDS, killed_at_every_point
+from tests.spark_jobs.stream.test_stream_chaos import HALVES, killed_at_every_point
 
 
-@pytest.mark.parametrize("part", THIRDS)
+@pytest.mark.parametrize("part", HALVES)
 def test_stream_killed_at_every_point_restarts_exactly_with_delta_spark(lakehouse, tmp_path, part):
-    killed_at_every_point(lakehouse, tmp_path, "spark", part, THIRDS)
+    killed_at_every_point(lakehouse, tmp_path, "spark", part)
