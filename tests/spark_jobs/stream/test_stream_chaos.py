@@ -65,14 +65,14 @@ def chaos_scene(lakehouse, tmp_path, batches: int, per_batch: int):
 
 
 def kill_at_every_point_then_check(
-    lakehouse, landing, posts, checkpoint, batches, part, parts=HALVES, source=None, engine=None
+    lakehouse, landing, posts, checkpoint, batches, part, source=None, engine=None
 ):
-    """Run the stream killed at each point of the schedule's ``part`` (of ``parts``),
+    """Run the stream killed at each point of the schedule's half ``part``,
     restart it once more to the end, and check matches and deliveries against brute force
     and each bad record quarantined once. ``engine``: the Delta engine committing the
     batches' outputs."""
     killed = []
-    for batch, point in part_schedule(SEED, batches, part, len(parts)):
+    for batch, point in part_schedule(SEED, batches, part, len(HALVES)):
         # a killed run skips the warm-up (its workers load the kernels in its first batch):
         # a kill point is in a batch, and the warm-up writes nothing the batches read; the
         # final run warms up as the job does by default
@@ -101,12 +101,12 @@ def kill_at_every_point_then_check(
     assert sorted(r["post_id"] for r in quarantine) == sorted(f"bad{k}" for k in range(batches))
 
 
-def killed_at_every_point(lakehouse, tmp_path, engine: str, part: int, parts=HALVES) -> None:
+def killed_at_every_point(lakehouse, tmp_path, engine: str, part: int) -> None:
     """With each Delta engine committing matches and deliveries (delta-spark: the staged
     rows written with format("delta") and the batch's txnAppId/txnVersion)."""
     landing, posts = chaos_scene(lakehouse, tmp_path, FILES, 121)
     kill_at_every_point_then_check(
-        lakehouse, landing, posts, tmp_path / "checkpoint", FILES, part, parts, engine=engine
+        lakehouse, landing, posts, tmp_path / "checkpoint", FILES, part, engine=engine
     )
     if engine == "spark":  # delta-spark wrote the outputs' commits
         engines = {

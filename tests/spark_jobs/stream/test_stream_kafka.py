@@ -132,7 +132,7 @@ def test_kafka_stream_killed_at_every_point_restarts_exactly(
         str(per_batch),
     ]
     kill_at_every_point_then_check(
-        lakehouse, landing, posts, tmp_path / "checkpoint", batches, part, HALVES, source=source
+        lakehouse, landing, posts, tmp_path / "checkpoint", batches, part, source=source
     )
 
 
