@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             type=int,
             default=DEFAULT_PORT,
             help="the client port on 127.0.0.1 (0: one the broker picks, printed and kept "
-            "for restarts; the controller takes port + 1, or a free one with 0)",
+            "for restarts; the KRaft controller always binds a port of its own choosing)",
         )
         if action == "start":
             a.add_argument("--topic", default="posts", help="the topic to create")

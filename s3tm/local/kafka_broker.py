@@ -8,9 +8,10 @@ when a broker already runs there.
 
 Port 0 lets the broker pick its client port (read back from its log) on the first start;
 the folder keeps it, and a restart on the same data comes back on it, where its clients
-look. The KRaft controller's port cannot be 0 (it is in the quorum's voter set, which the
-config names before the process starts): unless one is given, it is picked just before
-each start, and picked again if the broker could not bind it.
+look. The KRaft controller binds a port of its own choosing at every start: the quorum is
+dynamic (KIP-853: formatted ``--standalone``, found through
+``controller.quorum.bootstrap.servers``), so no voter set names its port beforehand, and
+the node corrects its own ephemeral endpoint once bound. Nothing picks a port for it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ from spark_jobs.lake.jars import KAFKA_BROKER, classpath
 DEFAULT_DIR = Path(".kafka")
 DEFAULT_PORT = 9092
 START_TIMEOUT_S = 90.0
-# a picked controller port taken before the broker bound it: pick again, this many times
-CONTROLLER_PORT_TRIES = 3
-# the acceptor's start line, one per listener (the client's and the controller's)
-_AWAITING = re.compile(r"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.")
+# the line that names the port a listener bound, one per listener
+_BOUND = re.compile(r"(\w+): resolved ephemeral port to (\d+) ")
 # the broker's heap: a test broker holds a few topics of a few MB
 HEAP = "-Xmx512m"
 
@@ -55,16 +54,16 @@ logger.kafka.level = {level}
 logger.apache.name = org.apache.kafka
 logger.apache.level = {level}
 # the line that says which port each listener bound, whatever the level
-logger.acceptor.name = kafka.network.DataPlaneAcceptor
-logger.acceptor.level = INFO
+logger.listeners.name = org.apache.kafka.metadata.ListenerInfo
+logger.listeners.level = INFO
 """
 
 
 @dataclass(frozen=True)
 class BrokerSettings:
     """Where a broker lives and listens. ``port`` 0: one the broker picks on its first start,
-    kept in the folder. ``controller_port`` 0: ``port + 1``, or with ``port`` 0 a free one
-    picked at each start."""
+    kept in the folder. ``controller_port`` 0: one the broker picks at each start (nothing
+    outside the broker connects to it)."""
 
     folder: Path = DEFAULT_DIR
     port: int = DEFAULT_PORT
@@ -80,13 +79,6 @@ class BrokerStatus:
     pid: int | None
     bootstrap: str
     log: Path
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now: the controller's, which cannot be 0."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _java() -> str:
@@ -116,14 +108,16 @@ def _cluster_id() -> str:
             return text
 
 
-def _properties(port: int, controller_port: int, data: Path) -> str:
-    """The broker's config. ``port`` 0: the broker binds a free port and advertises the one
-    it bound (Kafka registers an ephemeral listener's real port)."""
+def _properties(port: int, controller_port: int, data: Path, quorum: str) -> str:
+    """The broker's config. A port 0: the broker binds a free port and advertises the one it
+    bound (Kafka resolves an ephemeral listener's port before it registers it). ``quorum``:
+    ``controller.quorum.bootstrap.servers`` (a dynamic quorum), or the ``voters`` line of a
+    folder formatted with a static one before it."""
     listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
     values = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        **dict([quorum.split("=", 1)]),
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -218,6 +212,7 @@ class KafkaBroker:
             "--config",
             str(config),
             "--ignore-formatted",
+            "--standalone",  # a dynamic quorum of this one node
         ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -246,30 +241,21 @@ class KafkaBroker:
         (self.folder / "log4j2.properties").write_text(
             LOG4J2.format(log=self.log, level=self.settings.log_level)
         )
-        picked = not (self.settings.controller_port or self.settings.port)
-        tries = CONTROLLER_PORT_TRIES if picked else 1
-        for attempt in range(1, tries + 1):
-            controller_port = (
-                free_port() if picked else self.settings.controller_port or self.settings.port + 1
-            )
-            if not picked:
-                _wait_free(controller_port, "pick another (--port: the controller uses port + 1)")
-            config = self.folder / "server.properties"
-            config.write_text(_properties(port, controller_port, data))
-            self._format(config, data)
-            try:
-                return self._launch(config, port, controller_port, timeout_s)
-            except _ControllerPortTaken:
-                if attempt == tries:
-                    raise InputDataError(
-                        f"the Kafka broker could not bind a controller port in {tries} tries: "
-                        f"{self._tail()}"
-                    ) from None
-        raise AssertionError("unreachable")
+        config = self.folder / "server.properties"
+        controller_port = self.settings.controller_port
+        quorum = _static_quorum(config, data)
+        if quorum:  # formatted with a static quorum: its voter set names the port
+            controller_port = int(quorum.rsplit(":", 1)[1])
+        else:
+            # the node's own endpoint: the bootstrap servers are read only by other nodes
+            quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
+        if controller_port:
+            _wait_free(controller_port, "stop what holds it, or leave the controller's port 0")
+        config.write_text(_properties(port, controller_port, data, quorum))
+        self._format(config, data)
+        return self._launch(config, port, timeout_s)
 
-    def _launch(
-        self, config: Path, port: int, controller_port: int, timeout_s: float
-    ) -> BrokerStatus:
+    def _launch(self, config: Path, port: int, timeout_s: float) -> BrokerStatus:
         """Runs the broker on ``config`` and waits until it answers; keeps the client port
         it bound."""
         log_start = self.log.stat().st_size if self.log.exists() else 0
@@ -298,13 +284,11 @@ class KafkaBroker:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 self._pid_file.unlink(missing_ok=True)
-                if _BIND_FAILED.format(port=controller_port) in self._log_since(log_start):
-                    raise _ControllerPortTaken(controller_port)
                 raise InputDataError(
                     f"the Kafka broker exited with {process.returncode}: {self._tail()}"
                 )
             if not bound:
-                bound = _client_port(self._log_since(log_start), controller_port)
+                bound = _client_port(self._log_since(log_start))
             if bound and _listening(bound) and self._answers(f"127.0.0.1:{bound}"):
                 self._port_file.write_text(f"{bound}\n")
                 return self.status()
@@ -423,18 +407,22 @@ class KafkaBroker:
             consumer.close()
 
 
-class _ControllerPortTaken(Exception):
-    """The broker exited because another process bound its controller port first."""
-
-
-# the broker's error when a port was taken (the port named: not the client's)
-_BIND_FAILED = "failed to bind to 127.0.0.1:{port}: Address already in use"
-
-
-def _client_port(log: str, controller_port: int) -> int:
-    """The client listener's port from the acceptors' start lines (0: not bound yet)."""
-    ports = [int(p) for p in _AWAITING.findall(log) if int(p) != controller_port]
+def _client_port(log: str) -> int:
+    """The client listener's port from the lines that name each bound port (0: not bound
+    yet)."""
+    ports = [int(p) for name, p in _BOUND.findall(log) if name == "PLAINTEXT"]
     return ports[0] if ports else 0
+
+
+def _static_quorum(config: Path, data: Path) -> str:
+    """The ``controller.quorum.voters`` line of a folder formatted with a static quorum (by
+    an earlier version of this module), else ""."""
+    if not (data / "meta.properties").exists() or not config.exists():
+        return ""
+    for line in config.read_text().splitlines():
+        if line.startswith("controller.quorum.voters="):
+            return line
+    return ""
 
 
 def _wait_free(port: int, hint: str, timeout_s: float = 10.0) -> None:

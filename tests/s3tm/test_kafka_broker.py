@@ -1,9 +1,8 @@
-"""The local Kafka broker picks its own client port (port 0), keeps it for restarts, and
-picks its controller port again when another process took it first."""
+"""The local Kafka broker binds its own client port (port 0) and keeps it for restarts, and
+its KRaft controller binds a port of its own at every start."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import psutil
@@ -30,35 +29,43 @@ def test_the_fixture_broker_listens_where_it_says(kafka_broker):
     assert kafka_broker.port in _listening_ports(status.pid)
 
 
-def test_client_port_from_the_acceptor_lines():
+def test_client_port_from_the_lines_that_name_each_bound_port():
     log = (
-        "[t] INFO Awaiting socket connections on 127.0.0.1:41000. (kafka.network.X)\n"
-        "[t] INFO Awaiting socket connections on 127.0.0.1:42000. (kafka.network.X)\n"
+        "[t] INFO CONTROLLER: resolved ephemeral port to 41000 (org.apache.kafka.metadata.X)\n"
+        "[t] INFO PLAINTEXT: resolved ephemeral port to 42000 (org.apache.kafka.metadata.X)\n"
     )
-    assert kafka_broker._client_port(log, controller_port=41000) == 42000
-    assert kafka_broker._client_port(log[: log.index("\n")], controller_port=41000) == 0
+    assert kafka_broker._client_port(log) == 42000
+    assert kafka_broker._client_port(log[: log.index("\n")]) == 0
+
+
+def test_a_folder_formatted_with_a_static_quorum_keeps_its_voters(tmp_path: Path):
+    """A folder an earlier version formatted names its controller in a static voter set;
+    a new one is formatted as a dynamic quorum, which names no port beforehand."""
+    config, data = tmp_path / "server.properties", tmp_path / "data"
+    data.mkdir()
+    assert kafka_broker._static_quorum(config, data) == ""  # nothing formatted
+    voters = "controller.quorum.voters=1@127.0.0.1:41000"
+    config.write_text(f"node.id=1\n{voters}\n")
+    assert kafka_broker._static_quorum(config, data) == ""  # a config, but no data yet
+    (data / "meta.properties").write_text("node.id=1\n")
+    assert kafka_broker._static_quorum(config, data) == voters
+    text = kafka_broker._properties(0, 41000, data, voters)
+    assert voters in text and "bootstrap.servers" not in text
+    dynamic = kafka_broker._properties(0, 0, data, "controller.quorum.bootstrap.servers=x:0")
+    assert "controller.quorum.bootstrap.servers=x:0" in dynamic
+    assert "voters" not in dynamic and "CONTROLLER://127.0.0.1:0" in dynamic
 
 
 @pytest.mark.kafka  # starts a broker of its own
-def test_a_taken_controller_port_is_picked_again_and_the_client_port_survives_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    picks = [taken.getsockname()[1]]  # the first pick is a port another process holds
-    real_free_port = kafka_broker.free_port
-
-    def free_port() -> int:
-        return picks.pop(0) if picks else real_free_port()
-
-    monkeypatch.setattr(kafka_broker, "free_port", free_port)
+def test_both_ports_are_the_brokers_own_and_the_client_port_survives_a_crash(tmp_path: Path):
+    """Nothing picks a port for the broker: its client and controller listeners bind ports
+    of their own choosing, and a restart after a SIGKILL comes back on the client port."""
     broker = KafkaBroker(BrokerSettings(folder=tmp_path / "kafka", port=0, log_level="WARN"))
     try:
         status = broker.start()
-        assert not picks, "the taken port was not tried"
-        assert "Address already in use" in broker.log.read_text()
-        assert status.running and broker.port not in (0, taken.getsockname()[1])
+        assert "controller.quorum.voters" not in (broker.folder / "server.properties").read_text()
+        listening = _listening_ports(status.pid)
+        assert broker.port in listening and len(listening) == 2  # the client's, the controller's
         first = broker.bootstrap
         assert broker.create_topic("kept", 2)
         broker.kill()
@@ -67,4 +74,3 @@ def test_a_taken_controller_port_is_picked_again_and_the_client_port_survives_a_
         assert not broker.create_topic("kept", 2)  # its data came back with it
     finally:
         broker.stop()
-        taken.close()
