@@ -74,3 +74,37 @@ def test_both_ports_are_the_brokers_own_and_the_client_port_survives_a_crash(tmp
         assert not broker.create_topic("kept", 2)  # its data came back with it
     finally:
         broker.stop()
+
+
+@pytest.mark.kafka  # starts a broker of its own
+def test_a_broker_formatted_with_a_static_quorum_starts_on_its_voters(tmp_path: Path):
+    """A folder that an earlier version formatted (static voters, the controller's port in
+    them) starts again, on that port, instead of failing on a dynamic config."""
+    import socket
+    import subprocess
+
+    folder = tmp_path / "kafka"
+    data = folder / "data"
+    data.mkdir(parents=True)
+    with socket.socket() as held:  # the port the earlier version had picked
+        held.bind(("127.0.0.1", 0))
+        controller_port = held.getsockname()[1]
+    voters = f"controller.quorum.voters=1@127.0.0.1:{controller_port}"
+    config = folder / "server.properties"
+    config.write_text(kafka_broker._properties(0, controller_port, data, voters))
+    java = [kafka_broker._java(), "-cp", kafka_broker._broker_classpath()]
+    cluster = ["--cluster-id", kafka_broker._cluster_id()]
+    subprocess.run(
+        [*java, "kafka.tools.StorageTool", "format", "--config", str(config), *cluster],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    broker = KafkaBroker(BrokerSettings(folder=folder, port=0, log_level="WARN"))
+    try:
+        status = broker.start()
+        assert voters in config.read_text()
+        assert {broker.port, controller_port} == _listening_ports(status.pid)
+        assert broker.create_topic("after-the-upgrade", 1)
+    finally:
+        broker.stop()
