@@ -108,16 +108,22 @@ def _cluster_id() -> str:
             return text
 
 
-def _properties(port: int, controller_port: int, data: Path, quorum: str) -> str:
+def _properties(port: int, controller_port: int, data: Path, voters: str = "") -> str:
     """The broker's config. A port 0: the broker binds a free port and advertises the one it
-    bound (Kafka resolves an ephemeral listener's port before it registers it). ``quorum``:
-    ``controller.quorum.bootstrap.servers`` (a dynamic quorum), or the ``voters`` line of a
-    folder formatted with a static one before it."""
+    bound (Kafka resolves an ephemeral listener's port before it registers it). A dynamic
+    quorum, or with ``voters`` the static voter set of a folder an earlier version formatted.
+    """
     listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
+    # one node leads its own dynamic quorum: it never dials the bootstrap address
+    quorum = (
+        {"controller.quorum.voters": voters}
+        if voters
+        else {"controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}"}
+    )
     values = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        **dict([quorum.split("=", 1)]),
+        **quorum,
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -242,16 +248,12 @@ class KafkaBroker:
             LOG4J2.format(log=self.log, level=self.settings.log_level)
         )
         config = self.folder / "server.properties"
-        controller_port = self.settings.controller_port
-        quorum = _static_quorum(config, data)
-        if quorum:  # formatted with a static quorum: its voter set names the port
-            controller_port = int(quorum.rsplit(":", 1)[1])
-        else:
-            # the node's own endpoint: the bootstrap servers are read only by other nodes
-            quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
+        voters = _static_voters(config, data)
+        # formatted with a static quorum: its voter set names the controller's port
+        controller_port = int(voters.rsplit(":", 1)[1]) if voters else self.settings.controller_port
         if controller_port:
             _wait_free(controller_port, "stop what holds it, or leave the controller's port 0")
-        config.write_text(_properties(port, controller_port, data, quorum))
+        config.write_text(_properties(port, controller_port, data, voters))
         self._format(config, data)
         return self._launch(config, port, timeout_s)
 
@@ -414,15 +416,15 @@ def _client_port(log: str) -> int:
     return ports[0] if ports else 0
 
 
-def _static_quorum(config: Path, data: Path) -> str:
-    """The ``controller.quorum.voters`` line of a folder formatted with a static quorum (by
-    an earlier version of this module), else ""."""
+def _static_voters(config: Path, data: Path) -> str:
+    """The ``controller.quorum.voters`` of a folder formatted with a static quorum (by an
+    earlier version of this module), else ""."""
     if not (data / "meta.properties").exists() or not config.exists():
         return ""
-    for line in config.read_text().splitlines():
-        if line.startswith("controller.quorum.voters="):
-            return line
-    return ""
+    key = "controller.quorum.voters="
+    return next(
+        (line[len(key) :] for line in config.read_text().splitlines() if line.startswith(key)), ""
+    )
 
 
 def _wait_free(port: int, hint: str, timeout_s: float = 10.0) -> None:

@@ -43,16 +43,16 @@ def test_a_folder_formatted_with_a_static_quorum_keeps_its_voters(tmp_path: Path
     a new one is formatted as a dynamic quorum, which names no port beforehand."""
     config, data = tmp_path / "server.properties", tmp_path / "data"
     data.mkdir()
-    assert kafka_broker._static_quorum(config, data) == ""  # nothing formatted
-    voters = "controller.quorum.voters=1@127.0.0.1:41000"
-    config.write_text(f"node.id=1\n{voters}\n")
-    assert kafka_broker._static_quorum(config, data) == ""  # a config, but no data yet
+    assert kafka_broker._static_voters(config, data) == ""  # nothing formatted
+    voters = "1@127.0.0.1:41000"
+    config.write_text(f"node.id=1\ncontroller.quorum.voters={voters}\n")
+    assert kafka_broker._static_voters(config, data) == ""  # a config, but no data yet
     (data / "meta.properties").write_text("node.id=1\n")
-    assert kafka_broker._static_quorum(config, data) == voters
+    assert kafka_broker._static_voters(config, data) == voters
     text = kafka_broker._properties(0, 41000, data, voters)
-    assert voters in text and "bootstrap.servers" not in text
-    dynamic = kafka_broker._properties(0, 0, data, "controller.quorum.bootstrap.servers=x:0")
-    assert "controller.quorum.bootstrap.servers=x:0" in dynamic
+    assert f"controller.quorum.voters={voters}\n" in text and "bootstrap.servers" not in text
+    dynamic = kafka_broker._properties(0, 0, data)
+    assert "controller.quorum.bootstrap.servers=127.0.0.1:0\n" in dynamic
     assert "voters" not in dynamic and "CONTROLLER://127.0.0.1:0" in dynamic
 
 
@@ -89,7 +89,7 @@ def test_a_broker_formatted_with_a_static_quorum_starts_on_its_voters(tmp_path: 
     with socket.socket() as held:  # the port the earlier version had picked
         held.bind(("127.0.0.1", 0))
         controller_port = held.getsockname()[1]
-    voters = f"controller.quorum.voters=1@127.0.0.1:{controller_port}"
+    voters = f"1@127.0.0.1:{controller_port}"
     config = folder / "server.properties"
     config.write_text(kafka_broker._properties(0, controller_port, data, voters))
     java = [kafka_broker._java(), "-cp", kafka_broker._broker_classpath()]
@@ -103,7 +103,7 @@ def test_a_broker_formatted_with_a_static_quorum_starts_on_its_voters(tmp_path: 
     broker = KafkaBroker(BrokerSettings(folder=folder, port=0, log_level="WARN"))
     try:
         status = broker.start()
-        assert voters in config.read_text()
+        assert f"controller.quorum.voters={voters}\n" in config.read_text()
         assert {broker.port, controller_port} == _listening_ports(status.pid)
         assert broker.create_topic("after-the-upgrade", 1)
     finally:
