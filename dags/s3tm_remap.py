@@ -3,9 +3,11 @@
 
 Schedule: `0 2 * * *` (UTC, nightly backstop), the `remap_request` asset, or Trigger.
 `s3tm_monitor` emits `remap_request` when the live routing stops paying or a new hot word
-appears (the run report says which). Re-learns the word -> matcher routing. A new DAG's
-first nightly run is the next 02:00, not one before it: a catch-up run would take the DAG's
-one run slot ahead of a Trigger, and the monitor asks for a remap when one pays.
+appears (the run report says which); a request made on a version that is no longer the
+published one (a remap published another since) skips the run. Re-learns the word ->
+matcher routing. A new DAG's first nightly run is the next 02:00, not one before it: a
+catch-up run would take the DAG's one run slot ahead of a Trigger, and the monitor asks for
+a remap when one pays.
 
 graph (learning window) -> learn (by default an incremental salb2 remap of the published
 version, moving at most `max_moved` of the subscriptions; a full salb2 remap when there is
@@ -146,6 +148,16 @@ def s3tm_remap() -> None:
         return learning_window_days(int(params["window_days"]), triggering_asset_events)
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def request_holds(
+        params: dict | None = None, triggering_asset_events: dict | None = None
+    ) -> bool:
+        """Skips the run (not fails it) when the monitor's request is stale: another version
+        was published after the check that asked (the report says which)."""
+        from s3tm.orchestration.remap_tasks import stale_request
+
+        return stale_request(params["lakehouse"], triggering_asset_events) is None
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
     def has_posts(params: dict | None = None) -> bool:
         """Skips the run (not fails it) while silver.posts is empty: run s3tm_ingest first."""
         from s3tm.orchestration.remap_tasks import has_learning_input
@@ -171,13 +183,13 @@ def s3tm_remap() -> None:
         run_id: str | None = None,
         triggering_asset_events: dict | None = None,
     ) -> str:
-        from s3tm.orchestration.remap_tasks import remap_triggers, write_report
+        from s3tm.orchestration.remap_tasks import write_report
 
         return write_report(
             params["lakehouse"],
             run_id or "manual",
             outcome,
-            triggers=remap_triggers(triggering_asset_events),
+            triggering_events=triggering_asset_events,
         )
 
     @task
@@ -187,7 +199,17 @@ def s3tm_remap() -> None:
 
     checked = validate()
     decision = publish()
-    learning_window() >> has_posts() >> graph >> learn >> place >> checked >> evaluate >> decision
+    (
+        learning_window()
+        >> request_holds()
+        >> has_posts()
+        >> graph
+        >> learn
+        >> place
+        >> checked
+        >> evaluate
+        >> decision
+    )
     finished = done()
     report(decision) >> finished
     decision >> finished

@@ -81,6 +81,38 @@ def learning_window_days(window_days: int, events: Any) -> int:
     return min(asked) if asked else window_days
 
 
+def stale_request_reason(events: Any, published: int | None) -> str | None:
+    """Why the monitor requests that triggered a run no longer hold, or None (they hold, or
+    nothing requested the run: a nightly or manual run is never stale).
+
+    Each request names the version the monitor checked (``extra["routing_version"]``, None
+    when nothing was published). Once another version is published, a condition seen on the
+    old one (no version, its throughput dropped, a word burst past it) says nothing about the
+    live one: the run queued behind the remap that published it learns nothing, and the
+    monitor's next check asks again if the condition holds on the new version. A request
+    without the key (an event from before it was recorded) is honoured."""
+    extras = _request_extras(events)
+    if not extras or any("routing_version" not in extra for extra in extras):
+        return None
+    checked = [extra["routing_version"] for extra in extras]
+    if published in checked:
+        return None
+    seen = " and ".join(sorted({"no version" if v is None else f"version {v}" for v in checked}))
+    return (
+        f"monitor's request is stale: it checked {seen}, and version {published} was "
+        "published since; its next check asks again if the condition still holds"
+    )
+
+
+def stale_request(root: str, events: Any) -> str | None:
+    """:func:`stale_request_reason` against the lakehouse's published version."""
+    from spark_jobs.lake.routing_store import published_version
+
+    lakehouse = _lakehouse(root)
+    live = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
+    return stale_request_reason(events, live)
+
+
 def remap_triggers(events: Any) -> list[str]:
     """What asked for this run: the conditions carried by the ``remap_request`` events
     that triggered it (``triggering_asset_events``); empty for a scheduled or manual run."""
@@ -151,23 +183,27 @@ def headline(rows: list[VersionRow]) -> str:
 
 
 def write_report(
-    root: str, run_id: str, outcome: dict[str, Any] | None, *, triggers: list[str] | None = None
+    root: str, run_id: str, outcome: dict[str, Any] | None, *, triggering_events: Any = None
 ) -> str:
     """Write the run report (why it ran, versions, metrics, decision) as Markdown under the
     lakehouse; ``outcome`` is the publish step's, None when the run stopped before it;
-    ``triggers`` the monitor's conditions that asked for the run."""
+    ``triggering_events`` the monitor requests that asked for the run (the run's
+    ``triggering_asset_events``; None for a nightly or manual run)."""
     from spark_jobs.jobs.publish import render_versions
-    from spark_jobs.lake.routing_store import versions
+    from spark_jobs.lake.routing_store import published_version, versions
     from spark_jobs.lake.validation import data_docs_index
 
     lakehouse = _lakehouse(root)
     if outcome is None:
-        reason = (
-            "run failed before publish (see the failed task's log)"
-            if has_learning_input(root)
-            else "skipped: silver.posts is empty (run s3tm_ingest first)"
-        )
-        outcome = {"published": None, "reason": reason}
+        live = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
+        stale = stale_request_reason(triggering_events, live)
+        if stale is not None:
+            reason = stale
+        elif has_learning_input(root):
+            reason = "run failed before publish (see the failed task's log)"
+        else:
+            reason = "skipped: silver.posts is empty (run s3tm_ingest first)"
+        outcome = {"published": live, "reason": reason}
     rows = versions(lakehouse)
     latest = rows[-1] if rows else None
     metrics = json.loads(latest["metrics"] or "{}") if latest else {}
@@ -181,7 +217,7 @@ def write_report(
         "",
         *(
             [f"- requested by s3tm_monitor: {t}" for t in triggers]
-            if triggers
+            if (triggers := remap_triggers(triggering_events))
             else ["- the nightly schedule (or a manual trigger): no monitor request"]
         ),
         "",

@@ -422,18 +422,8 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     assert api.wait_for("s3tm_monitor", monitor) == "success", api.failed_tasks(
         "s3tm_monitor", monitor
     )
-    triggered: list[dict[str, Any]] = []
-    for _ in range(60):  # the scheduler's next loop creates the run
-        triggered = [
-            r
-            for r in api.runs("s3tm_remap")
-            if r["dag_run_id"] not in before and r["run_type"] == "asset_triggered"
-        ]
-        if triggered:
-            break
-        time.sleep(2)
-    assert len(triggered) == 1, "the remap_request event created no s3tm_remap run"
-    run_id = triggered[0]["dag_run_id"]
+    # (the run its event made: an hourly check passing meanwhile may ask too)
+    run_id = _requested_remap(api, before, lambda event: event["source_run_id"] == monitor)
     assert api.wait_for("s3tm_remap", run_id) == "success", api.failed_tasks("s3tm_remap", run_id)
     reports = sorted((airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md"))
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
@@ -446,6 +436,59 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     latest = versions(lakehouse)[-1]
     learned_n = latest["n_matchers"]
     assert json.loads(latest["params"])["live_hot_words"] == {word: math.ceil(0.3 * 2 * learned_n)}
+
+    # A request made before the live version was published (an hourly check while the first
+    # remap ran, queued behind it) is stale: its run learns nothing and its report says why
+    live = published_version(lakehouse)
+    known = len(versions(lakehouse))
+    asset_id = next(
+        a["id"]
+        for a in api._call("GET", "/api/v2/assets?name_pattern=remap_request")["assets"]
+        if a["name"] == "remap_request"
+    )
+    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+    stale_extra = {
+        "conditions": ["no_version: posts are ingested but none is published"],
+        "routing_version": None,
+    }
+    api._call("POST", "/api/v2/assets/events", {"asset_id": asset_id, "extra": stale_extra})
+    stale_id = _requested_remap(api, before, lambda event: event["extra"].get("from_rest_api"))
+    assert api.wait_for("s3tm_remap", stale_id) == "success", api.failed_tasks(
+        "s3tm_remap", stale_id
+    )
+    tasks = api._call("GET", f"/api/v2/dags/s3tm_remap/dagRuns/{stale_id}/taskInstances")
+    states = {t["task_id"]: t["state"] for t in tasks["task_instances"]}
+    assert states["graph"] == states["publish"] == "skipped", states
+    assert states["report"] == "success", states
+    assert len(versions(lakehouse)) == known and published_version(lakehouse) == live
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in stale_id)
+    report = next(
+        r.read_text()
+        for r in (airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md")
+        if safe_id in r.name
+    )
+    assert "requested by s3tm_monitor: no_version" in report
+    assert (
+        f"Decision: Kept version {live}: the monitor's request is stale: it checked no "
+        f"version, and version {live} was published since" in report
+    ), report
+
+
+def _requested_remap(
+    api: AirflowApi, before: set[str], is_request: Callable[[dict[str, Any]], Any]
+) -> str:
+    """The id of the asset-triggered s3tm_remap run (not in ``before``) that consumed an
+    event ``is_request`` picks, once the scheduler's next loops have made it."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for run in api.runs("s3tm_remap"):
+            if run["dag_run_id"] in before or run["run_type"] != "asset_triggered":
+                continue
+            path = f"/api/v2/dags/s3tm_remap/dagRuns/{run['dag_run_id']}/upstreamAssetEvents"
+            if any(is_request(e) for e in api._call("GET", path)["asset_events"]):
+                return str(run["dag_run_id"])
+        time.sleep(2)
+    raise AssertionError("the remap_request event created no s3tm_remap run in 120 s")
 
 
 def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(tmp_path):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
-from s3tm.orchestration.remap_tasks import remap_lines
+from s3tm.orchestration.remap_tasks import remap_lines, stale_request_reason
+from s3tm.orchestration.report_text import decision_sentence
 
 INCREMENTAL = {
     "remap": "incremental",
@@ -38,3 +40,35 @@ def test_versions_learned_before_the_held_out_judge_still_report() -> None:
     lines = remap_lines(latest, {})
     assert len(lines) == 2 and not any("judged on" in line for line in lines)
     assert remap_lines(None, {}) == ["- no routing version yet"]
+
+
+def _requests(*checked: object) -> dict[str, list[SimpleNamespace]]:
+    """``triggering_asset_events`` of a run the monitor asked for, once per check; a check
+    given as ``...`` made an event without the version it checked (an older monitor)."""
+    extras = [
+        {"conditions": ["no_version: posts are ingested but none is published"]}
+        | ({} if version is ... else {"routing_version": version})
+        for version in checked
+    ]
+    return {"remap_request": [SimpleNamespace(extra=extra) for extra in extras]}
+
+
+def test_a_request_made_before_another_version_was_published_is_stale() -> None:
+    reason = stale_request_reason(_requests(None), 1)
+    assert reason is not None
+    assert decision_sentence({"published": 1, "reason": reason}) == (
+        "Kept version 1: the monitor's request is stale: it checked no version, and version 1 "
+        "was published since; its next check asks again if the condition still holds."
+    )
+    assert "it checked no version and version 2, and version 3 was published" in str(
+        stale_request_reason(_requests(2, None), 3)
+    )
+
+
+def test_a_request_on_the_live_version_or_no_request_holds() -> None:
+    assert stale_request_reason(_requests(2), 2) is None
+    assert stale_request_reason(_requests(None), None) is None  # still nothing published
+    assert stale_request_reason(_requests(1, 2), 2) is None  # one of the merged requests holds
+    assert stale_request_reason(_requests(...), 5) is None  # which version it saw is unknown
+    assert stale_request_reason(None, 2) is None  # the nightly run or a Trigger
+    assert stale_request_reason({}, 2) is None
