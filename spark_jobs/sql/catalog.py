@@ -11,7 +11,8 @@ the server's application and sees the shared catalog, never the server's tempora
   read wrong rows. Each table version gets a *snapshot folder* instead: hard links to exactly
   the files of that version (delta-rs says which), laid out by partition value, the way
   Delta's symlink manifests serve Presto. A new version gets a new folder and the catalog
-  table is pointed at it; the folder before it is kept for queries still reading it.
+  table is pointed at it; a replaced version's folder and table stay for ``grace_seconds``
+  (and the last two always), for queries planned on it and still reading it.
   Hard links cost no space and outlive a vacuum of the originals.
 """
 
@@ -21,6 +22,8 @@ import hashlib
 import logging
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SNAPSHOTS_DIR = "_sql_snapshots"
-KEEP_SNAPSHOTS = 2  # the current one and the one before (queries may still read it)
+KEEP_SNAPSHOTS = 2  # the current one and the one before, however old
+# how long a replaced version stays readable: a query planned on it lists its folder then
+# reads the files (a long query on stream.batches, which moves every micro-batch)
+SNAPSHOT_GRACE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,15 @@ class CatalogTable:
     qualified: str  # Spark name: `routing`.`versions`
     version: int | None  # Delta version served (None: Delta serves the latest itself)
     derived: bool = False  # a view of other tables (``matches`` of ``deliveries``)
+
+
+@dataclass
+class _ServedVersion:
+    """A table version's Spark table and snapshot folder; when a newer one replaced it."""
+
+    table: str
+    folder: Path
+    replaced_at: float | None = None
 
 
 def spark_name(name: str) -> str:
@@ -59,12 +74,21 @@ class LakehouseCatalog:
     """Registers the lakehouse's tables in ``spark``'s catalog; :meth:`refresh` follows
     new Delta versions."""
 
-    def __init__(self, spark: SparkSession, lakehouse: Lakehouse) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        lakehouse: Lakehouse,
+        *,
+        grace_seconds: float = SNAPSHOT_GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spark = spark
         self.lakehouse = lakehouse
         self.tables: dict[str, CatalogTable] = {}
-        self._versions: dict[str, list[str]] = {}  # Spark tables of a table's versions
+        self._served: dict[str, list[_ServedVersion]] = {}  # oldest first
         self.snapshots = lakehouse.root / SNAPSHOTS_DIR
+        self.grace_seconds = grace_seconds
+        self._clock = clock
 
     def refresh(self) -> list[CatalogTable]:
         """Register new tables and move changed ones to their latest version; returns
@@ -82,6 +106,8 @@ class LakehouseCatalog:
             if current is not None and current.version == version:
                 continue
             changed.append(self._register_snapshot(spec))
+        for name in self._served:
+            self._retire(name)
         if "deliveries" in self.tables and not self.lakehouse.exists("matches"):
             self._derive_matches()
         return changed
@@ -145,10 +171,10 @@ class LakehouseCatalog:
             if spec.partition_by
             else ""
         )
-        # a table per version, and the name users query a view of it: replacing the view
-        # is one catalog step, where dropping and re-creating a table left a moment in
-        # which a query found no table (a CI run met it); the version before stays
-        # registered for queries already planned on it
+        # a table per version, and the name users query a view of it, moved to the next
+        # version by ALTER VIEW: one catalog update. Dropping and re-creating a table, and
+        # CREATE OR REPLACE VIEW (Spark drops the view, then creates it), each left a
+        # moment in which a query found no table (CI runs met both).
         versioned = spark_name(f"{spec.name}__v{snapshot.version:08d}")
         self.spark.sql(f"DROP TABLE IF EXISTS {versioned}")
         self.spark.sql(
@@ -157,18 +183,41 @@ class LakehouseCatalog:
         )
         if spec.partition_by:
             self.spark.sql(f"ALTER TABLE {versioned} RECOVER PARTITIONS")
-        self.spark.sql(f"CREATE OR REPLACE VIEW {qualified} AS SELECT * FROM {versioned}")
+        served = self._served.setdefault(spec.name, [])
+        verb = "ALTER VIEW" if served else "CREATE OR REPLACE VIEW"
+        self.spark.sql(f"{verb} {qualified} AS SELECT * FROM {versioned}")
         entry = CatalogTable(spec.name, qualified, snapshot.version)
         self.tables[spec.name] = entry
-        registered = self._versions.setdefault(spec.name, [])
-        if versioned not in registered:
-            registered.append(versioned)
-        for old in registered[:-KEEP_SNAPSHOTS]:
-            self.spark.sql(f"DROP TABLE IF EXISTS {old}")
-        del registered[:-KEEP_SNAPSHOTS]
-        self._prune(spec.name)
+        now = self._clock()
+        for older in served:
+            if older.replaced_at is None:
+                older.replaced_at = now
+        if all(s.table != versioned for s in served):
+            served.append(_ServedVersion(versioned, folder))
+        self._retire(spec.name)
         log.info("sql catalog: %s -> version %d", spec.name, snapshot.version)
         return entry
+
+    def _retire(self, name: str) -> None:
+        """Drop the replaced versions of ``name`` past their grace (never the last
+        ``KEEP_SNAPSHOTS``), and snapshot folders no version here serves (an earlier run's)."""
+        served = self._served[name]
+        now = self._clock()
+        kept = []
+        for i, version in enumerate(served):
+            recent = i >= len(served) - KEEP_SNAPSHOTS
+            replaced = version.replaced_at
+            if recent or replaced is None or now - replaced < self.grace_seconds:
+                kept.append(version)
+                continue
+            self.spark.sql(f"DROP TABLE IF EXISTS {version.table}")
+            shutil.rmtree(version.folder, ignore_errors=True)
+        served[:] = kept
+        serving = {version.folder for version in kept}
+        folders = sorted(p for p in (self.snapshots / name).glob("v*") if p.is_dir())
+        for old in folders[:-KEEP_SNAPSHOTS]:
+            if old not in serving:
+                shutil.rmtree(old, ignore_errors=True)
 
     def _link_files(self, spec: TableSpec, snapshot: TableSnapshot) -> Path:
         """A folder of hard links to the version's files, under canonical partition folders."""
@@ -196,8 +245,3 @@ class LakehouseCatalog:
         building.mkdir(parents=True, exist_ok=True)  # a table with no files yet
         building.rename(folder)
         return folder
-
-    def _prune(self, name: str) -> None:
-        folders = sorted(p for p in (self.snapshots / name).glob("v*") if p.is_dir())
-        for old in folders[:-KEEP_SNAPSHOTS]:
-            shutil.rmtree(old, ignore_errors=True)

@@ -426,3 +426,92 @@ def test_the_sql_server_catalog_serves_matches_derived_from_deliveries(spark, tm
     catalog.refresh()
     got = spark.sql("SELECT post_id, sub_id, matcher_id FROM matches").collect()
     assert [tuple(r) for r in got] == [("p1", 1, 0)]
+
+
+def test_queries_during_the_sql_server_catalogs_refreshes_always_find_the_table(spark, tmp_path):
+    """A client's query planned while the server moves a table to its next versions finds
+    the table and reads it whole, at one version or another: the view moves in one catalog
+    update (a CI run's query once found no table: Spark's CREATE OR REPLACE VIEW drops the
+    view, then creates it), and a replaced version's files stay while queries may read them
+    (versions here come faster than a query ends)."""
+    import threading
+
+    from spark_jobs.lake.subscription_store import add_subscriptions
+    from spark_jobs.sql.catalog import LakehouseCatalog
+
+    lake = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_subscriptions(lake, ["first words"], "alice")
+    catalog = LakehouseCatalog(spark, lake)
+    catalog.refresh()
+    client = spark.newSession()  # as a Spark Connect client's: the catalog is shared
+    versions = 25
+    moved = threading.Event()
+
+    def move() -> None:
+        try:
+            for i in range(versions):
+                add_subscriptions(lake, [f"words number {i}"], "bob")
+                catalog.refresh()
+        finally:
+            moved.set()
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    counts, failures = [], []
+    while not moved.is_set():
+        try:
+            counts.append(client.sql("SELECT count(*) FROM subscriptions.registry").first()[0])
+        except Exception as error:
+            failures.append(
+                next(
+                    (
+                        line
+                        for line in str(error).splitlines()
+                        if "Exception" in line or "ERROR" in line
+                    ),
+                    str(error)[:300],
+                )
+            )
+    mover.join()
+    assert failures == [], sorted({f[:400] for f in failures})
+    assert counts == sorted(counts) and len(set(counts)) > 1, counts
+    assert client.sql("SELECT count(*) FROM subscriptions.registry").first()[0] == versions + 1
+
+
+def test_the_sql_server_catalog_retires_replaced_versions_after_their_grace(spark, tmp_path):
+    from spark_jobs.lake.subscription_store import add_subscriptions
+    from spark_jobs.sql.catalog import SNAPSHOTS_DIR, LakehouseCatalog
+
+    now = [0.0]
+    lake = Lakehouse(None, tmp_path / "lake", engine="rs")
+    catalog = LakehouseCatalog(spark, lake, grace_seconds=60, clock=lambda: now[0])
+
+    def served() -> tuple[list[str], list[str]]:
+        folders = sorted(
+            p.name for p in (lake.root / SNAPSHOTS_DIR / "subscriptions.registry").iterdir()
+        )
+        # (this lakehouse's: the session's catalog holds other tests' tables too)
+        tables = sorted(
+            r.tableName
+            for r in spark.sql("SHOW TABLES IN subscriptions").collect()
+            if r.tableName.startswith("registry__v")
+            and str(lake.root) in _location(spark, f"subscriptions.{r.tableName}")
+        )
+        return folders, tables
+
+    for i in range(4):  # versions 0-3, a second apart: all in their grace
+        add_subscriptions(lake, [f"words number {i}"], "bob")
+        catalog.refresh()
+        now[0] += 1
+    folders, tables = served()
+    assert folders == [f"v{v:08d}" for v in range(4)]
+    assert tables == [f"registry__v{v:08d}" for v in range(4)]
+    now[0] += 60  # past the grace of versions 0-2: the last two stay, however old
+    catalog.refresh()
+    assert served() == (["v00000002", "v00000003"], ["registry__v00000002", "registry__v00000003"])
+    assert spark.sql("SELECT count(*) FROM subscriptions.registry").first()[0] == 4
+
+
+def _location(spark, table: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    return next((r.data_type for r in rows if r.col_name == "Location"), "")
