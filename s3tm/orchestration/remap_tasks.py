@@ -162,10 +162,15 @@ def remap_lines(latest: VersionRow | None, metrics: dict[str, Any]) -> list[str]
     return lines
 
 
+def _published_row(rows: list[VersionRow]) -> VersionRow | None:
+    """The live version's row (``rows`` oldest first), None before the first publish."""
+    return next((r for r in reversed(rows) if r["status"] == "published"), None)
+
+
 def headline(rows: list[VersionRow]) -> str:
     """The report's first line: the published version against hash routing, by matcher
     work (the measure the gate and the monitor use), or why there is none."""
-    live = next((r for r in reversed(rows) if r["status"] == "published"), None)
+    live = _published_row(rows)
     if live is None:
         return "No version is published."
     evaluation = json.loads(live["metrics"] or "{}").get("evaluation", {})
@@ -190,12 +195,14 @@ def write_report(
     ``triggering_events`` the monitor requests that asked for the run (the run's
     ``triggering_asset_events``; None for a nightly or manual run)."""
     from spark_jobs.jobs.publish import render_versions
-    from spark_jobs.lake.routing_store import published_version, versions
+    from spark_jobs.lake.routing_store import versions
     from spark_jobs.lake.validation import data_docs_index
 
     lakehouse = _lakehouse(root)
+    rows = versions(lakehouse)
     if outcome is None:
-        live = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
+        live_row = _published_row(rows)
+        live = live_row["routing_version"] if live_row else None
         stale = stale_request_reason(triggering_events, live)
         if stale is not None:
             reason = stale
@@ -204,7 +211,6 @@ def write_report(
         else:
             reason = "skipped: silver.posts is empty (run s3tm_ingest first)"
         outcome = {"published": live, "reason": reason}
-    rows = versions(lakehouse)
     latest = rows[-1] if rows else None
     metrics = json.loads(latest["metrics"] or "{}") if latest else {}
     evaluation = metrics.get("evaluation", {})

@@ -195,12 +195,13 @@ class LakehouseCatalog:
         if all(s.table != versioned for s in served):
             served.append(_ServedVersion(versioned, folder))
         self._retire(spec.name)
+        self._prune_folders(spec.name)
         log.info("sql catalog: %s -> version %d", spec.name, snapshot.version)
         return entry
 
     def _retire(self, name: str) -> None:
         """Drop the replaced versions of ``name`` past their grace (never the last
-        ``KEEP_SNAPSHOTS``), and snapshot folders no version here serves (an earlier run's)."""
+        ``KEEP_SNAPSHOTS``)."""
         served = self._served[name]
         now = self._clock()
         kept = []
@@ -213,7 +214,11 @@ class LakehouseCatalog:
             self.spark.sql(f"DROP TABLE IF EXISTS {version.table}")
             shutil.rmtree(version.folder, ignore_errors=True)
         served[:] = kept
-        serving = {version.folder for version in kept}
+
+    def _prune_folders(self, name: str) -> None:
+        """Remove snapshot folders of ``name`` that no version here serves (an earlier
+        run's), but the newest ``KEEP_SNAPSHOTS``."""
+        serving = {version.folder for version in self._served.get(name, [])}
         folders = sorted(p for p in (self.snapshots / name).glob("v*") if p.is_dir())
         for old in folders[:-KEEP_SNAPSHOTS]:
             if old not in serving:

@@ -461,13 +461,10 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     assert states["graph"] == states["publish"] == "skipped", states
     assert states["report"] == "success", states
     assert len(versions(lakehouse)) == known and published_version(lakehouse) == live
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in stale_id)
-    report = next(
-        r.read_text()
-        for r in (airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md")
-        if safe_id in r.name
-    )
-    assert "requested by s3tm_monitor: no_version" in report
+    from s3tm.orchestration.reports import read_report
+
+    report = read_report(airflow_ui["out"] / "lakehouse", "remap", stale_id)
+    assert report is not None and "requested by s3tm_monitor: no_version" in report
     assert (
         f"Decision: Kept version {live}: the monitor's request is stale: it checked no "
         f"version, and version {live} was published since" in report
