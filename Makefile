@@ -11,11 +11,14 @@ JARS   := .jars
 # Data Docs' CSS, scripts and fonts (spark_jobs/lake/data_docs_assets.json, from npm's registry)
 WEB    := .web/data-docs
 
-.PHONY: setup demo cluster-demo check test lint typecheck bench-learn bench-quality clean
+.PHONY: setup demo image cluster-demo test-containers check test lint typecheck bench-learn bench-quality clean
+
+# podman's settings for the project's containers (runc, no default ulimits: docker/local)
+export CONTAINERS_CONF ?= $(CURDIR)/docker/local/containers.conf
 
 # The quick tier: every test that starts no JVM, Airflow, browser or server (tests are
 # marked by the fixtures they use: tests/conftest.py).
-QUICK := not (spark or airflow or browser or postgres or s3 or kafka)
+QUICK := not (spark or airflow or browser or postgres or s3 or kafka or container)
 # pytest-xdist workers: each keeps its own Spark session; files stay whole on one worker so
 # module fixtures are built once, queued longest first (tests/scheduling.py, not xdist's
 # most-tests-first order, which left the long single-test files to the end).
@@ -78,16 +81,26 @@ $(WEB)/.resolved: spark_jobs/lake/data_docs_assets.json $(VENV)/.installed
 demo: setup
 	$(BIN)/s3tm demo
 
-## README command three: the production topology (compose's services) as local processes
-## (needs PostgreSQL's server: apt-get install postgresql).
-cluster-demo: setup
-	$(BIN)/s3tm cluster-demo
+## The platform image (docker/Dockerfile) with podman, or Docker where podman is absent;
+## bases from Debian's packages where no container registry answers (docker/build.sh).
+image: setup
+	@docker/build.sh
+
+## README command three: docker/compose.yaml in containers of that image (podman or Docker).
+cluster-demo: image
+	$(BIN)/python docker/cluster_demo.py
+
+## CI, after `make test`: the image's tests, then the cluster demo in containers.
+test-containers: image
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -m container tests/deploy && $(BIN)/python docker/cluster_demo.py; \
+	code=$$?; echo "make test-containers: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 ## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
 check: setup
 	@start=$$(date +%s); \
-	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests && \
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests && \
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker && \
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker && \
 	$(BIN)/mypy && \
 	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make check: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
@@ -95,12 +108,12 @@ check: setup
 ## README command two (CI runs this): set up and run every test.
 test: setup
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
+	$(BIN)/python -m pytest -m "not container" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup
-	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker
 
 typecheck: setup
 	$(BIN)/mypy

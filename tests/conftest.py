@@ -38,6 +38,7 @@ RESOURCE_FIXTURES: dict[str, str] = {
     "s3_endpoint": "s3",  # an S3-compatible server on loopback
     "kafka_broker": "kafka",  # a Kafka broker (KRaft) on loopback, from the resolved jars
     "real_corpus": "realdata",  # ../shared/data
+    "platform_image": "container",  # containers of the platform image (make test-containers)
 }
 CHECK_TIER = os.environ.get("S3TM_TEST_TIER") == "check"
 # Where the check tier points JAVA_HOME: the path is the error message a stray JVM prints.
@@ -135,7 +136,7 @@ def chromium() -> str:
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An S3-compatible server (moto's, from PyPI) on a loopback port it chose: conditional
     puts and all that delta-rs, pyarrow and S3A use."""
-    from s3tm.local.s3_server import LocalS3
+    from tests.support.s3_server import LocalS3
 
     server = LocalS3(log=tmp_path_factory.mktemp("moto") / "moto.log")
     try:
@@ -183,3 +184,35 @@ def real_corpus() -> Path:
             "(set S3TM_SHARED_DATA to its folder to run this test)"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def container_engine() -> list[str]:
+    """podman (with the project's containers.conf) or, where podman is absent, docker."""
+    import shutil
+
+    if shutil.which("podman"):
+        os.environ.setdefault(
+            "CONTAINERS_CONF",
+            str(Path(__file__).resolve().parents[1] / "docker/local/containers.conf"),
+        )
+        return ["podman"]
+    if shutil.which("docker"):
+        return ["docker"]
+    pytest.fail("neither podman nor docker is installed: `make test-containers` installs podman")
+
+
+@pytest.fixture(scope="session")
+def platform_image(container_engine: list[str]) -> str:
+    """The image `make image` built (S3TM_IMAGE, version from pyproject.toml)."""
+    import subprocess
+    import tomllib
+
+    version = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"
+    ]["version"]
+    image = f"{os.environ.get('S3TM_IMAGE', 's3tm/platform')}:{version}"
+    found = subprocess.run([*container_engine, "image", "inspect", image], capture_output=True)
+    if found.returncode != 0:
+        pytest.fail(f"no image {image}: run `make image` first")
+    return image

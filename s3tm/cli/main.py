@@ -33,10 +33,6 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
         "maintain": "compact, apply retention, checkpoint and vacuum the Delta tables"
     },
     "s3tm.cli.produce": {"produce": "replay a corpus into Kafka"},
-    "s3tm.cli.cluster_demo": {
-        "cluster-demo": "the compose topology as local processes: Kafka, S3, Spark cluster, "
-        "Airflow on PostgreSQL"
-    },
     "s3tm.cli.kafka": {"kafka": "a local Kafka broker (KRaft) for the stream"},
     "s3tm.cli.metrics": {
         "metrics": "the platform's figures for Prometheus (an exporter over the lakehouse)"

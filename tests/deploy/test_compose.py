@@ -131,26 +131,78 @@ def _items(node):
             yield from _items(item)
 
 
-def test_the_image_makes_every_folder_compose_mounts_for_its_user():
-    """A fresh named volume takes the owner of the image folder it is mounted on: a folder
-    the image lacks comes up owned by root, and the image's user (uid 185) cannot write."""
+def test_published_ports_are_on_loopback_only():
+    """The Spark master's UI, the S3 console, Airflow's UI, Prometheus and Grafana: on the
+    host's 127.0.0.1 (a reverse proxy with TLS exposes what a team wants to)."""
+    for name, service in _compose()["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+
+
+def test_the_platform_uses_a_lakehouse_user_not_the_s3_servers_root():
     compose = _compose()
-    platform = compose["x-platform"]["image"]
-    text = (DOCKER / "Dockerfile").read_text()
-    uid = re.search(r"^ARG S3TM_UID=(\d+)$", text, flags=re.M)
-    home = re.search(r"S3TM_HOME=(\S+)", text)
-    assert uid and home
-    made = re.search(
-        r"RUN mkdir -p ([^\n\\]+)\\\n\s+&& chown \$\{S3TM_UID\}:\$\{S3TM_UID\} (.+)", text
-    )
-    assert made, "the Dockerfile makes no folder for the volumes"
-    folders = {f.replace("${S3TM_HOME}", home.group(1)) for f in made.group(1).split()}
-    owned = {f.replace("${S3TM_HOME}", home.group(1)) for f in made.group(2).split()}
-    mounted = {
-        mount.split(":")[1]
-        for service in compose["services"].values()
-        if service["image"] == platform
-        for mount in service.get("volumes", [])
-        if mount.split(":", 1)[0] in compose["volumes"]
+    env = compose["x-object-store-env"]
+    assert "LAKEHOUSE_ACCESS_KEY" in env["AWS_ACCESS_KEY_ID"], env["AWS_ACCESS_KEY_ID"]
+    assert "LAKEHOUSE_SECRET_KEY" in env["AWS_SECRET_ACCESS_KEY"]
+    root = [k for k, v in _items(compose["services"]) if isinstance(v, str) and "MINIO_ROOT" in v]
+    assert set(root) <= {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"}, root  # the server's own
+    for name, service in compose["services"].items():
+        if name not in ("minio", "minio-init"):
+            assert "MINIO_ROOT" not in str(service), name
+    init = " ".join(compose["services"]["minio-init"]["command"])
+    for step in ("mc admin user add", "mc admin policy create", "mc admin policy attach"):
+        assert step in init, step
+    assert "arn:aws:s3:::%s/*" in init  # the policy: the lakehouse bucket, nothing else
+
+
+def test_the_matcher_is_restarted_without_a_limit_that_never_resets():
+    """`on-failure:N` counts every restart of the container's life: a matcher that failed N
+    times over weeks stays down. `unless-stopped` restarts with a delay that resets once it
+    runs."""
+    assert _compose()["services"]["matcher"]["restart"] == "unless-stopped"
+
+
+def test_an_application_gets_a_core_cap_so_the_matcher_leaves_cores_to_the_jobs():
+    master = _compose()["services"]["spark-master"]["environment"]
+    assert "-Dspark.deploy.defaultCores=${SPARK_APP_CORES" in master["SPARK_MASTER_OPTS"]
+    example = _env_example()
+    assert int(example["SPARK_APP_CORES"]) < 2 * int(example["SPARK_WORKER_CORES"])
+
+
+def test_airflow_components_share_one_api_secret_key():
+    services = _compose()["services"]
+    keys = {
+        name: service["environment"].get("AIRFLOW__API__SECRET_KEY")
+        for name, service in services.items()
+        if name.startswith("airflow-")
     }
-    assert mounted and mounted <= folders and mounted <= owned, (mounted, folders, owned)
+    assert len(keys) == 5 and len(set(keys.values())) == 1 and None not in keys.values(), keys
+
+
+def test_the_matcher_serves_the_ui_its_scrape_target_needs():
+    matcher = _compose()["services"]["matcher"]
+    assert matcher["environment"]["S3TM_SPARK_UI"] == "true"
+    scraped = (REPO / "infra" / "monitoring" / "prometheus-compose.yml").read_text()
+    assert "matcher:4040" in scraped
+
+
+def test_no_s3a_committer_is_named_without_its_commit_protocol():
+    settings = dict(
+        line.split(None, 1)
+        for line in (DOCKER / "spark-defaults.conf").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    if "spark.hadoop.fs.s3a.committer.name" in settings:
+        assert "PathOutputCommitProtocol" in settings.get(
+            "spark.sql.sources.commitProtocolClass", ""
+        )
+
+
+def test_every_third_party_image_is_a_variable_with_the_public_image_as_default():
+    for name, service in _compose()["services"].items():
+        image = service["image"]
+        if name in ("minio-init", "kafka-init") or "S3TM_IMAGE" in image:
+            continue
+        found = re.fullmatch(r"\$\{([A-Z_]+_IMAGE):-([\w./-]+:[\w.-]+)\}", image)
+        assert found, (name, image)
+        assert found.group(1) in _env_example(), found.group(1)

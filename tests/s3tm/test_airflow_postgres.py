@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3tm.local.postgres import LocalPostgres, server_binaries
 from tests.s3tm.airflow_support import AirflowApi, start_airflow
+from tests.support.postgres import LocalPostgres, server_binaries
 
 
 @pytest.fixture(scope="module")

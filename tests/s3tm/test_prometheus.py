@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
-from s3tm.local.prometheus import RULES, LocalPrometheus
 from s3tm.monitoring.exporter import serve
 from s3tm.orchestration.monitor_tasks import check_routing_health
 from spark_jobs.lake.delta_io import Lakehouse
@@ -34,6 +33,7 @@ from spark_jobs.stream.matcher import start
 from tests.s3tm import sql_lakehouse
 from tests.spark_jobs.jobs.chain import run_chain
 from tests.spark_jobs.stream import harness
+from tests.support.prometheus import RULES, LocalPrometheus
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from s3tm.local.spark_cluster import StandaloneCluster
+from tests.support.spark_cluster import StandaloneCluster
 
 MASTER_LOG = """\
 26/11/27 16:58:19 INFO Utils: Successfully started service 'sparkMaster' on port 34460.

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pytest
 
 from core.text import normalize
-from s3tm.local.spark_cluster import StandaloneCluster
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import active_subscriptions
 from tests.spark_jobs.conftest import (
@@ -36,6 +35,7 @@ from tests.spark_jobs.conftest import (
     posts_of,
     register_reference_subscriptions,
 )
+from tests.support.spark_cluster import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

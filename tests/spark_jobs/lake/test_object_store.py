@@ -168,17 +168,6 @@ def test_run_reports_go_to_the_object_store(s3_root, tmp_path):
     store, key = storage.filesystem(str(location))
     with store.open_input_stream(key) as data:
         assert data.read().decode() == "# run\nok"
-    # the cluster demo keeps copies of them before its S3 server stops
-    from s3tm.local.cluster_demo import keep_reports
-
-    write_report(s3_root, "remap", "manual__2026-11-23T10:00", ["<html></html>"], suffix=".html")
-    folder = tmp_path / "reports"
-    keep_reports(s3_root, folder)
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "remap-manual__2026-11-23T10_00.html",
-        "remap-manual__2026-11-23T10_00.md",
-    ]
-    assert (folder / "remap-manual__2026-11-23T10_00.md").read_text() == "# run\nok"
 
 
 def test_landing_files_on_the_object_store_are_listed_for_spark(s3_root):

@@ -1,0 +1,547 @@
+"""``make cluster-demo``: docker/compose.yaml itself, in containers (podman, or Docker
+where a user has it), from the platform image ``make image`` built.
+
+It starts the compose file's services in the order their ``depends_on`` gives, each once
+what it waits for is healthy or done; produces a generated corpus into Kafka; runs
+``s3tm_ingest`` and ``s3tm_remap`` through Airflow's scheduler (triggered here, in order:
+the schedules make no runs of their own during the demo) with every Spark job on the
+standalone master; starts the streaming matcher on the cluster; has a second remap
+publish a learned version while it runs; and checks what a deployment promises: the
+stream switches to the new version between two micro-batches, Prometheus' scrape equals
+the tables, every Spark application ran on the cluster, and no secret is in any log. Then
+it removes the containers and volumes (``--keep`` leaves them running).
+
+Where no container registry is reachable, compose's third-party images are replaced by
+images docker/local/build.sh makes from Debian's packages, Maven's jars and PyPI (one
+variable per image, as a team would set them); Grafana has no such image and is left out.
+
+Podman runs health checks from systemd timers; on a host without systemd nothing runs
+them, so this demo runs a service's health check itself while it waits for the service.
+
+    .venv/bin/python docker/cluster_demo.py [--out DIR] [--posts N] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker" / "compose.yaml"
+PROJECT = "s3tm-demo"
+BUCKET = "s3tm-lakehouse"
+TOPIC = "posts"
+START_TIMEOUT_S = 420.0
+SWITCH_TIMEOUT_S = 420.0
+# services a deployment runs that the demo does not start: the replay producer (the demo
+# produces its own parts) and the matcher, started once a routing version is published
+NOT_AT_START = {"producer", "matcher"}
+PASSWORDS_FILE = "/opt/s3tm/state/airflow-passwords.json"
+
+
+class DemoFailed(Exception):
+    """A step failed; the message says which, and where to look."""
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """out: the demo's folder (env file, corpus, logs); posts: the corpus, a third learned
+    from before the stream starts; matchers: N (the topic's partitions); subscriptions:
+    registered before the first remap; keep: leave the containers running."""
+
+    out: Path
+    posts: int = 30_000
+    matchers: int = 4
+    subscriptions: int = 500
+    keep: bool = False
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+@contextlib.contextmanager
+def timed(title: str) -> Iterator[None]:
+    say(f"  {title} ...")
+    started = time.perf_counter()
+    yield
+    say(f"  {title}: done in {time.perf_counter() - started:.0f}s")
+
+
+@dataclass
+class Engine:
+    """The container engine and its compose command, for this demo's project."""
+
+    name: str
+    compose: list[str]
+    env_file: Path
+    log: Path
+    secrets: list[str] = field(default_factory=list)
+
+    @classmethod
+    def find(cls, env_file: Path, log: Path) -> Engine:
+        if shutil.which("podman"):
+            tool = Path(sys.executable).parent / "podman-compose"
+            compose = [str(tool)] if tool.exists() else ["podman-compose"]
+            return cls("podman", compose, env_file, log)
+        if shutil.which("docker"):
+            return cls("docker", ["docker", "compose"], env_file, log)
+        raise DemoFailed("neither podman nor docker is installed (apt-get install podman)")
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.name == "podman":
+            env.setdefault("CONTAINERS_CONF", str(REPO / "docker" / "local" / "containers.conf"))
+        return env
+
+    def _run(self, argv: list[str], *, check: bool = True, capture: bool = False) -> str:
+        with self.log.open("a") as out:
+            out.write(f"\n$ {' '.join(argv)}\n")
+            out.flush()
+            done = subprocess.run(
+                argv,
+                env=self.environment(),
+                stdout=subprocess.PIPE if capture else out,
+                stderr=out,
+                text=True,
+            )
+        if check and done.returncode != 0:
+            raise DemoFailed(f"`{' '.join(argv[:6])} ...` exited {done.returncode}; see {self.log}")
+        return done.stdout if capture else ""
+
+    def compose_args(self) -> list[str]:
+        return [*self.compose, "-f", str(COMPOSE_FILE), "-p", PROJECT,
+                "--env-file", str(self.env_file)]  # fmt: skip
+
+    def compose_run(self, *argv: str, check: bool = True, capture: bool = False) -> str:
+        return self._run([*self.compose_args(), *argv], check=check, capture=capture)
+
+    def engine_run(self, *argv: str, check: bool = True, capture: bool = False) -> str:
+        return self._run([self.name, *argv], check=check, capture=capture)
+
+    def container(self, service: str) -> str:
+        """The container of ``service`` (compose labels every container with both)."""
+        names = self.engine_run(
+            "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
+            "--filter", f"label=com.docker.compose.service={service}",
+            "--format", "{{.Names}}", capture=True,
+        ).split()  # fmt: skip
+        if not names:
+            raise DemoFailed(f"no container of service {service!r}; see {self.log}")
+        return names[0]
+
+    def state(self, service: str) -> dict[str, Any]:
+        out = self.engine_run("inspect", "--format", "{{json .State}}", self.container(service),
+                              capture=True)  # fmt: skip
+        return dict(json.loads(out))
+
+    def healthy(self, service: str) -> bool:
+        """Runs the container's health check (podman: nothing else does without systemd)."""
+        if self.name == "podman":
+            name = self.container(service)
+            with self.log.open("a") as out:
+                done = subprocess.run(["podman", "healthcheck", "run", name],
+                                      env=self.environment(), stdout=out, stderr=out)  # fmt: skip
+            return done.returncode == 0
+        health = self.state(service).get("Health") or {}
+        return health.get("Status") == "healthy"
+
+    def exec_in(self, service: str, *argv: str) -> str:
+        return self.engine_run("exec", self.container(service), *argv, capture=True)
+
+
+def wait_until(title: str, ready: Callable[[], bool], timeout_s: float,
+               failed: Callable[[], str | None] = lambda: None) -> None:  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        why = failed()
+        if why:
+            raise DemoFailed(f"{title}: {why}")
+        if time.monotonic() > deadline:
+            raise DemoFailed(f"{title}: not within {timeout_s:.0f}s")
+        time.sleep(3)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def local_images(engine: Engine) -> dict[str, str]:
+    """Compose's image variables: none where a registry is reachable (BASES=public), else
+    the images docker/local/build.sh makes."""
+    if os.environ.get("BASES") == "public" or engine.name != "podman":
+        return {}
+    out = engine._run([str(REPO / "docker" / "local" / "build.sh"), "podman", "services"],
+                      capture=True)  # fmt: skip
+    return dict(line.split("=", 1) for line in out.split() if "=" in line)
+
+
+def write_env_file(path: Path, config: DemoConfig, images: dict[str, str]) -> dict[str, str]:
+    """The demo's .env: docker/.env.example's settings, fresh secrets, small sizes."""
+    from cryptography.fernet import Fernet
+
+    values: dict[str, str] = {}
+    for line in (REPO / "docker" / ".env.example").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    generated = {
+        "POSTGRES_PASSWORD": secrets.token_urlsafe(24),
+        "MINIO_ROOT_USER": "root-" + secrets.token_hex(4),
+        "MINIO_ROOT_PASSWORD": secrets.token_urlsafe(24),
+        "LAKEHOUSE_ACCESS_KEY": "s3tm-" + secrets.token_hex(6),
+        "LAKEHOUSE_SECRET_KEY": secrets.token_urlsafe(30),
+        "AIRFLOW_FERNET_KEY": Fernet.generate_key().decode(),
+        "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(32),
+        "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(32),
+        "GRAFANA_ADMIN_PASSWORD": secrets.token_urlsafe(16),
+    }
+    values.update(generated)
+    values.update(images)
+    values.update(
+        {
+            "POSTS_PARTITIONS": str(config.matchers),
+            # two 1-core, 2 GB workers; an application gets one core unless it asks
+            "SPARK_WORKER_CORES": "1",
+            "SPARK_WORKER_MEMORY": "2g",
+            "SPARK_APP_CORES": "1",
+            "S3TM_TASK_RETRIES": "0",
+            "AIRFLOW_PORT": str(free_port()),
+            "SPARK_UI_PORT": str(free_port()),
+            "MINIO_CONSOLE_PORT": str(free_port()),
+            "PROMETHEUS_PORT": str(free_port()),
+            "GRAFANA_PORT": str(free_port()),
+        }
+    )
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    path.chmod(0o600)
+    return values
+
+
+def start_order(services: dict[str, Any], wanted: set[str]) -> list[str]:
+    """``wanted`` services, each after the services it depends on."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in order:
+            return
+        if name in path:
+            raise DemoFailed(f"compose.yaml: a dependency cycle through {name}")
+        for needed in services[name].get("depends_on") or {}:
+            visit(needed, (*path, name))
+        order.append(name)
+
+    for name in sorted(wanted):
+        visit(name, ())
+    return order
+
+
+def up(engine: Engine, services: dict[str, Any], name: str) -> None:
+    """Starts ``name`` once each service it depends on meets the condition compose names."""
+    for needed, condition in (services[name].get("depends_on") or {}).items():
+        wanted = condition["condition"] if isinstance(condition, dict) else "service_started"
+        if wanted == "service_healthy":
+            wait_until(f"{needed} healthy (for {name})", lambda n=needed: engine.healthy(n),
+                       START_TIMEOUT_S, lambda n=needed: exited(engine, n))  # fmt: skip
+        elif wanted == "service_completed_successfully":
+            wait_until(f"{needed} done (for {name})", lambda n=needed: completed(engine, n),
+                       START_TIMEOUT_S)  # fmt: skip
+    engine.compose_run("up", "-d", "--no-deps", name)
+
+
+def exited(engine: Engine, service: str) -> str | None:
+    state = engine.state(service)
+    if state.get("Status") == "exited" and state.get("ExitCode", 0) != 0:
+        logs = f"{engine.name} logs {engine.container(service)}"
+        return f"{service} exited {state['ExitCode']} (`{logs}`)"
+    return None
+
+
+def completed(engine: Engine, service: str) -> bool:
+    state = engine.state(service)
+    if state.get("Status") != "exited":
+        return False
+    if state.get("ExitCode") != 0:
+        raise DemoFailed(
+            f"{service} exited {state['ExitCode']}: "
+            f"{engine.engine_run('logs', '--tail', '20', engine.container(service), capture=True)}"
+        )
+    return True
+
+
+def write_corpus_parts(out: Path, posts: int, subscriptions: int) -> list[Path]:
+    """The corpus in three JSON-lines parts (learned from, then streamed in two), and
+    ``subscriptions`` two-word phrases of the first part's posts."""
+    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+    from core.text import normalize
+
+    whole = out / "corpus.jsonl.gz"
+    write_demo_corpus(whole, SyntheticCorpusSpec(n_posts=posts, seed=0))
+    with gzip.open(whole, "rt") as lines:
+        records = lines.readlines()
+    third = len(records) // 3
+    paths = []
+    for name, part in zip(("learn", "live-1", "live-2"),
+                          (records[:third], records[third : 2 * third], records[2 * third :]),
+                          strict=True):  # fmt: skip
+        path = out / f"posts-{name}.jsonl"
+        path.write_text("".join(part))
+        path.chmod(0o644)
+        paths.append(path)
+    phrases: dict[str, None] = {}
+    for line in records[:third]:
+        words = normalize(json.loads(line)["text"])
+        if len(words) >= 2:
+            phrases[" ".join(sorted(words[:2]))] = None
+        if len(phrases) >= subscriptions:
+            break
+    (out / "subscriptions.txt").write_text("\n".join(phrases) + "\n")
+    (out / "subscriptions.txt").chmod(0o644)
+    return paths
+
+
+def in_platform(engine: Engine, out: Path, *argv: str) -> None:
+    """A one-off container of the platform image on the compose network, with the demo's
+    folder at /demo (what an operator's ``compose run`` does)."""
+    engine.compose_run("run", "--rm", "--no-deps", "-v", f"{out}:/demo:ro", "metrics", *argv)
+
+
+def query(engine: Engine, sql: str) -> list[dict[str, Any]]:
+    """``s3tm sql`` in the running exporter's container (it holds the lakehouse's settings)."""
+    text = engine.exec_in("metrics", "s3tm", "sql", "--format", "json", sql)
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def committed(engine: Engine) -> list[dict[str, Any]]:
+    """stream.batches' committed micro-batches, in order (none before the table exists)."""
+    sql = (
+        "SELECT batch_id, routing_version, posts, matches FROM stream.batches "
+        "WHERE stage = 'committed' ORDER BY batch_id"
+    )
+    try:
+        return query(engine, sql)
+    except DemoFailed:
+        return []
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def prometheus_value(port: str, expr: str) -> float | None:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    result = http_json(url)["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def run_dag(api: Any, dag_id: str, conf: dict[str, Any], title: str) -> None:
+    with timed(title):
+        run_id = api.trigger(dag_id, conf)
+        state = api.wait_for(dag_id, run_id)
+        if state != "success":
+            raise DemoFailed(
+                f"{dag_id} run {run_id} ended {state}; failed tasks: "
+                f"{api.failed_tasks(dag_id, run_id)} (the Airflow UI shows their logs)"
+            )
+
+
+def check_logs(engine: Engine, values: dict[str, str], secret_names: list[str]) -> int:
+    """Every container's log, searched for every generated secret: none may be there."""
+    names = engine.engine_run(
+        "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
+        "--format", "{{.Names}}", capture=True,
+    ).split()  # fmt: skip
+    leaked = []
+    for name in names:
+        log = engine.engine_run("logs", name, check=False, capture=True)
+        leaked += [f"{secret} in {name}" for secret in secret_names if values[secret] in log]
+    if leaked:
+        raise DemoFailed(f"secrets in the containers' logs: {', '.join(leaked)}")
+    return len(names)
+
+
+def run(config: DemoConfig) -> int:
+    out = config.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    out.chmod(0o755)
+    log = out / "cluster-demo.log"
+    engine = Engine.find(out / "compose.env", log)
+    say(f"S3-TM cluster demo: docker/compose.yaml in containers ({engine.name}); log: {log}")
+    started = time.perf_counter()
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    services: dict[str, Any] = compose["services"]
+    with timed("images of the third-party services"):
+        images = local_images(engine)
+    values = write_env_file(engine.env_file, config, images)
+    secret_names = [k for k in values if any(s in k for s in ("PASSWORD", "SECRET", "FERNET"))]
+    wanted = set(services) - NOT_AT_START
+    if images and "GRAFANA_IMAGE" not in images:
+        wanted.discard("grafana")
+        say("    (no Grafana image can be made here: Grafana is left out)")
+    engine.compose_run("down", "-v", check=False)  # what an earlier demo left
+    try:
+        for name in start_order(services, wanted):
+            with timed(f"start {name}"):
+                up(engine, services, name)
+        for name in sorted(wanted):
+            if "healthcheck" in services[name] and not name.endswith("-init"):
+                wait_until(f"{name} healthy", lambda n=name: engine.healthy(n), START_TIMEOUT_S,
+                           lambda n=name: exited(engine, n))  # fmt: skip
+        the_demo(engine, config, out, services, values)
+        count = check_logs(engine, values, secret_names)
+        say(f"\nno secret in the logs of the {count} containers ({len(secret_names)} secrets)")
+    finally:
+        if config.keep:
+            say(f"\nthe containers keep running: {' '.join(engine.compose_args())} down -v")
+        else:
+            with timed("remove the containers and volumes"):
+                engine.compose_run("down", "-v", check=False)
+    say(f"\ncluster demo: done in {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, Any],
+             values: dict[str, str]) -> None:  # fmt: skip
+    from s3tm.orchestration.airflow_api import AirflowApi
+
+    learn, live_1, live_2 = write_corpus_parts(out, config.posts, config.subscriptions)
+    produce = ["s3tm", "produce", "--bootstrap", "kafka:9092", "--topic", TOPIC, "--corpus"]
+    with timed(f"produce {learn.name} into Kafka"):
+        in_platform(engine, out, *produce, f"/demo/{learn.name}")
+    passwords = json.loads(engine.exec_in("airflow-apiserver", "cat", PASSWORDS_FILE))
+    user = values["AIRFLOW_ADMIN_USER"]
+    api = AirflowApi(f"http://127.0.0.1:{values['AIRFLOW_PORT']}", passwords[user], user)
+    say(f"    Airflow at http://127.0.0.1:{values['AIRFLOW_PORT']}: log in as {user!r} with "
+        f"the password in {PASSWORDS_FILE} of the airflow-apiserver container")  # fmt: skip
+    run_dag(api, "s3tm_ingest", {}, "s3tm_ingest: the topic into bronze.posts (Kafka)")
+    with timed(f"register {config.subscriptions} subscriptions"):
+        in_platform(engine, out, "s3tm", "subscribe", "load", "--subscriber", "demo",
+                    "/demo/subscriptions.txt")  # fmt: skip
+    matchers = config.matchers
+    run_dag(api, "s3tm_remap", {"nodes": matchers, "algorithm": "hash", "split": False},
+            "s3tm_remap: version 1 (hash routing, the cold start)")  # fmt: skip
+    with timed("start the streaming matcher on the cluster"):
+        up(engine, services, "matcher")
+    with timed("the stream reads the topic (version 1)"):
+        wait_until(
+            "the stream's first batch",
+            lambda: any(b["posts"] > 0 for b in committed(engine)),
+            SWITCH_TIMEOUT_S,
+        )
+    with timed(f"produce {live_1.name} into Kafka"):
+        in_platform(engine, out, *produce, f"/demo/{live_1.name}")
+    run_dag(api, "s3tm_remap", {"nodes": matchers, "algorithm": "salb2", "incremental": False},
+            "s3tm_remap: version 2 (salb2), published while the stream runs")  # fmt: skip
+    with timed(f"produce {live_2.name} into Kafka"):
+        in_platform(engine, out, *produce, f"/demo/{live_2.name}")
+    total = sum(1 for p in (learn, live_1, live_2) for _ in p.open())
+    with timed("the stream switches to version 2 and reads the topic to its end"):
+        wait_until(
+            "the stream's batches on version 2",
+            lambda: (lambda b: sum(x["posts"] for x in b) >= total
+                     and b[-1]["routing_version"] == 2)(committed(engine) or [{"posts": 0,
+                                                       "routing_version": 0}]),
+            SWITCH_TIMEOUT_S,
+        )  # fmt: skip
+    with timed("stop the matcher (between two micro-batches)"):
+        engine.compose_run("stop", "-t", "120", "matcher")
+    summary = (
+        "import os; from s3tm.orchestration.airflow_demo import summarize, summarize_stream, "
+        "summarize_monitor; root = os.environ['S3TM_LAKEHOUSE']; "
+        "summarize(root); summarize_stream(root); summarize_monitor(root)"
+    )
+    say(engine.exec_in("metrics", "python", "-c", summary))
+    print_switch_over(committed(engine))
+    print_scraped(values["PROMETHEUS_PORT"], committed(engine))
+    print_applications(values["SPARK_UI_PORT"])
+
+
+def print_switch_over(batches: list[dict[str, Any]]) -> None:
+    say("\nswitch-over (stream.batches):")
+    for version in sorted({b["routing_version"] for b in batches}):
+        mine = [b for b in batches if b["routing_version"] == version]
+        say(f"  version {version}: batches {mine[0]['batch_id']}-{mine[-1]['batch_id']}, "
+            f"{sum(int(b['posts']) for b in mine):,} posts, "
+            f"{sum(int(b['matches']) for b in mine):,} matches")  # fmt: skip
+
+
+def print_scraped(port: str, batches: list[dict[str, Any]]) -> None:
+    """Prometheus' sum of the exporter's posts counter, once it scraped the last batch,
+    beside what stream.batches holds."""
+    expected = sum(int(b["posts"]) for b in batches)
+    expr = "sum(s3tm_stream_posts_total)"
+    deadline = time.monotonic() + 120
+    value = prometheus_value(port, expr)
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(3)
+        value = prometheus_value(port, expr)
+    if value != expected:
+        raise DemoFailed(f"Prometheus answers {expr} = {value}, stream.batches holds {expected}")
+    version = prometheus_value(port, "s3tm_routing_published_version")
+    say(f"\nPrometheus: {expr} = {value:,.0f} (stream.batches: {expected:,}); "
+        f"s3tm_routing_published_version = {version:.0f}")  # fmt: skip
+
+
+def print_applications(port: str) -> None:
+    """What ran on the standalone master (its JSON status page): every Spark job of the
+    DAGs' tasks and the stream, as applications of the cluster."""
+    status = http_json(f"http://127.0.0.1:{port}/json/")
+    counts: dict[str, int] = {}
+    for app in status.get("completedapps", []) + status.get("activeapps", []):
+        counts[app["name"]] = counts.get(app["name"], 0) + 1
+    if not counts:
+        raise DemoFailed("the standalone master ran no application")
+    ran = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+    say(f"\nSpark applications the standalone master ran: {ran}")
+
+
+def parse(argv: list[str] | None = None) -> DemoConfig:
+    defaults = DemoConfig(out=Path("cluster-demo-output"))
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=defaults.out, help="folder of the env file and logs")
+    p.add_argument("--posts", type=int, default=defaults.posts, help="posts in the corpus")
+    p.add_argument("--matchers", type=int, default=defaults.matchers, help="N (partitions)")
+    p.add_argument("--subscriptions", type=int, default=defaults.subscriptions)
+    p.add_argument("--keep", action="store_true", help="leave the containers running")
+    args = p.parse_args(argv)
+    return DemoConfig(args.out, args.posts, args.matchers, args.subscriptions, args.keep)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse(argv)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        return run(config)
+    except DemoFailed as failure:
+        print(f"\ncluster demo failed: {failure}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ncluster demo: interrupted; its containers are removed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main())

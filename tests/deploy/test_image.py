@@ -1,0 +1,124 @@
+"""The platform image (``make image``), run as a user runs it: its CLI, Airflow with the
+project's DAGs, a Spark job through spark-submit in local mode and through the entrypoint's
+Kubernetes ``driver`` mode, as the non-root user the manifests name, writing nowhere but
+its state, log and temporary folders, with numba's kernels loaded from the image's cache.
+
+Each test starts containers of the image with podman (Docker where podman is absent):
+the ``platform_image`` fixture marks them ``container`` (``make test-containers``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS = "/opt/s3tm/venv/lib/python3.11/site-packages/spark_jobs/jobs"
+# where the image's user may write: state, logs, scratch (what `podman diff` may list)
+WRITABLE = ("/opt/s3tm/state", "/opt/s3tm/logs", "/tmp")
+# what the engine itself writes into every container (name resolution, its marker file)
+ENGINE_FILES = {
+    "/etc",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+    "/run",
+    "/run/.containerenv",
+}
+
+
+def _run(engine: list[str], *argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*engine, *argv], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, (
+        f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    return done.stdout
+
+
+def test_the_cli_answers_as_the_user_the_manifests_name(platform_image, container_engine):
+    out = _ok(_run(container_engine, "run", "--rm", platform_image))
+    assert "usage: s3tm" in out and "stream" in out
+    uid = _ok(_run(container_engine, "run", "--rm", platform_image, "id", "-u")).strip()
+    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
+    assert uid != "0"
+    assert int(uid) == values["uid"], "the chart's pods run as the image's user"
+
+
+def test_airflow_lists_the_four_dags_with_no_import_error(platform_image, container_engine):
+    script = (
+        "airflow db migrate >/dev/null 2>&1 && airflow dags reserialize >/dev/null 2>&1 && "
+        "airflow dags list --output json 2>/dev/null && echo '---' && "
+        "airflow dags list-import-errors --output json 2>/dev/null"
+    )
+    out = _ok(_run(container_engine, "run", "--rm", platform_image, "sh", "-c", script))
+    dags_part, _, errors_part = out.partition("---")
+    dags = {d["dag_id"] for d in _json_list(dags_part)}
+    # the project's four, and no example DAG (the image's own default, whatever compose sets)
+    assert dags == {"s3tm_ingest", "s3tm_remap", "s3tm_monitor", "s3tm_maintenance"}
+    assert _json_list(errors_part) == []
+
+
+def _json_list(printed: str) -> list[dict[str, object]]:
+    """The JSON list a command printed among its log lines ("No data found" is none)."""
+    lines = [line for line in printed.splitlines() if line.startswith("[") and line.endswith("]")]
+    return json.loads(lines[-1]) if lines else []
+
+
+def test_a_spark_job_writes_only_state_logs_and_scratch(platform_image, container_engine):
+    """`s3tm demo-corpus`, then the ingest job by spark-submit in local mode and by the
+    entrypoint's `driver` mode (what a Kubernetes driver pod runs), then the rows read back
+    with delta-rs; `podman diff` lists what the container changed in the image."""
+    lake, corpus = "/opt/s3tm/state/lakehouse", "/opt/s3tm/state/landing"
+    job = f"{JOBS}/ingest.py --lakehouse {lake} --landing {corpus}"
+    submit = f"--master local[1] --driver-memory 1g {job}"
+    script = (
+        f"set -e; s3tm demo-corpus --posts 2000 --out {corpus}/demo.jsonl.gz; "
+        f"spark-submit {submit} --batch-id 1; "
+        f"/opt/s3tm/bin/entrypoint.sh driver {submit} --batch-id 2; "
+        f"s3tm sql --lakehouse {lake} --format json "
+        "'SELECT count(*) AS n, count(DISTINCT post_id) AS posts FROM bronze.posts'"
+    )
+    name = f"s3tm-image-test-{abs(hash(script)) % 10**8}"
+    _run(container_engine, "rm", "-f", name)
+    try:
+        bind = "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1"  # what Spark gives a driver pod
+        done = _run(container_engine, "run", "--name", name, "-e", bind, platform_image,
+                    "sh", "-c", script)  # fmt: skip
+        out = _ok(done)
+        counts = json.loads(out.strip().splitlines()[-1])
+        assert counts["posts"] == 2000, counts  # both batches: the same posts, deduplicated
+        changed = _ok(_run(container_engine, "diff", name)).split("\n")
+    finally:
+        _run(container_engine, "rm", "-f", name)
+    written = [line.split(" ", 1)[1] for line in changed if line.startswith(("A ", "C "))]
+    outside = [
+        path for path in written
+        if not path.startswith(WRITABLE) and not any(w.startswith(path + "/") for w in WRITABLE)
+        and path not in ("/opt", "/opt/s3tm") and path not in ENGINE_FILES
+    ]  # fmt: skip
+    assert not outside, f"the image's user wrote outside {WRITABLE}: {outside[:20]}"
+
+
+def test_numba_kernels_load_from_the_image_with_no_compile(platform_image, container_engine):
+    """Every kernel, reached as the jobs reach them (core.warm_kernels), in a fresh
+    container: its cache folder gains no file (a compile would write one)."""
+    name = "s3tm-image-test-kernels"
+    _run(container_engine, "rm", "-f", name)
+    try:
+        out = _ok(_run(container_engine, "run", "--name", name, "-e", "NUMBA_DEBUG_CACHE=1",
+                       platform_image, "python", "-m", "core.warm_kernels"))  # fmt: skip
+        changed = _ok(_run(container_engine, "diff", name))
+    finally:
+        _run(container_engine, "rm", "-f", name)
+    loaded = len(re.findall(r"\[cache\] data loaded", out))
+    saved = re.findall(r"\[cache\] data saved to (\S+)", out)
+    assert loaded > 0 and not saved, f"loaded {loaded}, compiled and saved: {saved[:5]}"
+    assert "numba-cache/" not in changed, changed
