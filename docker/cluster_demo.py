@@ -511,8 +511,12 @@ def print_applications(port: str) -> None:
     counts: dict[str, int] = {}
     for app in status.get("completedapps", []) + status.get("activeapps", []):
         counts[app["name"]] = counts.get(app["name"], 0) + 1
-    if not counts:
-        raise DemoFailed("the standalone master ran no application")
+    # each Spark job of s3tm_ingest, of both s3tm_remap runs, and the stream
+    expected = {"s3tm-ingest": 1, "s3tm-normalise": 1, "s3tm-stream": 1}
+    expected |= {f"s3tm-{job}": 2 for job in ("graph", "learn", "place", "evaluate")}
+    missing = {name: n for name, n in expected.items() if counts.get(name, 0) < n}
+    if missing:
+        raise DemoFailed(f"the standalone master ran {counts}: fewer than {missing}")
     ran = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
     say(f"\nSpark applications the standalone master ran: {ran}")
 

@@ -200,3 +200,20 @@ def test_the_wheel_and_the_image_carry_the_platform_and_no_benchmark() -> None:
     copied = re.findall(r"^COPY (?:--\S+ )*(\S+) ", dockerfile, flags=re.MULTILINE)
     assert "core" in copied and "s3tm" in copied, copied
     assert not [c for c in copied if c.split("/")[0] in {"benchmarks", "tests", "."}], copied
+
+
+def test_the_wheel_holds_none_of_the_launchers_compose_replaces() -> None:
+    """compose starts the S3 server, PostgreSQL, Prometheus and the Spark cluster, and the
+    cluster demo drives compose (docker/cluster_demo.py): the package ships no launcher of
+    its own for them (the tests' are in tests/support). `s3tm kafka` keeps its broker."""
+    from setuptools import find_packages
+
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    modules = {
+        f"{package}.{path.stem}"
+        for package in find_packages(where=str(REPO), **found["packages"]["find"])
+        for path in (REPO / package.replace(".", "/")).glob("*.py")
+    }
+    launchers = {"cluster_demo", "spark_cluster", "s3_server", "postgres", "prometheus"}
+    assert not {m for m in modules if m.rsplit(".", 1)[1] in launchers}
+    assert "s3tm.local.kafka_broker" in modules

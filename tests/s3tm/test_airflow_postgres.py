@@ -4,9 +4,8 @@ them) the command starts, says which database it uses, and a DAG it triggers run
 success with its task rows in PostgreSQL. The DAG is s3tm_monitor (its tasks read the
 lakehouse through delta-rs): the Spark tasks of s3tm_ingest and s3tm_remap through the
 scheduler and the LocalExecutor on PostgreSQL, to a published version and its report, are
-``make cluster-demo``'s (tests/s3tm/test_cluster_demo.py), which starts Airflow through the
-same ``standalone`` module as this command; running s3tm_ingest here as well cost 45 s of
-a 2-core suite for nothing that test does not check."""
+``make cluster-demo``'s (docker/compose.yaml's Airflow in containers, run by
+``make test-containers``)."""
 
 from __future__ import annotations
 

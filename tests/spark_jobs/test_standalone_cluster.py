@@ -7,8 +7,8 @@ executors and uses a worker that joins between batches (a third, from Spark's ev
 spark-submit's settings stand and the task slots follow a fourth.
 
 Airflow's tasks on a standalone master (``spark_default`` naming it, no DAG edited) are
-``make cluster-demo``'s: its test reads every job of both DAGs among the master's
-applications."""
+``make cluster-demo``'s (docker/compose.yaml in containers): it reads every job of both
+DAGs among the master's applications."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 distribution (``bin/spark-class ...Master`` / ``...Worker``), what ``docker/compose.yaml``'s
 ``spark-master`` and ``spark-worker`` services run, without Docker.
 
-``s3tm cluster-demo`` and the standalone-cluster tests use it. Every application gets one
+The standalone-cluster tests use it. Every application gets one
 core unless it asks for more (``spark.deploy.defaultCores``): the stream and an Airflow
 task share two 1-core workers instead of the first taking both.
 """
