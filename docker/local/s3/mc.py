@@ -18,8 +18,13 @@ def aliases() -> dict:
 
 def client(alias: str, service: str):
     url, key, secret = aliases()[alias]
-    return boto3.client(service, endpoint_url=url, aws_access_key_id=key,
-                        aws_secret_access_key=secret, region_name="us-east-1")
+    return boto3.client(
+        service,
+        endpoint_url=url,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -51,8 +56,11 @@ def main(argv: list[str]) -> int:
                 iam.create_policy(PolicyName=name, PolicyDocument=Path(path).read_text())
         case ["admin", "policy", "attach", alias, name, "--user", user]:
             iam = client(alias, "iam")
-            arn = next(p["Arn"] for p in iam.list_policies(Scope="Local")["Policies"]
-                       if p["PolicyName"] == name)
+            arn = next(
+                p["Arn"]
+                for p in iam.list_policies(Scope="Local")["Policies"]
+                if p["PolicyName"] == name
+            )
             iam.attach_user_policy(UserName=user, PolicyArn=arn)
         case _:
             print(f"mc: not a subcommand this stand-in has: {' '.join(argv)}", file=sys.stderr)
