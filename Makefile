@@ -11,14 +11,14 @@ JARS   := .jars
 # Data Docs' CSS, scripts and fonts (spark_jobs/lake/data_docs_assets.json, from npm's registry)
 WEB    := .web/data-docs
 
-.PHONY: setup demo image cluster-demo test-containers check test lint typecheck bench-learn bench-quality clean
+.PHONY: setup demo image cluster-demo test-containers k8s-check check test lint typecheck bench-learn bench-quality clean
 
 # podman's settings for the project's containers (runc, no default ulimits: docker/local)
 export CONTAINERS_CONF ?= $(CURDIR)/docker/local/containers.conf
 
 # The quick tier: every test that starts no JVM, Airflow, browser or server (tests are
 # marked by the fixtures they use: tests/conftest.py).
-QUICK := not (spark or airflow or browser or postgres or s3 or kafka or container)
+QUICK := not (spark or airflow or browser or postgres or s3 or kafka or container or kubernetes)
 # pytest-xdist workers: each keeps its own Spark session; files stay whole on one worker so
 # module fixtures are built once, queued longest first (tests/scheduling.py, not xdist's
 # most-tests-first order, which left the long single-test files to the end).
@@ -96,6 +96,12 @@ test-containers: image
 	$(BIN)/python -m pytest -m container tests/deploy && $(BIN)/python docker/cluster_demo.py; \
 	code=$$?; echo "make test-containers: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
+## The manifests of infra/k8s applied server-side to a kube-apiserver built here (once per
+## machine, from its Go module) on etcd (Debian's etcd-server), with the CRDs they use.
+k8s-check: setup
+	@infra/k8s/local/build-apiserver.sh >/dev/null
+	$(BIN)/python -m pytest -m kubernetes tests/deploy
+
 ## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
 check: setup
 	@start=$$(date +%s); \
@@ -108,7 +114,7 @@ check: setup
 ## README command two (CI runs this): set up and run every test.
 test: setup
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -m "not container" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
+	$(BIN)/python -m pytest -m "not (container or kubernetes)" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup

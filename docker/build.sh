@@ -53,4 +53,6 @@ say "building ${image} with ${engine} (${bases} bases)"
 started=$(date +%s)
 "${engine}" build "${args[@]}" .
 size=$("${engine}" image inspect --format '{{.Size}}' "${image}")
-say "built ${image} in $(( $(date +%s) - started ))s: $(( size / 1024 / 1024 )) MiB"
+say "built ${image} in $(( $(date +%s) - started ))s: $(( size / 1024 / 1024 )) MiB; what takes the space:"
+"${engine}" run --rm "${image}" sh -c 'for path in /opt/s3tm/venv /opt/spark/jars/ \
+  /opt/spark/jars/bundle-*.jar /opt/java/openjdk /usr; do du -sh "${path}"; done' | sed 's/^/  /' >&2

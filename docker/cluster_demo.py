@@ -381,6 +381,26 @@ def check_logs(engine: Engine, values: dict[str, str], secret_names: list[str]) 
     return len(names)
 
 
+def keep_logs(engine: Engine, folder: Path) -> None:
+    """Each container's log in ``folder`` before the containers go (a failed demo's
+    evidence), and the end of each log of a container that exited with an error."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = engine.engine_run(
+        "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
+        "--format", "{{.Names}}", capture=True, check=False,
+    ).split()  # fmt: skip
+    for name in names:
+        done = subprocess.run([engine.name, "logs", name], env=engine.environment(),
+                              capture_output=True, text=True)  # fmt: skip
+        (folder / f"{name}.log").write_text(done.stdout + done.stderr)
+        state = engine.engine_run("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}",
+                                  name, capture=True, check=False).split()  # fmt: skip
+        if state[:1] == ["exited"] and state[1:] != ["0"]:
+            tail = "\n    ".join((done.stdout + done.stderr).splitlines()[-25:])
+            print(f"\n{name} exited {state[1]}; its log ends:\n    {tail}", file=sys.stderr)
+    print(f"\nevery container's log: {folder}", file=sys.stderr)
+
+
 def run(config: DemoConfig) -> int:
     out = config.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
@@ -412,6 +432,9 @@ def run(config: DemoConfig) -> int:
         the_demo(engine, config, out, services, values)
         count = check_logs(engine, values, secret_names)
         say(f"\nno secret in the logs of the {count} containers ({len(secret_names)} secrets)")
+    except BaseException:
+        keep_logs(engine, out / "logs")
+        raise
     finally:
         if config.keep:
             say(f"\nthe containers keep running: {' '.join(engine.compose_args())} down -v")

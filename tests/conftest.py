@@ -39,6 +39,7 @@ RESOURCE_FIXTURES: dict[str, str] = {
     "kafka_broker": "kafka",  # a Kafka broker (KRaft) on loopback, from the resolved jars
     "real_corpus": "realdata",  # ../shared/data
     "platform_image": "container",  # containers of the platform image (make test-containers)
+    "kube_apiserver": "kubernetes",  # kube-apiserver built here, on etcd (make k8s-check)
 }
 CHECK_TIER = os.environ.get("S3TM_TEST_TIER") == "check"
 # Where the check tier points JAVA_HOME: the path is the error message a stray JVM prints.
@@ -216,3 +217,15 @@ def platform_image(container_engine: list[str]) -> str:
     if found.returncode != 0:
         pytest.fail(f"no image {image}: run `make image` first")
     return image
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """kube-apiserver (built here, once per machine) on etcd, the CRDs installed."""
+    from tests.deploy.kube_apiserver import KubeApiServer
+
+    server = KubeApiServer(tmp_path_factory.mktemp("kube-apiserver"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -69,7 +69,7 @@ case "${what}" in
       --volume "${m2}:/root/.m2:ro")"
     prometheus="$(build prometheus "${suite}")"
     # statsd_exporter from its Go module, at the version of compose's default image
-    statsd_version="$(sed -n 's|.*STATSD_EXPORTER_IMAGE:-prom/statsd-exporter:\(v[0-9.]*\)}.*|\1|p' \
+    statsd_version="$(sed -n 's|.*STATSD_EXPORTER_IMAGE:-docker.io/prom/statsd-exporter:\(v[0-9.]*\)}.*|\1|p' \
       "${repo}/docker/compose.yaml")"
     [ -n "${statsd_version}" ] || { say "compose.yaml names no prom/statsd-exporter version"; exit 1; }
     statsd_context="$(mktemp -d)"

@@ -122,3 +122,14 @@ def test_numba_kernels_load_from_the_image_with_no_compile(platform_image, conta
     saved = re.findall(r"\[cache\] data saved to (\S+)", out)
     assert loaded > 0 and not saved, f"loaded {loaded}, compiled and saved: {saved[:5]}"
     assert "numba-cache/" not in changed, changed
+
+
+def test_the_image_has_what_airflow_on_kubernetes_needs(platform_image, container_engine):
+    """The KubernetesExecutor (the Helm values' executor) and spark-submit k8s:// from
+    Airflow's Spark provider need Airflow's Kubernetes provider."""
+    check = (
+        "from airflow.providers.cncf.kubernetes.executors.kubernetes_executor "
+        "import KubernetesExecutor; print(KubernetesExecutor.__name__)"
+    )
+    out = _ok(_run(container_engine, "run", "--rm", platform_image, "python", "-c", check))
+    assert out.strip().splitlines()[-1] == "KubernetesExecutor"

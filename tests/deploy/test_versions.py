@@ -124,7 +124,7 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
         for name, s in compose["services"].items()
     }
     kafka_images = {image for image in defaults.values() if "kafka" in image}
-    assert kafka_images == {f"apache/kafka:{_pom_properties()['kafka.version']}"}
+    assert kafka_images == {f"docker.io/apache/kafka:{_pom_properties()['kafka.version']}"}
     assert platform.endswith(f":${{S3TM_VERSION:-{pins['s3tm']}}}"), platform
     for name, image in defaults.items():
         if compose["services"][name]["image"] != platform:
