@@ -108,9 +108,7 @@ class KubeApiServer:
     def _spawn(self, argv: list[str], log: Path) -> None:
         with log.open("wb") as out:
             self._processes.append(
-                subprocess.Popen(
-                    argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
+                subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             )
 
     def kubectl(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
