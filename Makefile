@@ -97,7 +97,8 @@ test-containers: image
 	code=$$?; echo "make test-containers: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 ## The manifests of infra/k8s applied server-side to a kube-apiserver built here (once per
-## machine, from its Go module) on etcd (Debian's etcd-server), with the CRDs they use.
+## machine, with its kubectl, from their Go module) on etcd (Debian's etcd-server), with
+## the CRDs they use.
 k8s-check: setup
 	@infra/k8s/local/build-apiserver.sh >/dev/null
 	$(BIN)/python -m pytest -m kubernetes tests/deploy

@@ -1,7 +1,8 @@
 """A real Kubernetes API server on loopback for the manifests' tests: kube-apiserver built
 here from its Go module (``infra/k8s/local/build-apiserver.sh``) on Debian's etcd, with a
 token file, a service-account key pair and RBAC, and the CRDs of tests/deploy/crds
-installed. ``kubectl`` talks to it through a kubeconfig of its own.
+installed. The kubectl of the same release, built beside it, talks to it through a
+kubeconfig of its own.
 
 No controller-manager or scheduler runs: the server accepts, validates, defaults and
 stores objects (what a first ``kubectl apply`` meets); nothing reconciles them."""
@@ -44,13 +45,15 @@ class KubeApiServer:
 
     folder: Path
     kubeconfig: Path = field(init=False)
+    bin: Path = field(init=False)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self) -> KubeApiServer:
-        binary = subprocess.run([str(BUILD)], capture_output=True, text=True, check=False)
-        if binary.returncode != 0:
-            raise RuntimeError(f"building kube-apiserver failed: {binary.stderr[-2000:]}")
-        apiserver = binary.stdout.strip().splitlines()[-1]
+        built = subprocess.run([str(BUILD)], capture_output=True, text=True, check=False)
+        if built.returncode != 0:
+            raise RuntimeError(f"building kube-apiserver failed: {built.stderr[-2000:]}")
+        self.bin = Path(built.stdout.strip().splitlines()[-1])
+        apiserver = str(self.bin / "kube-apiserver")
         etcd = shutil.which("etcd")
         if etcd is None:
             raise RuntimeError("etcd is needed (Debian: apt-get install etcd-server)")
@@ -113,7 +116,7 @@ class KubeApiServer:
 
     def kubectl(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            ["kubectl", "--kubeconfig", str(self.kubeconfig), *argv],
+            [str(self.bin / "kubectl"), "--kubeconfig", str(self.kubeconfig), *argv],
             capture_output=True,
             text=True,
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},

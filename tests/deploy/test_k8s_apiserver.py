@@ -6,7 +6,6 @@ deliberately wrong one shows that it would."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,14 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "infra" / "k8s"
 
 
-def _rendered(target: Path) -> list[dict]:
-    text = subprocess.run(
-        ["kubectl", "kustomize", str(target)], capture_output=True, text=True, check=True
-    ).stdout
+def _rendered(server, target: Path) -> list[dict]:
+    text = server.kubectl("kustomize", str(target)).stdout
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 @pytest.mark.parametrize("target", ["base", "overlays/dev", "overlays/prod"])
 def test_the_api_server_accepts_and_stores_every_object(kube_apiserver, target):
-    documents = _rendered(K8S / target)
+    documents = _rendered(kube_apiserver, K8S / target)
     applied = kube_apiserver.kubectl("apply", "--server-side", "-k", str(K8S / target))
     lines = [line for line in applied.stdout.splitlines() if line.strip()]
     assert len(lines) == len(documents), applied.stdout
@@ -42,7 +39,9 @@ def test_the_api_server_accepts_and_stores_every_object(kube_apiserver, target):
 
 def test_a_manifest_the_schema_forbids_is_refused(kube_apiserver, tmp_path):
     """The SparkApplication CRD's schema is enforced: an executor count that is a word."""
-    matcher = next(d for d in _rendered(K8S / "base") if d["kind"] == "SparkApplication")
+    matcher = next(
+        d for d in _rendered(kube_apiserver, K8S / "base") if d["kind"] == "SparkApplication"
+    )
     matcher["metadata"]["name"] = "s3tm-matcher-wrong"
     matcher["spec"]["executor"]["instances"] = "many"
     path = tmp_path / "wrong.yaml"
