@@ -25,8 +25,11 @@ def _validate(documents: list[dict]) -> list[str]:
     for doc in documents:
         if doc["apiVersion"].startswith("sparkoperator.k8s.io/"):
             _check_spark_application(doc)
-        elif doc["apiVersion"].startswith("monitoring.coreos.com/"):
+        elif doc["kind"] == "PrometheusRule":
             _check_prometheus_rule(doc)
+        elif doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            # ServiceMonitor, PodMonitor: their CRDs' schemas check them (make k8s-check)
+            assert doc["kind"] in ("ServiceMonitor", "PodMonitor"), doc["kind"]
         else:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         checked.append(doc["kind"])
@@ -223,3 +226,45 @@ def test_airflow_on_kubernetes_has_the_login_compose_has():
     runbook = (REPO / "docs" / "DEPLOY.md").read_text()
     assert f"create secret generic {secret}" in runbook and "passwords.json" in runbook
     assert values["config"]["metrics"]["statsd_on"] == "True" and values["statsd"]["enabled"]
+
+
+def _rendered(target: Path) -> list[dict]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl (kustomize) not installed")
+    text = subprocess.run(
+        ["kubectl", "kustomize", str(target)], capture_output=True, text=True, check=True
+    ).stdout
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_the_prometheus_operator_scrapes_what_the_alerts_match() -> None:
+    """The Prometheus Operator ignores prometheus.io/* annotations: prod ships a
+    ServiceMonitor for the exporter's Service (job label = the Service's name, the job the
+    exporter alerts match, as compose's scrape job) and a PodMonitor for the matcher
+    driver's Spark servlets on its UI port, which the driver turns on."""
+    documents = _rendered(K8S / "overlays" / "prod")
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    service = by_kind[("Service", "s3tm-metrics")]
+    monitor = by_kind[("ServiceMonitor", "s3tm-metrics")]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {
+        p["name"] for p in service["spec"]["ports"]
+    }
+    rules = yaml.safe_load((REPO / "infra" / "monitoring" / "s3tm-alerts.yml").read_text())
+    exporter = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
+    job = f'job="{service["metadata"]["name"]}"'
+    assert job in exporter["S3TMExporterDown"] and job in exporter["S3TMExporterNotScraped"]
+    assert exporter["S3TMExporterNotScraped"].startswith("absent(")
+    compose = yaml.safe_load((REPO / "infra" / "monitoring" / "prometheus-compose.yml").read_text())
+    jobs = {j["job_name"]: j for j in compose["scrape_configs"]}
+    assert jobs[service["metadata"]["name"]]["static_configs"][0]["targets"] == ["metrics:9108"]
+    matcher = by_kind[("SparkApplication", "s3tm-matcher")]["spec"]["driver"]
+    pods = by_kind[("PodMonitor", "s3tm-matcher-driver")]["spec"]
+    assert pods["selector"]["matchLabels"].items() <= matcher["labels"].items()
+    assert {"name": "S3TM_SPARK_UI", "value": "true"} in matcher["env"]
+    assert {e["path"] for e in pods["podMetricsEndpoints"]} == {
+        "/metrics/prometheus",
+        "/metrics/executors/prometheus",
+    }

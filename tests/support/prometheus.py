@@ -73,7 +73,7 @@ class LocalPrometheus:
             },
             "rule_files": [str(p) for p in self.rule_files],
             "scrape_configs": [
-                {"job_name": "s3tm", "static_configs": [{"targets": list(self.targets)}]}
+                {"job_name": "s3tm-metrics", "static_configs": [{"targets": list(self.targets)}]}
             ],
         }
 
