@@ -112,7 +112,8 @@ class Engine:
             env.setdefault("CONTAINERS_CONF", str(REPO / "docker" / "local" / "containers.conf"))
         return env
 
-    def _run(self, argv: list[str], *, check: bool = True, capture: bool = False) -> str:
+    def run(self, argv: list[str], *, check: bool = True, capture: bool = False) -> str:
+        """A command with the engine's environment, logged; its output if ``capture``."""
         with self.log.open("a") as out:
             out.write(f"\n$ {' '.join(argv)}\n")
             out.flush()
@@ -132,18 +133,24 @@ class Engine:
                 "--env-file", str(self.env_file)]  # fmt: skip
 
     def compose_run(self, *argv: str, check: bool = True, capture: bool = False) -> str:
-        return self._run([*self.compose_args(), *argv], check=check, capture=capture)
+        return self.run([*self.compose_args(), *argv], check=check, capture=capture)
 
     def engine_run(self, *argv: str, check: bool = True, capture: bool = False) -> str:
-        return self._run([self.name, *argv], check=check, capture=capture)
+        return self.run([self.name, *argv], check=check, capture=capture)
+
+    def containers(self, service: str | None = None) -> list[str]:
+        """The demo's containers, or ``service``'s (compose labels each with both)."""
+        labels = [f"label=com.docker.compose.project={PROJECT}"]
+        if service is not None:
+            labels.append(f"label=com.docker.compose.service={service}")
+        filters = [arg for label in labels for arg in ("--filter", label)]
+        out = self.engine_run("ps", "-a", *filters, "--format", "{{.Names}}", capture=True,
+                              check=False)  # fmt: skip
+        return out.split()
 
     def container(self, service: str) -> str:
-        """The container of ``service`` (compose labels every container with both)."""
-        names = self.engine_run(
-            "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
-            "--filter", f"label=com.docker.compose.service={service}",
-            "--format", "{{.Names}}", capture=True,
-        ).split()  # fmt: skip
+        """The container of ``service``."""
+        names = self.containers(service)
         if not names:
             raise DemoFailed(f"no container of service {service!r}; see {self.log}")
         return names[0]
@@ -191,7 +198,7 @@ def local_images(engine: Engine) -> dict[str, str]:
     the images docker/local/build.sh makes."""
     if os.environ.get("BASES") == "public" or engine.name != "podman":
         return {}
-    out = engine._run([str(REPO / "docker" / "local" / "build.sh"), "podman", "services"],
+    out = engine.run([str(REPO / "docker" / "local" / "build.sh"), "podman", "services"],
                       capture=True)  # fmt: skip
     return dict(line.split("=", 1) for line in out.split() if "=" in line)
 
@@ -344,6 +351,16 @@ def committed(engine: Engine) -> list[dict[str, Any]]:
         return []
 
 
+def switched(engine: Engine, total: int, version: int) -> bool:
+    """The stream read ``total`` posts and its last batch ran on ``version``."""
+    batches = committed(engine)
+    return (
+        bool(batches)
+        and sum(b["posts"] for b in batches) >= total
+        and batches[-1]["routing_version"] == version
+    )
+
+
 def http_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=30) as response:
         return json.loads(response.read())
@@ -368,10 +385,7 @@ def run_dag(api: Any, dag_id: str, conf: dict[str, Any], title: str) -> None:
 
 def check_logs(engine: Engine, values: dict[str, str], secret_names: list[str]) -> int:
     """Every container's log, searched for every generated secret: none may be there."""
-    names = engine.engine_run(
-        "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
-        "--format", "{{.Names}}", capture=True,
-    ).split()  # fmt: skip
+    names = engine.containers()
     leaked = []
     for name in names:
         log = engine.engine_run("logs", name, check=False, capture=True)
@@ -385,11 +399,7 @@ def keep_logs(engine: Engine, folder: Path) -> None:
     """Each container's log in ``folder`` before the containers go (a failed demo's
     evidence), and the end of each log of a container that exited with an error."""
     folder.mkdir(parents=True, exist_ok=True)
-    names = engine.engine_run(
-        "ps", "-a", "--filter", f"label=com.docker.compose.project={PROJECT}",
-        "--format", "{{.Names}}", capture=True, check=False,
-    ).split()  # fmt: skip
-    for name in names:
+    for name in engine.containers():
         done = subprocess.run([engine.name, "logs", name], env=engine.environment(),
                               capture_output=True, text=True)  # fmt: skip
         (folder / f"{name}.log").write_text(done.stdout + done.stderr)
@@ -481,13 +491,8 @@ def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, 
         in_platform(engine, out, *produce, f"/demo/{live_2.name}")
     total = sum(1 for p in (learn, live_1, live_2) for _ in p.open())
     with timed("the stream switches to version 2 and reads the topic to its end"):
-        wait_until(
-            "the stream's batches on version 2",
-            lambda: (lambda b: sum(x["posts"] for x in b) >= total
-                     and b[-1]["routing_version"] == 2)(committed(engine) or [{"posts": 0,
-                                                       "routing_version": 0}]),
-            SWITCH_TIMEOUT_S,
-        )  # fmt: skip
+        wait_until("the stream's batches on version 2", lambda: switched(engine, total, 2),
+                   SWITCH_TIMEOUT_S)  # fmt: skip
     with timed("stop the matcher (between two micro-batches)"):
         engine.compose_run("stop", "-t", "120", "matcher")
     summary = (
@@ -556,9 +561,14 @@ def parse(argv: list[str] | None = None) -> DemoConfig:
     return DemoConfig(args.out, args.posts, args.matchers, args.subscriptions, args.keep)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops the demo as Ctrl-C does: its containers are removed."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     config = parse(argv)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run(config)
     except DemoFailed as failure:

@@ -86,7 +86,7 @@ def test_a_spark_job_writes_only_state_logs_and_scratch(platform_image, containe
         f"s3tm sql --lakehouse {lake} --format json "
         "'SELECT count(*) AS n, count(DISTINCT post_id) AS posts FROM bronze.posts'"
     )
-    name = f"s3tm-image-test-{abs(hash(script)) % 10**8}"
+    name = "s3tm-image-test-job"
     _run(container_engine, "rm", "-f", name)
     try:
         bind = "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1"  # what Spark gives a driver pod
