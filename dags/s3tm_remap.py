@@ -15,9 +15,11 @@ none, N changed, or a full one gains more than `full_remap_gain`) -> place (LASP
 subscriptions whose matcher stays eligible stay put) ->
 validate (Great Expectations; a failed suite stops the run before publish) -> evaluate on
 the held-out posts against the published version and hash -> publish only if validation
-passed AND the candidate beats the published version by `margin` (by counted matcher work,
-lookups and matches, in the replay when there are subscriptions, else by the model;
-else the current version stays, and the report says why) -> run report.
+passed AND the candidate beats the published version by `margin` (with none published:
+hash routing, the floor) by counted matcher work (lookups and matches, in the replay when
+there are subscriptions, else by the model); else the current routing stays (the published
+version, or hash routing, which the stream routes by until a candidate beats it), and the
+report says why -> run report.
 
 Params: `nodes` (N), `algorithm`, `split`, `incremental`, `max_moved`, `full_remap_gain`,
 `window_days` (a monitor request may ask for a shorter window: the run then learns on the
@@ -92,7 +94,10 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
             7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
         ),
         "margin": Param(
-            0.02, type="number", minimum=0, description="required gain over the published version"
+            0.02,
+            type="number",
+            minimum=0,
+            description="required gain over the published version (over hash when none is)",
         ),
         "cooccurrence": Param(
             False,

@@ -2,7 +2,8 @@
 
 A remap is asked for when (any of):
 
-- ``no_version``: posts are there to learn from but nothing is published;
+- ``no_version``: posts are there to learn from but nothing routes them (no version
+  published, and no remap has yet judged a candidate against hash routing);
 - ``throughput_drop``: the version's live throughput by counted matcher work (posts per
   unit of the busiest matcher's lookups + matches: the measure the publish gate judges
   versions by) fell by more than ``max_drop`` below its reference, the same figure over the
@@ -11,6 +12,12 @@ A remap is asked for when (any of):
   counted work fall back to the posts-only model against hash routing, and say so;
 - ``hot_word``: the live word sketch reports a word whose share per version exceeds the
   split threshold (:func:`core.monitor.health.hot_words`).
+
+While the stream routes by hash (the publish gate kept the remap's candidate out: it did
+not beat hash), hash routing is the version checked, by its throughput drop only: a hot word
+under hash asks for nothing, since the remap that would split it is the one that lost to
+hash, and asking again every check would re-learn the same loser every hour; the nightly
+remap still tries.
 
 Otherwise the version is ``healthy`` (or there is ``no data``: no live posts in the period).
 """
@@ -55,6 +62,7 @@ def decide(
     max_drop: float,
     live_work: float | None = None,
     reference_work: float | None = None,
+    hash_routing: bool = False,
 ) -> HealthCheck:
     """Apply the rule above.
 
@@ -64,6 +72,7 @@ def decide(
         live_work, reference_work: its throughput by counted work over the period and over
             its first live period (None: not counted; the model decides).
         hot_words: the latest window's reported words (``word``, ``share``, ``versions``).
+        hash_routing: the version checked is hash routing (see the module's rule).
 
     Raises:
         InvalidArgumentError: if ``max_drop`` is not in [0, 1).
@@ -72,7 +81,9 @@ def decide(
         raise InvalidArgumentError(f"max_drop must be in [0, 1), got {max_drop}")
     if not has_version:
         if has_posts:
-            return HealthCheck(REMAP, ["no_version: posts are ingested but none is published"])
+            return HealthCheck(
+                REMAP, ["no_version: posts are ingested but no routing version is in force"]
+            )
         return HealthCheck(NO_DATA)
     if live is None or live.posts == 0:
         return HealthCheck(
@@ -95,7 +106,7 @@ def decide(
             f"health rows count no matcher work) is {1 - now / reference:.1%} below "
             f"{reference:.3f} at publish (more than {max_drop:.0%})"
         )
-    for word in hot_words:
+    for word in [] if hash_routing else hot_words:
         conditions.append(
             f"hot_word: '{word['word']}' carries {word['share']:.1%} of word occurrences "
             f"over {word['versions']} version(s)"

@@ -19,7 +19,12 @@ from core.monitor.decide import decide
 from core.monitor.health import RoutingHealth, work_throughput
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
-from spark_jobs.lake.routing_store import get_version, now_utc, published_version
+from spark_jobs.lake.routing_store import (
+    get_version,
+    is_hash_routing,
+    now_utc,
+    routing_in_force,
+)
 
 
 def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> float | None:
@@ -60,7 +65,8 @@ def check_routing_health(
     run_id: str = "manual",
     now: dt.datetime | None = None,
 ) -> dict[str, Any]:
-    """Check the published version over the last ``period_hours`` of ``stream.health`` and
+    """Check the routing in force (the published version, or hash routing while the gate
+    keeps candidates out) over the last ``period_hours`` of ``stream.health`` and
     append the check to ``stream.monitor``.
 
     Returns:
@@ -69,7 +75,8 @@ def check_routing_health(
     lakehouse = Lakehouse(None, root, engine="rs")
     checked_at = now or now_utc()
     since = checked_at - dt.timedelta(hours=period_hours)
-    version = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
+    version = routing_in_force(lakehouse)  # a version, hash routing (-N), or None
+    by_hash = version is not None and is_hash_routing(version)
     has_posts = lakehouse.exists("silver.posts") and lakehouse.row_count("silver.posts") > 0
     rows: list[dict[str, Any]] = []
     first: list[dict[str, Any]] = []
@@ -84,7 +91,9 @@ def check_routing_health(
     live = RoutingHealth.from_rows(rows) if rows else None
     latest = rows[-1] if rows else {}
     reference = (
-        _publish_time_relative_throughput(lakehouse, version) if version is not None else None
+        _publish_time_relative_throughput(lakehouse, version)
+        if version is not None and not by_hash
+        else None
     )
     check = decide(
         has_version=version is not None,
@@ -96,6 +105,7 @@ def check_routing_health(
         max_drop=max_drop,
         live_work=period_work_throughput(rows) if rows else None,
         reference_work=period_work_throughput(first) if first else None,
+        hash_routing=by_hash,
     )
     record = {
         "checked_at": checked_at,

@@ -81,36 +81,38 @@ def learning_window_days(window_days: int, events: Any) -> int:
     return min(asked) if asked else window_days
 
 
-def stale_request_reason(events: Any, published: int | None) -> str | None:
+def stale_request_reason(events: Any, in_force: int | None) -> str | None:
     """Why the monitor requests that triggered a run no longer hold, or None (they hold, or
     nothing requested the run: a nightly or manual run is never stale).
 
-    Each request names the version the monitor checked (``extra["routing_version"]``, None
-    when nothing was published). Once another version is published, a condition seen on the
-    old one (no version, its throughput dropped, a word burst past it) says nothing about the
-    live one: the run queued behind the remap that published it learns nothing, and the
-    monitor's next check asks again if the condition holds on the new version. A request
+    Each request names the routing the monitor checked (``extra["routing_version"]``: a
+    version, hash routing's ``-N``, or None when nothing was in force). Once other routing
+    is in force, a condition seen on the old one (no version, its throughput dropped, a
+    word burst past it) says nothing about the live one: the run queued behind the remap
+    that put it in force learns nothing, and the monitor's next check asks again if the
+    condition holds on the new routing. A request
     without the key (an event from before it was recorded) is honoured."""
     extras = _request_extras(events)
     if not extras or any("routing_version" not in extra for extra in extras):
         return None
+    from spark_jobs.lake.routing_store import routing_label
+
     checked = [extra["routing_version"] for extra in extras]
-    if published in checked:
+    if in_force in checked:
         return None
-    seen = " and ".join(sorted({"no version" if v is None else f"version {v}" for v in checked}))
+    seen = " and ".join(sorted({routing_label(v) for v in checked}))
     return (
-        f"monitor's request is stale: it checked {seen}, and version {published} was "
-        "published since; its next check asks again if the condition still holds"
+        f"monitor's request is stale: it checked {seen}, and {routing_label(in_force)} is "
+        "in force now; its next check asks again if the condition still holds"
     )
 
 
 def stale_request(root: str, events: Any) -> str | None:
-    """:func:`stale_request_reason` against the lakehouse's published version."""
-    from spark_jobs.lake.routing_store import published_version
+    """:func:`stale_request_reason` against the routing in force (the published version,
+    or hash routing while the gate keeps candidates out)."""
+    from spark_jobs.lake.routing_store import routing_in_force
 
-    lakehouse = _lakehouse(root)
-    live = published_version(lakehouse) if lakehouse.exists("routing.versions") else None
-    return stale_request_reason(events, live)
+    return stale_request_reason(events, routing_in_force(_lakehouse(root)))
 
 
 def remap_triggers(events: Any) -> list[str]:

@@ -18,15 +18,17 @@ import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
 from spark_jobs.common import add_common_arguments, exit_process, job_main
 from spark_jobs.lake.routing_store import (
+    PublishGate,
     get_version,
     latest_with_status,
     now_utc,
+    publish_gate,
     published_version,
     update_versions,
     versions,
@@ -97,35 +99,71 @@ def _publish(
     current = published_version(lakehouse)
     if current == chosen:
         return {"published": chosen, "changed": False, "reason": "already published"}
-    if margin is not None and current is not None:
-        evaluation = json.loads(meta["metrics"] or "{}").get("evaluation", {})
-        basis = "counted work"
-        gain = evaluation.get("relative_work_throughput_vs_published")
-        if gain is None:
-            basis, gain = "model", evaluation.get("relative_model_throughput_vs_published")
-        if gain is None:
-            raise InputDataError(
-                f"version {chosen} was not evaluated against the published "
-                f"version {current}: run evaluate first"
-            )
-        if gain < 1.0 + margin:
-            return {
-                "published": current,
-                "changed": False,
-                "candidate": chosen,
-                "basis": basis,
-                "reason": f"candidate throughput ({basis}) x{gain:.3f} of the published "
-                f"version is below the required x{1 + margin:.3f}",
-            }
+    metrics = json.loads(meta["metrics"] or "{}")
+    if margin is not None:
+        kept = _gate(metrics.get("evaluation", {}), chosen, current, margin)
+        if kept is not None:
+            decision, verdict = kept
+            # recorded: routing list says why, and the stream routes by hash on its word
+            metrics["publish_gate"] = verdict
+            update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
+            return decision
     now = now_utc()
     changes: dict[int, VersionChanges] = {
         chosen: {"status": "published", "published_at": now, "retired_at": None}
     }
+    if metrics.pop("publish_gate", None) is not None:  # an earlier verdict no longer holds
+        changes[chosen]["metrics"] = json.dumps(metrics)
     if current is not None:
         changes[current] = {"status": "retired", "retired_at": now}
     failpoints.crash("publish:before-commit")
     update_versions(lakehouse, changes)
     return {"published": chosen, "changed": True, "retired": current}
+
+
+def _gate(
+    evaluation: dict[str, Any], chosen: int, current: int | None, margin: float
+) -> tuple[PublishDecision, PublishGate] | None:
+    """The margin's verdict: None when ``chosen`` may be published, else the decision that
+    keeps it out and the verdict to record. The floor is hash routing: with no version
+    published, the candidate faces hash (which the stream routes by meanwhile) with the
+    same margin and basis as it would face a published version."""
+    against: Literal["published", "hash"] = "published" if current is not None else "hash"
+    basis = "counted work"
+    gain = evaluation.get(f"relative_work_throughput_vs_{against}")
+    if gain is None:
+        basis, gain = "model", evaluation.get(f"relative_model_throughput_vs_{against}")
+    if gain is None:
+        what = f"the published version {current}" if current is not None else "hash routing"
+        raise InputDataError(
+            f"version {chosen} was not evaluated against {what}: run evaluate first"
+        )
+    if gain >= 1.0 + margin:
+        return None
+    verdict: PublishGate = {
+        "against": against,
+        "basis": basis,
+        "gain": round(float(gain), 4),
+        "required": round(1.0 + margin, 4),
+        "decided_at": now_utc().isoformat(),
+    }
+    return {
+        "published": current,
+        "changed": False,
+        "candidate": chosen,
+        "basis": basis,
+        "reason": gate_sentence(verdict),
+    }, verdict
+
+
+def gate_sentence(verdict: PublishGate) -> str:
+    """Why the gate kept a candidate out, in one sentence (no full stop)."""
+    against = "hash routing" if verdict["against"] == "hash" else "the published version"
+    then = "; the stream routes by hash" if verdict["against"] == "hash" else ""
+    return (
+        f"candidate throughput ({verdict['basis']}) x{verdict['gain']:.3f} of {against} "
+        f"is below the required x{verdict['required']:.3f}{then}"
+    )
 
 
 # actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
@@ -211,7 +249,25 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
     header = ["version", "algorithm", "N", "status", "x hash (matcher work)"]
     if details:
         header += ["spread", "imbalance", "x hash (model)", "x hash (replay)"]
-    return format_table([*header, "created"], rows)
+    table = format_table([*header, "created"], rows)
+    kept = kept_out_sentence(lakehouse)
+    return f"{table}\n{kept}" if kept else table
+
+
+def kept_out_sentence(lakehouse: DeltaStore) -> str | None:
+    """One sentence when the newest version the gate judged (newer than the published
+    one) was kept out: which, and why; None otherwise."""
+    rows = versions(lakehouse)
+    live = max((r["routing_version"] for r in rows if r["status"] == "published"), default=0)
+    judged = [
+        (r["routing_version"], verdict)
+        for r in rows
+        if r["routing_version"] > live and (verdict := publish_gate(r)) is not None
+    ]
+    if not judged:
+        return None
+    version, verdict = judged[-1]
+    return f"Version {version} was kept out by the publish gate: {gate_sentence(verdict)}."
 
 
 def run(command: RoutingCommand, lakehouse: Lakehouse) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +52,54 @@ def next_version(lakehouse: DeltaStore) -> int:
 def published_version(lakehouse: DeltaStore) -> int | None:
     live = [r["routing_version"] for r in versions(lakehouse) if r["status"] == "published"]
     return live[-1] if live else None
+
+
+class PublishGate(TypedDict):
+    """``routing.versions.metrics["publish_gate"]``: the publish gate's verdict on a version
+    it kept out (the version it faced: ``published`` or ``hash`` routing)."""
+
+    against: Literal["published", "hash"]
+    basis: str
+    gain: float
+    required: float
+    decided_at: str
+
+
+def hash_routing_version(n_matchers: int) -> int:
+    """The routing version the stream records while it routes by hash over ``n_matchers``
+    (no version published): ``-N``, never a learned version's number (those count from 1)."""
+    return -int(n_matchers)
+
+
+def is_hash_routing(version: int) -> bool:
+    return version < 0
+
+
+def routing_label(version: int | None) -> str:
+    """A routing version in words: ``version 3``, ``hash routing (N=16)`` or ``no version``."""
+    if version is None:
+        return "no version"
+    return f"hash routing (N={-version})" if is_hash_routing(version) else f"version {version}"
+
+
+def publish_gate(row: VersionRow) -> PublishGate | None:
+    """The gate's verdict on a version it kept out, or None (never kept out)."""
+    gate = json.loads(row["metrics"] or "{}").get("publish_gate")
+    return cast(PublishGate, gate) if gate else None
+
+
+def routing_in_force(lakehouse: DeltaStore) -> int | None:
+    """What the stream routes by: the published version; with none published, hash routing
+    (:func:`hash_routing_version` of the N the remap learns at) once the publish gate has
+    kept a candidate out for not beating hash; else None (no remap has run yet)."""
+    if not lakehouse.exists("routing.versions"):
+        return None
+    rows = versions(lakehouse)
+    live = [r["routing_version"] for r in rows if r["status"] == "published"]
+    if live:
+        return live[-1]
+    floor = [r for r in rows if (gate := publish_gate(r)) is not None and gate["against"] == "hash"]
+    return hash_routing_version(floor[-1]["n_matchers"]) if floor else None
 
 
 def latest_with_status(lakehouse: DeltaStore, status: str) -> int | None:
@@ -116,9 +164,14 @@ def write_mapping(lakehouse: DeltaStore, version: int, routing: RoutingTable) ->
 
 
 def load_routing_table(lakehouse: DeltaStore, version: int) -> RoutingTable:
-    """The routing table of a version (mapping rows + its subscribed words)."""
+    """The routing table of a version (mapping rows + its subscribed words); of hash
+    routing over N matchers for :func:`hash_routing_version` ``-N``."""
     import pyarrow.compute as pc
 
+    from core.routing.evaluate import hash_table
+
+    if is_hash_routing(version):
+        return hash_table(-version, None)
     meta = get_version(lakehouse, version)
     rows = lakehouse.read_arrow("routing.mappings")
     rows = rows.filter(pc.equal(rows["routing_version"], version))

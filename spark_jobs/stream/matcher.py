@@ -39,7 +39,7 @@ from core.stream.snapshot import MatcherSnapshot
 from schemas import table
 from spark_jobs import failpoints
 from spark_jobs.common import log
-from spark_jobs.lake.routing_store import now_utc, published_version
+from spark_jobs.lake.routing_store import now_utc, routing_in_force
 from spark_jobs.stream.backlog import file_backlog, kafka_backlog
 from spark_jobs.stream.batch_log import (
     BatchFigures,
@@ -66,6 +66,11 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from spark_jobs.lake.delta_io import Lakehouse
+
+NOTHING_TO_ROUTE_BY = (
+    "no routing version in force: run the remap DAG (it publishes a version, or the stream "
+    "routes by hash when its candidate does not beat hash) or `s3tm routing publish`"
+)
 
 
 class StreamMatcher:
@@ -134,11 +139,9 @@ class StreamMatcher:
         if replayed is not None:
             return replayed
         lake = self.lakehouse
-        version = published_version(lake) if lake.exists("routing.versions") else None
+        version = routing_in_force(lake)
         if version is None:
-            raise InputDataError(
-                "no published routing version: run the remap DAG or `s3tm routing publish`"
-            )
+            raise InputDataError(NOTHING_TO_ROUTE_BY)
         choice = self.shedding.choose(self._backlog(batch_id), time.monotonic())
         plan = BatchPlan(
             batch_id,
@@ -180,7 +183,7 @@ class StreamMatcher:
         """Before the query starts: load the published version and warm the workers with it,
         so the first batch finds its indexes built and its token table filled."""
         lake = self.lakehouse
-        version = published_version(lake) if lake.exists("routing.versions") else None
+        version = routing_in_force(lake)
         if version is not None:
             self._bring_to(version, lake.version("subscriptions.registry"))
 
@@ -190,9 +193,9 @@ class StreamMatcher:
         start: the next batch loads the version itself (and says why it could not)."""
         lake = self.lakehouse
         try:
-            version = published_version(lake)
+            version = routing_in_force(lake)
             if version is not None and version != self.state.routing_version:
-                log.info("stream: routing version %d published; warming it up", version)
+                log.info("stream: routing version %d in force; warming it up", version)
                 self._bring_to(version, lake.version("subscriptions.registry"))
         except Exception as error:
             log.warning("stream: prefetching the published version failed: %s", error)
@@ -436,10 +439,8 @@ def start(
     """Start the query; returns it with its handler (whose ``figures`` grow per batch)."""
     if config.checkpoint is None:
         raise InputDataError("the stream's checkpoint location is not set")
-    if not lakehouse.exists("routing.versions") or published_version(lakehouse) is None:
-        raise InputDataError(
-            "no published routing version: run the remap DAG or `s3tm routing publish`"
-        )
+    if routing_in_force(lakehouse) is None:
+        raise InputDataError(NOTHING_TO_ROUTE_BY)
     for key, value in STREAM_CONF.items():
         spark.conf.set(key, value)
     # as many route tasks per landed file as task slots, not more (see task_slots)

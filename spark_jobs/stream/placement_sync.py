@@ -20,7 +20,12 @@ from core.placement.live import LivePlacement
 from core.stream.snapshot import MatcherSnapshot, SnapshotMaker
 from schemas import table
 from spark_jobs.common import log
-from spark_jobs.lake.routing_store import load_routing_table, now_utc, placement_arrays
+from spark_jobs.lake.routing_store import (
+    load_routing_table,
+    now_utc,
+    placement_arrays,
+    routing_label,
+)
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.matcher_bases import FileBases, bases_root
 
@@ -161,7 +166,7 @@ class PlacementSync:
         self.health.use_version(routing)
         state.routing_version = version
         self.maker.new_version()
-        log.info("stream: routing version %d loaded (N=%d)", version, routing.n_matchers)
+        log.info("stream: %s loaded (N=%d)", routing_label(version), routing.n_matchers)
 
     def _apply_registry(self, routing_version: int, registry_version: int | None) -> bool:
         """Place new active subscriptions, remove cancelled ones; True when anything changed."""

@@ -467,7 +467,7 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     assert report is not None and "requested by s3tm_monitor: no_version" in report
     assert (
         f"Decision: Kept version {live}: the monitor's request is stale: it checked no "
-        f"version, and version {live} was published since" in report
+        f"version, and version {live} is in force now" in report
     ), report
 
 

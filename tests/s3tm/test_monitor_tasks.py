@@ -56,3 +56,59 @@ def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
     assert check["live_relative_throughput"] > 1.2  # the model alone would have said healthy
     recorded = lakehouse.read_arrow("stream.monitor").to_pylist()
     assert recorded[-1]["live_work_throughput"] == 100 / 900
+
+
+def test_under_hash_routing_the_monitor_asks_only_when_hash_degrades(tmp_path) -> None:
+    """The gate kept the remap's candidate out (it lost to hash): the stream routes by hash
+    (routing version -N) and the monitor checks hash routing. A hot word asks for nothing
+    (the remap that would split it is the one that lost), so a lakehouse where hash keeps
+    winning is not remapped every check; a throughput drop still asks."""
+    import json
+
+    root = str(tmp_path / "lake")
+    lakehouse = Lakehouse(None, root, engine="rs")
+    # posts are ingested, nothing is judged yet: ask for the first remap
+    _silver(lakehouse)
+    assert check_routing_health(root, now=T0, run_id="fresh")["conditions"] == [
+        "no_version: posts are ingested but no routing version is in force"
+    ]
+    gate = {"against": "hash", "basis": "counted work", "gain": 0.87, "required": 1.02,
+            "decided_at": T0.isoformat()}  # fmt: skip
+    add_version(lakehouse, {
+        "routing_version": 1, "algorithm": "salb2", "n_matchers": 2, "params": "{}",
+        "inputs": "{}", "subscribed_words": None,
+        "metrics": json.dumps({"evaluation": {"relative_work_throughput_vs_hash": 0.87},
+                               "publish_gate": gate}),
+        "validation": None, "status": "validated", "created_at": T0, "published_at": None,
+        "retired_at": None,
+    })  # fmt: skip
+    # hash routing in force, no live batch yet: no data, not a remap
+    assert check_routing_health(root, now=T0, run_id="idle")["decision"] == "no data"
+    burst = [{"word": "news", "share": 0.4, "versions": 1, "mapped": False}]
+    rows = [
+        {**_health(0, T0, [500, 500], [60, 60]), "routing_version": -2, "hot_words": burst},
+        {**_health(1, T0 + dt.timedelta(minutes=30), [500, 500], [60, 60]),
+         "routing_version": -2, "hot_words": burst, "split_threshold": 0.25},
+    ]  # fmt: skip
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("stream.health").schema), "stream.health"
+    )
+    check = check_routing_health(root, now=T0 + dt.timedelta(minutes=40), run_id="hot")
+    assert check["routing_version"] == -2 and check["decision"] == "healthy", check
+    assert check["hot_words"] == burst  # recorded, not asked for
+    later = {**_health(2, T0 + dt.timedelta(days=1), [900, 200], [50, 50]), "routing_version": -2}
+    lakehouse.write_arrow(
+        pa.Table.from_pylist([later], schema=table("stream.health").schema), "stream.health"
+    )
+    dropped = check_routing_health(root, now=T0 + dt.timedelta(days=1, minutes=10), run_id="d")
+    assert dropped["decision"] == "remap"
+    assert [c.split(":")[0] for c in dropped["conditions"]] == ["throughput_drop"]
+
+
+def _silver(lakehouse: Lakehouse) -> None:
+    """One ingested post (the monitor asks whether there is anything to learn from)."""
+    schema = table("silver.posts").schema
+    row = {f.name: None for f in schema}
+    row.update({"post_id": "p1", "words": ["a"], "n_words": 1, "event_day": T0.date(),
+                "sample_rate": 1.0})  # fmt: skip
+    lakehouse.write_arrow(pa.Table.from_pylist([row], schema=schema), "silver.posts")

@@ -58,10 +58,14 @@ def test_a_request_made_before_another_version_was_published_is_stale() -> None:
     assert reason is not None
     assert decision_sentence({"published": 1, "reason": reason}) == (
         "Kept version 1: the monitor's request is stale: it checked no version, and version 1 "
-        "was published since; its next check asks again if the condition still holds."
+        "is in force now; its next check asks again if the condition still holds."
     )
-    assert "it checked no version and version 2, and version 3 was published" in str(
+    assert "it checked no version and version 2, and version 3 is in force" in str(
         stale_request_reason(_requests(2, None), 3)
+    )
+    # the gate kept the remap's candidate out since: the stream routes by hash (-N)
+    assert "it checked no version, and hash routing (N=16) is in force now" in str(
+        stale_request_reason(_requests(None), -16)
     )
 
 

@@ -87,3 +87,70 @@ def test_the_versions_table_says_what_a_missing_figure_lacks(tmp_path) -> None:
         assert "no subscriptions: the model's x1.23" in lines[2]
         assert "not evaluated" in lines[3]
         assert "1.456" in lines[4]
+
+
+def test_hash_is_the_floor_of_a_first_version(tmp_path) -> None:
+    """Nothing published: the candidate faces hash routing with the same margin and basis;
+    one that loses is kept out, the verdict is recorded, `routing list` says why in one
+    sentence, and the stream's routing in force is hash over the candidate's N."""
+    from spark_jobs.jobs.publish import render_versions
+    from spark_jobs.lake.routing_store import load_routing_table, routing_in_force
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    evaluation = {
+        "relative_model_throughput_vs_hash": 1.30,  # the model says: better
+        "relative_work_throughput_vs_hash": 0.866,  # the matchers' work says: worse
+    }
+    add_version(lakehouse, _version(1, "validated", evaluation))
+    assert routing_in_force(lakehouse) is None  # nothing judged yet: the stream waits
+    kept = publish(lakehouse, 1, margin=0.02)
+    assert kept == {
+        "published": None,
+        "changed": False,
+        "candidate": 1,
+        "basis": "counted work",
+        "reason": "candidate throughput (counted work) x0.866 of hash routing is below the "
+        "required x1.020; the stream routes by hash",
+    }
+    assert published_version(lakehouse) is None
+    assert routing_in_force(lakehouse) == -4
+    table = load_routing_table(lakehouse, -4)
+    assert table.n_matchers == 4 and table.manifest["algorithm"] == "hash"
+    assert table.subscribed_words is None  # every word routes, by its hash
+    listed = render_versions(lakehouse).splitlines()
+    assert listed[-1] == (
+        "Version 1 was kept out by the publish gate: candidate throughput (counted work) "
+        "x0.866 of hash routing is below the required x1.020; the stream routes by hash."
+    )
+    # the next candidate beats hash by the margin: published, its verdict-free row in force
+    add_version(lakehouse, _version(2, "validated", {"relative_work_throughput_vs_hash": 1.25}))
+    assert publish(lakehouse, 2, margin=0.02)["changed"] is True
+    assert routing_in_force(lakehouse) == 2
+    assert "kept out" not in render_versions(lakehouse)
+
+
+def test_a_version_kept_out_then_published_by_hand_loses_its_verdict(tmp_path) -> None:
+    """An operator's publish without a margin (`s3tm routing publish --version`) overrides
+    the gate: the version is in force and no sentence says it was kept out."""
+    from spark_jobs.jobs.publish import render_versions
+    from spark_jobs.lake.routing_store import get_version, routing_in_force
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "validated", {"relative_work_throughput_vs_hash": 0.9}))
+    assert publish(lakehouse, 1, margin=0.0)["changed"] is False
+    assert "publish_gate" in json.loads(get_version(lakehouse, 1)["metrics"])
+    assert publish(lakehouse, 1)["changed"] is True
+    assert "publish_gate" not in json.loads(get_version(lakehouse, 1)["metrics"])
+    assert routing_in_force(lakehouse) == 1
+    assert "kept out" not in render_versions(lakehouse)
+
+
+def test_a_first_version_not_evaluated_against_hash_is_refused(tmp_path) -> None:
+    import pytest
+
+    from core.errors import InputDataError
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "validated"))
+    with pytest.raises(InputDataError, match="not evaluated against hash routing"):
+        publish(lakehouse, 1, margin=0.02)

@@ -368,8 +368,52 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
 def test_stream_refuses_to_start_without_a_published_version(lakehouse, scene, tmp_path):
     from core.errors import InputDataError
 
-    with pytest.raises(InputDataError, match="no published routing version"):
+    with pytest.raises(InputDataError, match="no routing version in force: run the remap DAG"):
         start(lakehouse.spark, lakehouse, stream_config(tmp_path, scene))
+
+
+def test_the_stream_routes_by_hash_while_the_gate_keeps_candidates_out(lakehouse, scene, tmp_path):
+    """The remap's first candidate lost to hash: nothing is published and the stream routes
+    by hash over the candidate's N (routing version -N, every subscription placed by LASP
+    and stored under it), exactly; a version published later takes over at a batch."""
+    import json as json_module
+
+    from core.learn import learn_mapping
+    from spark_jobs.jobs.publish import publish
+    from spark_jobs.lake.routing_store import (
+        placement_arrays,
+        register_table,
+        update_versions,
+    )
+
+    landing = scene
+    learned = learn_mapping(landing.corpus, 4, "salb", split=True, seed=1)
+    loser = register_table(lakehouse, learned.table, algorithm="salb")
+    evaluation = {"relative_work_throughput_vs_hash": 0.8}
+    update_versions(lakehouse, {loser: {"metrics": json_module.dumps({"evaluation": evaluation})}})
+    kept = publish(lakehouse, loser, margin=0.02, skip_validation=True)
+    assert kept["published"] is None and "the stream routes by hash" in kept["reason"]
+    posts = landing.write(400)
+    query, handler = start(lakehouse.spark, lakehouse, stream_config(tmp_path, landing))
+    try:
+        run_all(query)
+        winner = publish_learned(lakehouse, landing, 4, "salb", split=True)
+        posts += landing.write(400)
+        run_all(query)
+    finally:
+        query.stop()
+    expected = expected_matches(landing, posts, active_subscriptions(lakehouse))
+    assert sum(expected.values()) > 300  # the test has teeth
+    assert_matches_equal(lakehouse, expected, landing)
+    check_deliveries(lakehouse)
+    by_batch = [f.routing_version for f in handler.figures]
+    assert by_batch[0] == -4 and by_batch[-1] == winner, by_batch
+    assert set(by_batch) == {-4, winner}
+    matches = lakehouse.read_arrow("matches")
+    assert {-4, winner} == set(matches["routing_version"].to_pylist())
+    # hash routing's placements are stored (a restart takes them over)
+    placed, _, _ = placement_arrays(lakehouse, -4)
+    assert set(placed.tolist()) == set(active_subscriptions(lakehouse))
 
 
 def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
