@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
-from core.subscriptions.workloads import Workload
+from core.subscriptions.workloads import Workload, as_workload
 
 BENCH_OUT = "docs/bench"
 
@@ -230,6 +230,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-posts", type=int, help="read at most this many posts of the corpus")
     p.add_argument(
         "--algorithm", default="salb2", help="the learner (default salb2, the platform's)"
+    )
+    p.add_argument(
+        "--workload",
+        default="tweet",
+        help="tweet (training posts' word sets) or topic (LDA topics' word sets)",
+    )
+    p.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stream held-out posts through the published version (--no-stream: the remap's "
+        "steps only; topic-based subscriptions at 10M match ~20k times per post)",
     )
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--seed", type=int, default=0, help="seed of the subscriptions")
@@ -520,6 +532,8 @@ def _run_subscriptions(args: argparse.Namespace) -> int:
             seed=args.seed,
             max_posts=args.max_posts,
             algorithm=args.algorithm,
+            workload=as_workload(args.workload),
+            stream=args.stream,
         )
     )
     return 0

@@ -94,7 +94,7 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
             7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
         ),
         "margin": Param(
-            0.02,
+            0.02,  # spark_jobs.jobs.publish.DEFAULT_MARGIN (a test holds them equal)
             type="number",
             minimum=0,
             description="required gain over the published version (over hash when none is)",

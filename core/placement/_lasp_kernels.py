@@ -54,6 +54,7 @@ def place(
     part_matchers: np.ndarray,
     word_count: np.ndarray,
     unique: np.ndarray,
+    subscriptions_on: np.ndarray,
     slope: float,
     intercept: float,
     random_anycast: bool,
@@ -68,6 +69,8 @@ def place(
         word_count: ``(N, n_words)`` int32, subscriptions on matcher i holding word w;
             updated in place (H(i) = the words with a count above 0).
         unique: ``(N,)`` int64 |H(i)|, updated in place.
+        subscriptions_on: ``(N,)`` int64 subscriptions placed on each matcher, updated in
+            place: of matchers with equal utility, the one holding the fewest wins.
         slope, intercept: f(x) = slope * x + intercept, the fitted matching cost.
         random_anycast: pick a uniformly random eligible matcher instead of LASP.
         keep: ``(n_subs,)`` int32, the matcher a subscription sits on today (-1: none); it
@@ -123,9 +126,20 @@ def place(
                 var = max(sq / n_matchers - mean * mean, 0.0)
                 cv = np.sqrt(var) / mean if mean > 0 else 0.0
                 u = -delta * cv
-                # ties go to the lowest matcher id, so the choice does not depend on
-                # how words happen to be numbered
-                if u > best_u or (u == best_u and i < eligible[best_j]):
+                # Ties go to the matcher holding the fewest subscriptions (then the lowest
+                # id, so the choice does not depend on how words happen to be numbered).
+                # They are the rule, not the exception: a subscription whose words every
+                # eligible matcher already holds adds no word anywhere (utility 0
+                # everywhere), and with a million subscriptions nearly all are such. By
+                # id alone they piled onto the lowest matchers, whose tries then cost each
+                # post up to 4x the lookups of the others (tweet-based, N = 16, real
+                # tweets: counted work 2.02x the mean on the busiest matcher, docs/RESULTS.md)
+                b = eligible[best_j]
+                if (
+                    u > best_u
+                    or (u == best_u and subscriptions_on[i] < subscriptions_on[b])
+                    or (u == best_u and subscriptions_on[i] == subscriptions_on[b] and i < b)
+                ):
                     best_u = u
                     best_j = j
             chosen_from, chosen_n = best_j, 1
@@ -137,6 +151,7 @@ def place(
                 out = grown
             out[n_out] = i
             n_out += 1
+            subscriptions_on[i] += 1
             old_cost = slope * unique[i] + intercept
             for w in words:
                 if word_count[i, w] == 0:
@@ -157,12 +172,14 @@ def account(
     place_matchers: np.ndarray,
     word_count: np.ndarray,
     unique: np.ndarray,
+    subscriptions_on: np.ndarray,
     sign: int,
 ) -> None:
     """Add (``sign`` = 1) or remove (-1) placed subscriptions from the matchers' contents."""
     for s in range(sub_indptr.shape[0] - 1):
         for j in range(place_indptr[s], place_indptr[s + 1]):
             i = place_matchers[j]
+            subscriptions_on[i] += sign
             for e in range(sub_indptr[s], sub_indptr[s + 1]):
                 w = sub_words[e]
                 before = word_count[i, w]

@@ -3,7 +3,9 @@
 LASP's utility for eligible matcher i is -f(|S \\ H(i)|) x CV(f(|H(1)|), ..., f(|H(N)|)
 after the move), f linear (the fitted trie cost, see ``cost``). The paper prints
 sqrt(var / avg); we use the coefficient of variation std / avg, the same imbalance SALB
-uses. Placement is incremental: one subscription at a time, in order.
+uses. Of eligible matchers with equal utility the one holding the fewest subscriptions
+wins (the paper leaves ties open; see the kernel for why they matter). Placement is
+incremental: one subscription at a time, in order.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ def place_subscriptions(
         aligned.part_matchers,
         np.zeros((table.n_matchers, int(used.shape[0])), dtype=np.int32),
         unique,
+        np.zeros(table.n_matchers, dtype=np.int64),
         float(cost.slope),
         float(cost.intercept),
         policy == "random",

@@ -68,6 +68,7 @@ class LivePlacement:
         self._part_matchers = np.zeros(0, dtype=np.int32)
         self._word_count = np.zeros((n, 64), dtype=np.int32)
         self._unique = np.zeros(n, dtype=np.int64)
+        self._subscriptions_on = np.zeros(n, dtype=np.int64)  # LASP's tie-break
         self._rows = PlacedRows()
 
     # -- words ---------------------------------------------------------------------------
@@ -240,7 +241,9 @@ class LivePlacement:
         kept_words = take_rows(indptr, words, keep)
         kept_matchers = take_rows(place_indptr, placed, keep)
         self._rows.append(ids[keep], *kept_words, *kept_matchers)
-        K.account(*kept_words, *kept_matchers, self._word_count, self._unique, 1)
+        K.account(
+            *kept_words, *kept_matchers, self._word_count, self._unique, self._subscriptions_on, 1
+        )
         redo = np.flatnonzero(~ok)
         if redo.size:
             self._place_csr(ids[redo], *take_rows(indptr, words, redo))
@@ -327,6 +330,7 @@ class LivePlacement:
             self._part_matchers,
             self._word_count,
             self._unique,
+            self._subscriptions_on,
             float(self.cost.slope),
             float(self.cost.intercept),
             False,
@@ -346,7 +350,7 @@ class LivePlacement:
         if ids.size == 0:
             return
         rows = self._rows.remove(ids)
-        K.account(*self._rows.csr(rows), self._word_count, self._unique, -1)
+        K.account(*self._rows.csr(rows), self._word_count, self._unique, self._subscriptions_on, -1)
         self._rows.compact_if_sparse()
 
     def rows_of(

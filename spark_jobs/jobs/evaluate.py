@@ -13,13 +13,13 @@ import argparse
 import datetime as dt
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.corpus.arrays import Corpus, corpus_from_arrow_lists
 from core.errors import InputDataError
-from core.placement.lasp import Placement, place_subscriptions
+from core.placement.lasp import UNIT_COST, CostModel, Placement, place_subscriptions
 from core.replay import replay
 from core.routing.evaluate import hash_table
 from core.routing.metrics import RoutingMetrics, routing_metrics
@@ -107,8 +107,19 @@ def held_out_posts(
     return posts.where(holdout_filter(holdout_fraction)).select("words")
 
 
+def placement_cost(metrics: Mapping[str, object]) -> CostModel:
+    """The cost model the place job placed a version's subscriptions with (from its
+    ``routing.versions.metrics``); the unit model for a version placed before it was
+    recorded."""
+    placement = metrics.get("placement")
+    fitted = placement.get("cost_model") if isinstance(placement, dict) else None
+    if not fitted:
+        return UNIT_COST
+    return CostModel(float(fitted["slope"]), float(fitted["intercept"]))
+
+
 def _placement_of(
-    lakehouse: Lakehouse, version: int, routing: RoutingTable, subs: Corpus
+    lakehouse: Lakehouse, version: int, routing: RoutingTable, subs: Corpus, cost: CostModel
 ) -> Placement:
     """The stored placement of ``version`` for the rows of ``subs``; LASP's when a
     subscription has none (registered after placement: placed now, as the stream would)."""
@@ -122,7 +133,7 @@ def _placement_of(
     placement = stored.select(subs.post_ids)
     if placement is None:
         log.info("version %d: subscriptions not placed yet; placing them with LASP", version)
-        return place_subscriptions(routing, subs, policy="lasp")
+        return place_subscriptions(routing, subs, policy="lasp", cost=cost)
     return placement
 
 
@@ -179,10 +190,12 @@ def evaluate_version(
     active = active_corpus(lakehouse)
     subs = active if active.n_posts else None
     report: EvaluationReport = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
-    cand_place = _placement_of(lakehouse, chosen, candidate, subs) if subs else None
+    cost = placement_cost(json.loads(meta["metrics"] or "{}"))
+    cand_place = _placement_of(lakehouse, chosen, candidate, subs, cost) if subs else None
     report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed)
     baseline = hash_table(candidate.n_matchers, candidate.subscribed_words)
-    base_place = place_subscriptions(baseline, subs, policy="lasp") if subs else None
+    # placed as the candidate's were (the same LASP cost model): a like-for-like floor
+    base_place = place_subscriptions(baseline, subs, policy="lasp", cost=cost) if subs else None
     report["hash"] = _measure("hash routing", baseline, posts, subs, base_place, seed)
     live = published_version(lakehouse)
     if live is not None and live != chosen:
@@ -192,7 +205,7 @@ def evaluate_version(
             or all(w in current.subscribed_words for w in active.vocabulary.tolist())
         )
         live_place = (
-            _placement_of(lakehouse, live, current, subs)
+            _placement_of(lakehouse, live, current, subs, cost)
             if subs is not None and live_subs_ok
             else None
         )

@@ -141,6 +141,9 @@ def place_version(
         "subscriptions": corpus.n_posts,
         "previous_version": kept_from,
         "moved_subscriptions": moved,
+        # evaluate places hash routing's subscriptions with the same model: a like-for-like
+        # comparison (LASP's choice depends on it)
+        "cost_model": {"slope": cost.slope, "intercept": cost.intercept},
     }
     update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
     return chosen, placement, summary

@@ -56,6 +56,26 @@ def test_every_step_is_measured_per_size_and_the_changes_reach_the_stream(tmp_pa
     assert "the platform by subscriptions" in printed and "changes sync s" in printed
 
 
+@pytest.mark.spark
+def test_topic_subscriptions_without_the_stream_measure_the_remap_and_its_gate(tmp_path, capsys):
+    """``--workload topic --no-stream``: the remap's steps and the gate's verdict on the
+    figure it read (hash routing is the floor: published only x1.02 above it), no stream
+    columns, the table in its own file."""
+    from spark_jobs.jobs.publish import DEFAULT_MARGIN
+
+    rows = subscriptions.run(_config(tmp_path, workload="topic", stream=False))
+    (row,) = rows
+    assert row["workload"] == "topic" and row["subscriptions"] == 1_000
+    assert all(f"{step} s" in row for step in STEPS if step != "stream")
+    assert "stream s" not in row and "posts/s" not in row
+    gain = row["x hash (counted work)"]
+    assert (row["published"] == 1) == (gain >= 1 + DEFAULT_MARGIN), row
+    with (tmp_path / "out" / "subscriptions-topic.csv").open() as table:
+        assert [r["workload"] for r in csv.DictReader(table)] == ["topic"]
+    printed = capsys.readouterr().out
+    assert "LDA, 100 topics x 5 words" in printed and "no stream: --no-stream" in printed
+
+
 def test_sizes_below_the_changes_are_refused_before_any_work(tmp_path):
     with pytest.raises(InvalidArgumentError, match="at least 300: each of the 3 rounds"):
         subscriptions.run(_config(tmp_path, sizes=(299,), changes=200))

@@ -65,6 +65,7 @@ class ReferenceLivePlacement:
         self._part_matchers = np.zeros(0, dtype=np.int32)
         self._word_count = np.zeros((n, 64), dtype=np.int32)
         self._unique = np.zeros(n, dtype=np.int64)
+        self._subscriptions_on = np.zeros(self._unique.shape[0], dtype=np.int64)
         self._subs: dict[int, PlacedSubscription] = {}
 
     # -- words ---------------------------------------------------------------------------
@@ -233,6 +234,7 @@ class ReferenceLivePlacement:
             self._part_matchers,
             self._word_count,
             self._unique,
+            self._subscriptions_on,
             float(self.cost.slope),
             float(self.cost.intercept),
             False,
@@ -272,6 +274,7 @@ class ReferenceLivePlacement:
             np.concatenate([p.matchers for p in subs]).astype(np.int32),
             self._word_count,
             self._unique,
+            self._subscriptions_on,
             sign,
         )
 

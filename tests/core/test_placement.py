@@ -302,3 +302,22 @@ def test_placements_compared_and_selected_on_columns_equal_the_sets(seed: int) -
     single = after.single_matchers()
     kept = after.kept_matchers(wanted)
     assert kept.tolist() == [single.get(int(s), -1) for s in wanted]
+
+
+def test_lasp_ties_go_to_the_matcher_holding_the_fewest_subscriptions() -> None:
+    """A subscription whose words two eligible matchers already hold adds no word to either
+    (utility 0 on both): LASP's tie. It goes to the one holding fewer subscriptions, so
+    copies of a popular word set spread over the matchers that can take them instead of
+    piling onto the lowest id (whose trie then costs every post more lookups)."""
+    table = RoutingTable.from_rows(["a", "b", "c"], [0, 0, 0], [0, 1, 2], 3)
+    copies = 101
+    subs = corpus_from_word_lists([["a", "b"]] * (copies + 2))
+    # the first two sit on matcher 0 and on matcher 1 (as a previous placement left them):
+    # both matchers then hold {a, b}
+    placement = place_subscriptions(table, subs, previous={0: 0, 1: 1})
+    on = Counter(placement.matchers.tolist())
+    assert on == {0: 52, 1: 51}, on  # 1 + 51 and 1 + 50: alternating, the lower id first
+    # a word set only matcher 0 holds goes there again: adding no word beats adding two,
+    # whatever the subscriptions' counts
+    twice = corpus_from_word_lists([["a", "b"], ["a", "b"]])
+    assert place_subscriptions(table, twice).matchers.tolist() == [0, 0]

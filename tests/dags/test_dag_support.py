@@ -56,3 +56,25 @@ def test_the_remap_dags_n_follows_the_deployment(tmp_path):
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_the_remap_dags_margin_is_the_publish_gates_default():
+    """The `margin` param's default is the gate's (spark_jobs.jobs.publish.DEFAULT_MARGIN),
+    which the benchmarks publish with: one value, held equal here."""
+    import json
+    import subprocess
+    import sys
+
+    from spark_jobs.jobs.publish import DEFAULT_MARGIN
+
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, 'dags')\n"
+        "import s3tm_remap\n"
+        "print(json.dumps(s3tm_remap.s3tm_remap().params.dump()['margin']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == DEFAULT_MARGIN
