@@ -472,6 +472,9 @@ def _row(
         "worker peak MiB": max((s.worker_peak_mib or 0) for s in steps.done) or None,
         "peak step (driver)": max(steps.done, key=lambda s: s.driver_peak_mib or 0).step,
         "x hash (counted work)": _ratio(evaluation.get("relative_work_throughput_vs_hash")),
+        # the busiest matcher's counted work over the mean: what decides the ratio above
+        "work imbalance": _imbalance(evaluation.get("candidate", {}).get("matcher_work")),
+        "hash work imbalance": _imbalance(evaluation.get("hash", {}).get("matcher_work")),
         # what the gate did: the version, or hash routing when it lost (the stream's routing)
         "published": decision.get("published") or "none: hash routing",
     }
@@ -604,6 +607,13 @@ def project(
         int(most / (s + t * most / c)) if fits else None,
         round(at, 3),
     )
+
+
+def _imbalance(work: list[int] | None) -> float | None:
+    """Max over mean of the matchers' counted work (None: not counted)."""
+    if not work or not sum(work):
+        return None
+    return round(max(work) * len(work) / sum(work), 3)
 
 
 def _ratio(value: float | None) -> float | None:

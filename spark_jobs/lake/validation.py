@@ -121,9 +121,14 @@ def _run_suite(
     return {"suite": name, "success": bool(result.success), "rows": len(frame), "failed": failed}
 
 
+# placements checked for eligibility at a time: their subscriptions' words expanded, about
+# 8 per placement, stay within ~150 MB whatever the registry's size
+ELIGIBLE_CHUNK = 1_000_000
+
+
 def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataFrame]:
     """The frames the suites check for one version (with the derived columns): columns
-    throughout, no Python object per subscription (the registry holds millions)."""
+    throughout, no Python object per subscription or word (the registry holds millions)."""
     routing = load_routing_table(lakehouse, version)
     mappings = lakehouse.read_arrow("routing.mappings")
     mappings = mappings.filter(pc.equal(mappings["routing_version"], version)).to_pandas()
@@ -131,14 +136,17 @@ def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataF
     placements = load_placements(lakehouse, version)  # the version's partition only
     active_ids, words = active_subscription_columns(lakehouse)
     placed_subs = np.asarray(placements["sub_id"], dtype=np.int64)
-    n = routing.n_matchers
-    # a placement is eligible when its matcher holds a version of one of the subscription's
-    # words: (sub, matcher) keys of every active subscription's word versions
-    eligible = _version_keys(routing, active_ids, words)
-    frame = placements.to_pandas()
-    frame["eligible"] = np.isin(
-        placed_subs * n + np.asarray(placements["matcher_id"], dtype=np.int64), eligible
+    eligible = eligible_placements(
+        routing,
+        active_ids,
+        words,
+        placed_subs,
+        np.asarray(placements["matcher_id"], dtype=np.int64),
     )
+    del words
+    frame = placements.to_pandas()
+    del placements
+    frame["eligible"] = eligible
     subscriptions = pd.DataFrame({"sub_id": active_ids, "placed": np.isin(active_ids, placed_subs)})
     return {
         "routing_mappings": mappings,
@@ -147,24 +155,56 @@ def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataF
     }
 
 
-def _version_keys(routing: RoutingTable, sub_ids: np.ndarray, words: pa.ChunkedArray) -> np.ndarray:
-    """``sub_id * N + matcher`` for every matcher holding a version of one of each
-    subscription's words (an unmapped word: its hash matcher)."""
+def eligible_placements(
+    routing: RoutingTable,
+    sub_ids: np.ndarray,
+    words: pa.ChunkedArray | pa.Array,
+    placed_subs: np.ndarray,
+    placed_matchers: np.ndarray,
+) -> np.ndarray:
+    """Per placement (``placed_subs[k]`` on ``placed_matchers[k]``): does that matcher hold
+    a version of one of the subscription's words (an unmapped word: its hash matcher)? False
+    for a subscription that is not active (``sub_ids``, ascending, with their ``words``).
+
+    The words are dictionary-encoded: each distinct word's matchers are worked out once
+    (a word x matcher table), then the placements are checked ``ELIGIBLE_CHUNK`` at a time."""
     lists = words.combine_chunks() if isinstance(words, pa.ChunkedArray) else words
-    flat = pc.list_flatten(lists)
-    owner = sub_ids[np.asarray(pc.list_parent_indices(lists), dtype=np.int64)]
-    at = pc.index_in(flat, value_set=pa.array(routing.words.tolist(), pa.string()))
-    mapped = np.asarray(pc.is_valid(at), dtype=bool)
-    index = np.asarray(pc.fill_null(at, 0), dtype=np.int64)[mapped]
-    starts, ends = routing.part_indptr[index], routing.part_indptr[index + 1]
-    counts = ends - starts
-    slots = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    encoded = pc.dictionary_encode(pc.list_flatten(lists))
+    word_ids = np.asarray(encoded.indices, dtype=np.int32)
+    distinct = encoded.dictionary
     n = routing.n_matchers
-    keys = [
-        np.repeat(owner[mapped], counts) * n + routing.part_matchers[slots].astype(np.int64),
-        owner[~mapped] * n + hash_matchers(np.asarray(flat)[~mapped].tolist(), n).astype(np.int64),
-    ]
-    return np.unique(np.concatenate(keys))
+    holds = np.zeros((len(distinct), n), dtype=np.bool_)  # distinct word x matcher
+    at = pc.index_in(distinct, value_set=pa.array(routing.words.tolist(), pa.string()))
+    mapped = np.asarray(pc.is_valid(at), dtype=np.bool_)
+    index = np.asarray(pc.fill_null(at, 0), dtype=np.int64)
+    for word in np.flatnonzero(mapped).tolist():
+        first, last = routing.part_indptr[index[word]], routing.part_indptr[index[word] + 1]
+        holds[word, routing.part_matchers[first:last]] = True
+    unmapped = np.flatnonzero(~mapped)
+    holds[unmapped, hash_matchers(distinct.take(pa.array(unmapped)).to_pylist(), n)] = True
+    eligible = np.zeros(placed_subs.shape[0], dtype=np.bool_)
+    if sub_ids.size == 0:
+        return eligible
+    # each placement's subscription row; a placement of no active subscription is not
+    # eligible (checked on row 0's words, then cleared)
+    row = np.searchsorted(sub_ids, placed_subs)
+    active = row < sub_ids.shape[0]
+    active[active] = sub_ids[row[active]] == placed_subs[active]
+    row[~active] = 0
+    for start in range(0, placed_subs.shape[0], ELIGIBLE_CHUNK):
+        stop = min(start + ELIGIBLE_CHUNK, placed_subs.shape[0])
+        rows = row[start:stop]
+        firsts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+        owner = np.repeat(np.arange(stop - start), lengths)
+        # the positions of each placement's words in the flat word list
+        position = np.repeat(firsts - np.cumsum(lengths) + lengths, lengths) + np.arange(
+            int(lengths.sum())
+        )
+        hit = holds[word_ids[position], np.repeat(placed_matchers[start:stop], lengths)]
+        eligible[start:stop] = np.bincount(owner[hit], minlength=stop - start) > 0
+    eligible &= active
+    return eligible
 
 
 def silver_frame(lakehouse: DeltaStore) -> pd.DataFrame:

@@ -118,3 +118,9 @@ def test_a_serial_part_past_the_trigger_share_rules_the_efficiency_out():
     assert subscriptions.project(0.9, 20e-6, 32).posts_per_s is not None
     with pytest.raises(InvalidArgumentError):
         subscriptions.project(0.1, 0.0, 8)
+
+
+def test_the_work_imbalance_is_the_busiest_matcher_over_the_mean():
+    assert subscriptions._imbalance([1, 1, 2]) == 1.5
+    assert subscriptions._imbalance([3, 3]) == 1.0
+    assert subscriptions._imbalance([]) is None and subscriptions._imbalance([0, 0]) is None

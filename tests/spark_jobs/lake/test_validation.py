@@ -20,7 +20,7 @@ from schemas import table
 from spark_jobs.jobs import publish
 from spark_jobs.lake.routing_store import add_version, now_utc, write_mapping, write_placements
 from spark_jobs.lake.subscription_store import add_subscriptions
-from spark_jobs.lake.validation import _version_keys, data_docs_index, silver_frame
+from spark_jobs.lake.validation import data_docs_index, eligible_placements, silver_frame
 from tests.hypothesis_tiers import examples
 
 POSTS = [["white", "hous"], ["elect", "white"], ["hous", "vote"], ["vote"], ["elect"]] * 20
@@ -203,19 +203,33 @@ def test_data_docs_render_offline_and_ask_nothing_of_the_internet(lakehouse, chr
         st.lists(st.sampled_from(["hous", "vote", "white", "elect", "zzz", "qq"]), min_size=1,
                  max_size=4, unique=True),
         min_size=1, max_size=12,
-    )
+    ),
+    st.lists(st.tuples(st.integers(8, 24), st.integers(0, 3)), max_size=40),
+    st.integers(1, 5),
 )  # fmt: skip
-def test_eligible_keys_equal_the_obvious_loop_over_word_versions(word_sets) -> None:
-    """The eligibility of a placement, as columns, equals asking the routing table word by
-    word (mapped, split and unmapped words: the hash matcher)."""
+def test_eligible_placements_equal_the_obvious_loop_over_word_versions(
+    word_sets, placed, chunk
+) -> None:
+    """The eligibility of each placement, as columns and in chunks, equals asking the
+    routing table word by word (mapped, split and unmapped words: the hash matcher); a
+    placement of an id that is not an active subscription is never eligible."""
+    from spark_jobs.lake import validation
+
     learned = learn_mapping(corpus_from_word_lists(POSTS), 4, "salb", split=True)
     routing = learned.table
     sub_ids = np.arange(10, 10 + len(word_sets), dtype=np.int64)
-    got = _version_keys(routing, sub_ids, pa.chunked_array([pa.array(word_sets)]))
-    expected = {
-        int(s) * 4 + int(m)
-        for s, words in zip(sub_ids, word_sets, strict=True)
-        for w in words
-        for m in routing.version_matchers(w)
-    }
-    assert set(got.tolist()) == expected
+    words_of = dict(zip(sub_ids.tolist(), word_sets, strict=True))
+    subs = np.array([s for s, _ in placed], dtype=np.int64)
+    matchers = np.array([m for _, m in placed], dtype=np.int64)
+    old, validation.ELIGIBLE_CHUNK = validation.ELIGIBLE_CHUNK, chunk
+    try:
+        got = eligible_placements(
+            routing, sub_ids, pa.chunked_array([pa.array(word_sets)]), subs, matchers
+        )
+    finally:
+        validation.ELIGIBLE_CHUNK = old
+    expected = [
+        s in words_of and any(m in routing.version_matchers(w).tolist() for w in words_of[s])
+        for s, m in placed
+    ]
+    assert got.tolist() == expected

@@ -149,12 +149,12 @@ def test_a_version_published_between_batches_is_warmed_before_its_first_batch(
         posts += landing.write(300)
         run_all(query)
         # a prefetch that fails costs only the warm start: the next batch loads for itself
-        original = stream_matcher.published_version
-        stream_matcher.published_version = lambda lake: 10_000  # no such version
+        original = stream_matcher.routing_in_force
+        stream_matcher.routing_in_force = lambda lake: 10_000  # no such version
         try:
             handler.prefetch()
         finally:
-            stream_matcher.published_version = original
+            stream_matcher.routing_in_force = original
         assert handler.state.routing_version is None
         posts += landing.write(300)
         run_all(query)
