@@ -468,6 +468,8 @@ def _row(
         "learner": config.algorithm,
         **{f"{s.step} s": s.wall_s for s in steps.done},
         "driver peak MiB": max((s.driver_peak_mib or 0) for s in steps.done),
+        # each remap step's own driver peak: what a driver pod needs per step (DEPLOY.md)
+        **{f"{s.step} driver MiB": s.driver_peak_mib for s in steps.done if s.step != "stream"},
         "JVM peak MiB": max((s.jvm_peak_mib or 0) for s in steps.done),
         "worker peak MiB": max((s.worker_peak_mib or 0) for s in steps.done) or None,
         "peak step (driver)": max(steps.done, key=lambda s: s.driver_peak_mib or 0).step,

@@ -39,6 +39,11 @@ DEFAULT_MIN_SAMPLE_SECONDS = 0.005
 # posts matched at a time while counting: the matches of a chunk fit in memory (topic-based
 # subscriptions emit ~200 matches a post; all of 2M held-out posts' would not)
 REPLAY_CHUNK_POSTS = 100_000
+# ... and at most about this many matches: the next chunk's posts follow the matches per
+# post seen so far (10M topic-based subscriptions emit ~20k a post: 100k posts' matches
+# took over 10 GiB), starting from a small first chunk
+REPLAY_CHUNK_MATCHES = 10_000_000
+FIRST_CHUNK_POSTS = 1_000
 
 
 @dataclass
@@ -222,9 +227,10 @@ def _count(
     keep_pairs: bool,
     timed_posts: int,
 ) -> _Counted:
-    """Route ``posts``, build each matcher's trie, and match its posts once, ``chunk_posts``
-    posts at a time: the work, the distinct matches (and, ``keep_pairs``, the pairs), and
-    the tries with their share of the first ``timed_posts`` posts for timing."""
+    """Route ``posts``, build each matcher's trie, and match its posts once, at most
+    ``chunk_posts`` posts (and about ``REPLAY_CHUNK_MATCHES`` matches) at a time: the work,
+    the distinct matches (and, ``keep_pairs``, the pairs), and the tries with their share
+    of the first ``timed_posts`` posts for timing."""
     if chunk_posts < 1:
         raise InvalidArgumentError(f"chunk_posts must be >= 1, got {chunk_posts}")
     n = table.n_matchers
@@ -250,8 +256,9 @@ def _count(
     emitted = np.zeros(n, dtype=np.int64)
     n_matches = 0
     kept: list[np.ndarray] = []
-    for first in range(0, posts.n_posts, chunk_posts):
-        last = min(first + chunk_posts, posts.n_posts)
+    first, size = 0, min(chunk_posts, FIRST_CHUNK_POSTS)
+    while first < posts.n_posts:
+        last = min(first + size, posts.n_posts)
         chunk_keys: list[np.ndarray] = []  # (post row * n_subs + sub row) that may repeat
         chunk_emitted = 0
         for i, trie in tries.items():
@@ -278,6 +285,10 @@ def _count(
             kept.append(distinct)
         else:
             n_matches += chunk_emitted - int(repeatable.shape[0]) + int(distinct.shape[0])
+        # the next chunk: as many posts as keep its matches near the budget
+        per_post = chunk_emitted / (last - first)
+        budget = int(REPLAY_CHUNK_MATCHES / per_post) if per_post > 0 else chunk_posts
+        first, size = last, max(1, min(chunk_posts, budget))
     timed: list[_Timed] = []
     for i, trie in tries.items():
         mine = post_rows[post_ptr[i] : post_ptr[i + 1]]

@@ -7,7 +7,7 @@ Words are normalised by ``core.text.normalize`` and stored sorted and distinct. 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
@@ -51,6 +51,23 @@ def active_subscription_columns(lakehouse: DeltaStore) -> tuple[np.ndarray, pa.C
         rows = rows.take(pa.array(order))
         sub_ids = sub_ids[order]
     return sub_ids, rows["words"]
+
+
+def active_subscription_batches(
+    lakehouse: DeltaStore, batch_rows: int
+) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """The active subscriptions' ids (int64) and word lists, ``batch_rows`` at a time (in
+    the registry's file order): a pass over millions in bounded memory."""
+    if not lakehouse.exists("subscriptions.registry"):
+        return
+    snapshot = lakehouse.snapshot("subscriptions.registry")
+    for batch in snapshot.dataset.to_batches(
+        columns=["sub_id", "words"],
+        filter=pc.field("cancelled_at").is_null(),
+        batch_size=batch_rows,
+    ):
+        if batch.num_rows:
+            yield np.asarray(batch["sub_id"], dtype=np.int64), batch["words"]
 
 
 def active_corpus(lakehouse: DeltaStore) -> Corpus:

@@ -29,7 +29,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     update_versions,
 )
-from spark_jobs.lake.subscription_store import active_subscription_columns
+from spark_jobs.lake.subscription_store import active_subscription_batches
 
 if TYPE_CHECKING:
     from core.routing.table import RoutingTable
@@ -124,30 +124,48 @@ def _run_suite(
 # placements checked for eligibility at a time: their subscriptions' words expanded, about
 # 8 per placement, stay within ~150 MB whatever the registry's size
 ELIGIBLE_CHUNK = 1_000_000
+# registry rows read at a time: 10M subscriptions' word lists at once took 3 GiB
+REGISTRY_BATCH = 500_000
 
 
 def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataFrame]:
     """The frames the suites check for one version (with the derived columns): columns
-    throughout, no Python object per subscription or word (the registry holds millions)."""
+    throughout, no Python object per subscription or word, and the registry read in
+    batches (it holds millions)."""
     routing = load_routing_table(lakehouse, version)
     mappings = lakehouse.read_arrow("routing.mappings")
     mappings = mappings.filter(pc.equal(mappings["routing_version"], version)).to_pandas()
     mappings["n_parts"] = mappings.groupby("word")["part"].transform("count")
     placements = load_placements(lakehouse, version)  # the version's partition only
-    active_ids, words = active_subscription_columns(lakehouse)
     placed_subs = np.asarray(placements["sub_id"], dtype=np.int64)
-    eligible = eligible_placements(
-        routing,
-        active_ids,
-        words,
-        placed_subs,
-        np.asarray(placements["matcher_id"], dtype=np.int64),
-    )
-    del words
+    placed_matchers = np.asarray(placements["matcher_id"], dtype=np.int64)
+    by_sub = np.argsort(placed_subs, kind="stable")
+    sorted_subs = placed_subs[by_sub]
+    eligible = np.zeros(placed_subs.shape[0], dtype=np.bool_)
+    active: list[np.ndarray] = []
+    placed: list[np.ndarray] = []
+    for ids, words in active_subscription_batches(lakehouse, REGISTRY_BATCH):
+        order = np.argsort(ids, kind="stable")
+        ids, words = ids[order], words.take(pa.array(order))
+        # the placement rows of these subscriptions (a multicast one has several)
+        first = np.searchsorted(sorted_subs, ids, side="left")
+        last = np.searchsorted(sorted_subs, ids, side="right")
+        count = last - first
+        rows = by_sub[np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())]
+        eligible[rows] = eligible_placements(
+            routing, ids, words, placed_subs[rows], placed_matchers[rows]
+        )
+        active.append(ids)
+        placed.append(count > 0)
     frame = placements.to_pandas()
     del placements
     frame["eligible"] = eligible
-    subscriptions = pd.DataFrame({"sub_id": active_ids, "placed": np.isin(active_ids, placed_subs)})
+    subscriptions = pd.DataFrame(
+        {
+            "sub_id": np.concatenate(active) if active else np.zeros(0, dtype=np.int64),
+            "placed": np.concatenate(placed) if placed else np.zeros(0, dtype=np.bool_),
+        }
+    )
     return {
         "routing_mappings": mappings,
         "routing_placements": frame,

@@ -321,3 +321,21 @@ def test_lasp_ties_go_to_the_matcher_holding_the_fewest_subscriptions() -> None:
     # whatever the subscriptions' counts
     twice = corpus_from_word_lists([["a", "b"], ["a", "b"]])
     assert place_subscriptions(table, twice).matchers.tolist() == [0, 0]
+
+
+def test_replay_bounds_a_chunks_matches_and_counts_the_same(setup, monkeypatch) -> None:
+    """Topic-based subscriptions emit many matches a post: with a budget of a few matches
+    per chunk the chunks shrink to a post or two, and every figure stays the same."""
+    import core.replay
+
+    training, held_out, workloads = setup
+    subs = workloads["topic"]
+    table = learn_mapping(training, 8, "salb", subscribed_words=_words(subs)).table
+    placement = place_subscriptions(table, subs, policy="lasp")
+    whole = replay(table, placement, subs, held_out, repeats=1)
+    assert whole.n_matches > 10 * held_out.n_posts  # more matches than posts: the budget bites
+    monkeypatch.setattr(core.replay, "REPLAY_CHUNK_MATCHES", 25)
+    bounded = replay(table, placement, subs, held_out, repeats=1)
+    assert np.array_equal(bounded.match_pairs, whole.match_pairs)
+    assert np.array_equal(bounded.matcher_operations, whole.matcher_operations)
+    assert np.array_equal(bounded.matcher_matches, whole.matcher_matches)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 import yaml
@@ -233,3 +234,23 @@ def test_eligible_placements_equal_the_obvious_loop_over_word_versions(
         for s, m in placed
     ]
     assert got.tolist() == expected
+
+
+@pytest.mark.parametrize("corrupt", [None, "ineligible", "unplaced"])
+def test_the_frames_are_the_same_whatever_the_registry_batches(lakehouse, corrupt, monkeypatch):
+    """The registry is read in batches (bounded memory at 10M subscriptions): one row a
+    batch gives the frames one batch gives, flaws included."""
+    from spark_jobs.lake import validation
+
+    _candidate(lakehouse, 1, corrupt=corrupt)
+    whole = validation.validation_frames(lakehouse, 1)
+    monkeypatch.setattr(validation, "REGISTRY_BATCH", 1)
+    batched = validation.validation_frames(lakehouse, 1)
+    for name, frame in whole.items():
+        pd.testing.assert_frame_equal(
+            batched[name].sort_values(list(frame.columns[:2])).reset_index(drop=True),
+            frame.sort_values(list(frame.columns[:2])).reset_index(drop=True),
+        )
+    placements = whole["routing_placements"]
+    assert placements["eligible"].all() == (corrupt != "ineligible")
+    assert whole["subscriptions_placed"]["placed"].all() == (corrupt != "unplaced")
