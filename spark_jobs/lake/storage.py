@@ -118,6 +118,11 @@ def local_state_dir(location: str) -> Path:
     return base / location.split("://", 1)[1]
 
 
+# what S3 answers a conditional put that lost (412, or 409 for two at once) and a read of
+# a lease deleted meanwhile
+_LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict", "409", "412", "NoSuchKey", "404")
+
+
 class LockTimeout(InvalidArgumentError):
     """A lakehouse lock stayed held by another process for longer than the wait allowed."""
 
@@ -128,7 +133,10 @@ def object_lock(
     """An exclusive lease on the object ``location`` (``s3://bucket/key``), as a context
     manager: created with a conditional put (If-None-Match: *), so exactly one of several
     processes on any machines creates it; deleted on exit. A holder that died leaves a
-    lease that expires after ``lease_seconds``; the next process takes it over.
+    lease that expires after ``lease_seconds``; the next process takes it over by
+    overwriting that expired lease conditionally (If-Match: its ETag), so of several
+    processes that saw it expire exactly one takes it: deleting it first and creating a
+    new one let a slower contender delete the winner's fresh lease and hold it too.
 
     Raises:
         LockTimeout: when the lease could not be taken within ``wait_seconds``.
@@ -155,15 +163,22 @@ def object_lock(
                 break
             except ClientError as err:
                 code = err.response.get("Error", {}).get("Code", "")
-                if code not in ("PreconditionFailed", "ConditionalRequestConflict", "409"):
+                if code not in _LOST_RACE:
                     raise
             try:
-                current = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                found = client.get_object(Bucket=bucket, Key=key)
+                current = json.loads(found["Body"].read())
                 if float(current.get("expires", 0)) < time.time():  # its holder died
-                    client.delete_object(Bucket=bucket, Key=key)
-                    continue
-            except ClientError:
-                continue  # released between our put and our read: try again at once
+                    # ours only if nobody replaced the expired lease since we read it
+                    client.put_object(
+                        Bucket=bucket, Key=key, Body=body.encode(), IfMatch=found["ETag"]
+                    )
+                    break
+            except ClientError as err:
+                code = err.response.get("Error", {}).get("Code", "")
+                if code not in _LOST_RACE:
+                    raise
+                continue  # released, or taken over, since we read it: try again at once
             if time.monotonic() > deadline:
                 raise LockTimeout(
                     f"lock {location} held by another process for over {wait_seconds:.0f}s"

@@ -76,3 +76,28 @@ def test_a_request_on_the_live_version_or_no_request_holds() -> None:
     assert stale_request_reason(_requests(...), 5) is None  # which version it saw is unknown
     assert stale_request_reason(None, 2) is None  # the nightly run or a Trigger
     assert stale_request_reason({}, 2) is None
+
+
+def test_the_report_says_in_one_sentence_when_hash_stays_the_floor(tmp_path) -> None:
+    """A first candidate that loses to hash: the run report's decision is one sentence that
+    says so, with the figure, the bar and what the stream does meanwhile."""
+    import datetime as dt
+
+    from spark_jobs.jobs.publish import publish
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import add_version
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    add_version(lakehouse, {
+        "routing_version": 1, "algorithm": "salb2", "n_matchers": 16, "params": "{}",
+        "inputs": "{}", "subscribed_words": None,
+        "metrics": json.dumps({"evaluation": {"relative_work_throughput_vs_hash": 0.866}}),
+        "validation": None, "status": "validated", "created_at": now, "published_at": None,
+        "retired_at": None,
+    })  # fmt: skip
+    outcome = publish(lakehouse, None, margin=0.02)
+    assert decision_sentence(dict(outcome)) == (
+        "Nothing published: candidate throughput (counted work) x0.866 of hash routing is "
+        "below the required x1.020; the stream routes by hash."
+    )

@@ -148,6 +148,58 @@ def test_the_object_store_lock_excludes_across_holders_and_outlives_a_dead_one(s
         pass
 
 
+def test_two_processes_that_see_a_lease_expire_take_it_over_one_at_a_time(s3_root, monkeypatch):
+    """Two contenders read the same expired lease before either writes (held at a barrier
+    after their read), and one acts on it only after the other took over: the takeover is
+    conditional on the lease it read, so the late one finds it replaced and waits for the
+    release; they never hold the lock together."""
+    import boto3
+
+    key = storage.join(s3_root, "_locks", "routing.versions.lock").split(f"{BUCKET}/", 1)[1]
+    stale = json.dumps({"owner": "dead", "expires": time.time() - 1}).encode()
+    boto3.client("s3").put_object(Bucket=BUCKET, Key=key, Body=stale)
+    both_read = threading.Barrier(2, timeout=60)
+    make_client = boto3.client
+
+    class ReadsThenWaits:
+        """A client whose first read of the lease waits until the other contender read it."""
+
+        def __init__(self, client):
+            self.client, self.waited = client, False
+
+        def get_object(self, **kwargs):
+            found = self.client.get_object(**kwargs)
+            if not self.waited:
+                self.waited = True
+                if both_read.wait() == 0:
+                    time.sleep(0.5)  # the other one takes over first; this one acts late
+            return found
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: ReadsThenWaits(make_client(*a, **k)))
+    inside, most, held = [0], [0], []
+    guard = threading.Lock()
+
+    def contend(k: int) -> None:
+        with storage.object_lock(storage.join(s3_root, "_locks", "routing.versions.lock")):
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(1.0)
+            with guard:
+                inside[0] -= 1
+            held.append(k)
+
+    threads = [threading.Thread(target=contend, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(held) == [0, 1] and most[0] == 1
+
+
 def test_s3tm_sql_reads_an_s3_lakehouse(s3_root):
     lake = Lakehouse(None, s3_root, engine="rs")
     add_subscriptions(lake, ["storm warning", "cup final", "storm"], "alice")
