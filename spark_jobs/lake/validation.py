@@ -29,7 +29,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     update_versions,
 )
-from spark_jobs.lake.subscription_store import active_subscription_batches
+from spark_jobs.lake.subscription_store import REGISTRY_BATCH, active_subscription_batches
 
 if TYPE_CHECKING:
     from core.routing.table import RoutingTable
@@ -124,8 +124,6 @@ def _run_suite(
 # placements checked for eligibility at a time: their subscriptions' words expanded, about
 # 8 per placement, stay within ~150 MB whatever the registry's size
 ELIGIBLE_CHUNK = 1_000_000
-# registry rows read at a time: 10M subscriptions' word lists at once took 3 GiB
-REGISTRY_BATCH = 500_000
 
 
 def validation_frames(lakehouse: DeltaStore, version: int) -> dict[str, pd.DataFrame]:

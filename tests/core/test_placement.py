@@ -339,3 +339,19 @@ def test_replay_bounds_a_chunks_matches_and_counts_the_same(setup, monkeypatch) 
     assert np.array_equal(bounded.match_pairs, whole.match_pairs)
     assert np.array_equal(bounded.matcher_operations, whole.matcher_operations)
     assert np.array_equal(bounded.matcher_matches, whole.matcher_matches)
+
+
+def test_encoded_subscriptions_equal_the_obvious_loop(setup) -> None:
+    """Columns throughout equal mapping each chosen row's words one row at a time."""
+    from core.placement.cost import encode_subscriptions, subscription_dictionary
+
+    _, held_out, workloads = setup
+    subs = workloads["topic"]
+    dictionary = subscription_dictionary(subs, held_out)
+    to_id = dictionary.map_vocabulary(subs.vocabulary.tolist())
+    rows = np.random.default_rng(5).choice(subs.n_posts, 300, replace=True)
+    indptr, words = encode_subscriptions(subs, dictionary, rows)
+    for i, r in enumerate(rows.tolist()):
+        expected = np.sort(np.asarray(to_id)[subs.indices[subs.indptr[r] : subs.indptr[r + 1]]])
+        assert words[indptr[i] : indptr[i + 1]].tolist() == expected.tolist()
+    assert indptr[-1] == words.shape[0]

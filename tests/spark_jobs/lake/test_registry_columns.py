@@ -40,6 +40,27 @@ def test_the_active_subscriptions_as_columns_equal_them_as_rows(lake: Lakehouse)
     ]
 
 
+@pytest.mark.parametrize("batch", [1, 7, 1_000])
+def test_the_corpus_read_in_batches_equals_the_registry(
+    lake: Lakehouse, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read a few rows at a time, each batch's words encoded on its own and renumbered into
+    one vocabulary: the same subscriptions, in sub id order, as read at once."""
+    from core.corpus.arrays import corpus_from_arrow_lists
+    from spark_jobs.lake import subscription_store
+
+    monkeypatch.setattr(subscription_store, "REGISTRY_BATCH", batch)
+    sub_ids, words = active_subscription_columns(lake)
+    whole = corpus_from_arrow_lists(words)
+    batched = active_corpus(lake)
+    assert batched.post_ids is not None and batched.post_ids.tolist() == sub_ids.tolist()
+    assert batched.n_posts == whole.n_posts == len(sub_ids)
+    assert [sorted(batched.post_words(k)) for k in range(batched.n_posts)] == [
+        sorted(whole.post_words(k)) for k in range(whole.n_posts)
+    ]
+    assert sorted(batched.vocabulary.tolist()) == sorted(whole.vocabulary.tolist())
+
+
 def test_a_driver_side_write_has_row_groups_of_at_most_the_set_rows(lake: Lakehouse) -> None:
     files = lake.delta_table("subscriptions.registry").file_uris()
     assert files
