@@ -11,10 +11,12 @@ machine noise lands on one sample of many matchers instead of every sample of on
 matcher whose sample was shorter than ``min_sample_seconds`` repeats its matching in the
 later rounds until a sample lasts that long; each matcher's time is its best sample.
 
-Scale: the counted figures (work, matches) are made 100k posts at a time over every post,
-and the timing may run on the first ``timing_posts`` only (evaluate times 200k of 2M
-held-out posts): the matches of millions of posts do not fit in memory, and timing them
-three times per routing version would take minutes and tell no more.
+Scale: the counted figures (work, matches) are made matcher by matcher, a bounded chunk of
+posts at a time, over every post, and the timing may run on the first ``timing_posts``
+only (evaluate times 200k of 2M held-out posts): the matches of millions of posts do not
+fit in memory, and timing them three times per routing version would take minutes and tell
+no more. Tries are kept for the rounds up to ``TIMING_TRIE_BYTES``; past that (millions of
+subscriptions) a matcher is timed on its own when counted, and one trie is built at a time.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ REPLAY_CHUNK_POSTS = 100_000
 # took over 10 GiB), starting from a small first chunk
 REPLAY_CHUNK_MATCHES = 10_000_000
 FIRST_CHUNK_POSTS = 1_000
+# tries kept for the timing rounds at most (bytes): beyond, a matcher is timed on its own
+# as soon as it is counted and its trie let go (10M subscriptions' 16 tries: 5.6 GiB)
+TIMING_TRIE_BYTES = 1 << 30
 
 
 @dataclass
@@ -148,20 +153,10 @@ def replay(
         chunk_posts=chunk_posts,
         keep_pairs=keep_pairs,
         timed_posts=timed_posts,
+        repeats=repeats,
+        min_sample_seconds=min_sample_seconds,
     )
-    timed = counted.timed
-    for _ in range(repeats):
-        for t in timed:
-            started = time.perf_counter()
-            for _ in range(t.loops):
-                t.trie.match(t.batch_ptr, t.batch_words, t.word_map)
-            elapsed = time.perf_counter() - started
-            t.best = min(t.best, elapsed / t.loops)
-            if elapsed < min_sample_seconds:  # the next samples run long enough
-                t.loops = math.ceil(t.loops * min_sample_seconds / max(elapsed, 1e-7))
-    seconds = np.zeros(table.n_matchers)
-    for t in timed:
-        seconds[t.matcher] = t.best
+    seconds = counted.seconds
     slowest = float(seconds.max())
     return ReplayResult(
         n_posts=posts.n_posts,
@@ -206,14 +201,14 @@ def matcher_work(
 
 @dataclass
 class _Counted:
-    """Every matcher's posts matched once: the work counted, and what timing needs."""
+    """Every matcher's posts matched once: the work counted, and each matcher's time."""
 
     matcher_posts: np.ndarray
     operations: np.ndarray
     matches: np.ndarray
     n_matches: int
     pairs: np.ndarray | None
-    timed: list[_Timed]
+    seconds: np.ndarray  # each matcher's best matching time of its timed posts (0: none)
 
 
 def _count(
@@ -226,16 +221,21 @@ def _count(
     chunk_posts: int,
     keep_pairs: bool,
     timed_posts: int,
+    repeats: int = 1,
+    min_sample_seconds: float = 0.0,
 ) -> _Counted:
-    """Route ``posts``, build each matcher's trie, and match its posts once, at most
-    ``chunk_posts`` posts (and about ``REPLAY_CHUNK_MATCHES`` matches) at a time: the work,
-    the distinct matches (and, ``keep_pairs``, the pairs), and the tries with their share
-    of the first ``timed_posts`` posts for timing."""
+    """Route ``posts``; then, one matcher at a time, build its trie and match its posts
+    once (at most ``chunk_posts`` posts and about ``REPLAY_CHUNK_MATCHES`` matches at a
+    time). The tries are kept for timing in rounds on their shares of the first
+    ``timed_posts`` posts while they fit in ``TIMING_TRIE_BYTES``; a matcher beyond is
+    timed at once and its trie let go. The matches a post makes at two matchers (a
+    subscription placed on both) count once: their keys are kept until every matcher is
+    done (all keys with ``keep_pairs``)."""
     if chunk_posts < 1:
         raise InvalidArgumentError(f"chunk_posts must be >= 1, got {chunk_posts}")
     n = table.n_matchers
     routed = route_corpus(table, posts, seed=seed)
-    # each matcher's post rows, ascending: a chunk of posts is a slice of every matcher's
+    # each matcher's post rows, ascending
     post_ptr, post_rows = corpus_kernels.transpose_csr(routed.indptr, routed.matchers, n)
     sub_ptr, sub_rows = placement.subscriptions_by_matcher()
     dictionary = subscription_dictionary(subscriptions, posts)
@@ -243,10 +243,16 @@ def _count(
     n_subs = placement.sub_ids.shape[0]
     # only a subscription placed on two or more matchers can match a post twice
     multicast = np.diff(placement.indptr) > 1
-    tries: dict[int, TrieMatcher] = {}
+    operations = np.zeros(n, dtype=np.int64)
+    emitted = np.zeros(n, dtype=np.int64)
+    seconds = np.zeros(n, dtype=np.float64)
+    repeatable: list[np.ndarray] = []  # (post row * n_subs + sub row) that may repeat
+    rounds: list[_Timed] = []
+    kept_bytes = 0
     for i in range(n):
         rows = sub_rows[sub_ptr[i] : sub_ptr[i + 1]].astype(np.int64)
-        if rows.size == 0 or post_ptr[i + 1] == post_ptr[i]:
+        mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
+        if rows.size == 0 or mine.size == 0:
             continue
         indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
         # sized by its subscriptions (its slots, which never shrink): the nodes grow while
@@ -254,56 +260,59 @@ def _count(
         # tries of 10M subscriptions (8M from 1.3M distinct sets) held 13 GiB they never used
         trie = TrieMatcher(capacity=int(rows.size) + 1)
         trie.insert_many(rows, indptr, words)  # by placement row: a pair is one int64 key
-        tries[i] = trie
-    operations = np.zeros(n, dtype=np.int64)
-    emitted = np.zeros(n, dtype=np.int64)
-    n_matches = 0
-    kept: list[np.ndarray] = []
-    first, size = 0, min(chunk_posts, FIRST_CHUNK_POSTS)
-    while first < posts.n_posts:
-        last = min(first + size, posts.n_posts)
-        chunk_keys: list[np.ndarray] = []  # (post row * n_subs + sub row) that may repeat
-        chunk_emitted = 0
-        for i, trie in tries.items():
-            mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
-            lo, hi = np.searchsorted(mine, [first, last])
-            targets = mine[lo:hi].astype(np.int64)
-            if targets.size == 0:
-                continue
+        first, size = 0, min(chunk_posts, FIRST_CHUNK_POSTS)
+        while first < mine.size:
+            targets = mine[first : first + size].astype(np.int64)
             batch_ptr, batch_words = corpus_kernels.select_rows(
                 posts.indptr, posts.indices, targets
             )
             matches = trie.match(batch_ptr, batch_words, word_map)
             operations[i] += matches.operations
             emitted[i] += matches.sub_ids.shape[0]
-            chunk_emitted += matches.sub_ids.shape[0]
             owner = np.repeat(targets, np.diff(matches.indptr))
             keys = owner * n_subs + matches.sub_ids
-            chunk_keys.append(keys if keep_pairs else keys[multicast[matches.sub_ids]])
-        # a post's matches all lie in its chunk: distinct per chunk is distinct overall
-        repeatable = np.concatenate(chunk_keys) if chunk_keys else np.empty(0, np.int64)
-        distinct = np.unique(repeatable)
-        if keep_pairs:
-            n_matches += int(distinct.shape[0])
-            kept.append(distinct)
-        else:
-            n_matches += chunk_emitted - int(repeatable.shape[0]) + int(distinct.shape[0])
-        # the next chunk: as many posts as keep its matches near the budget
-        per_post = chunk_emitted / (last - first)
-        budget = int(REPLAY_CHUNK_MATCHES / per_post) if per_post > 0 else chunk_posts
-        first, size = last, max(1, min(chunk_posts, budget))
-    timed: list[_Timed] = []
-    for i, trie in tries.items():
-        mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
-        targets = mine[: np.searchsorted(mine, timed_posts)].astype(np.int64)
-        if targets.size:
-            batch_ptr, batch_words = corpus_kernels.select_rows(
-                posts.indptr, posts.indices, targets
-            )
-            timed.append(_Timed(i, trie, batch_ptr, batch_words, word_map))
+            repeatable.append(keys if keep_pairs else keys[multicast[matches.sub_ids]])
+            # the next chunk: as many posts as keep its matches near the budget
+            per_post = matches.sub_ids.shape[0] / targets.size
+            budget = int(REPLAY_CHUNK_MATCHES / per_post) if per_post > 0 else chunk_posts
+            first, size = first + targets.size, max(1, min(chunk_posts, budget))
+        timed = mine[: np.searchsorted(mine, timed_posts)].astype(np.int64)
+        if timed.size:
+            batch_ptr, batch_words = corpus_kernels.select_rows(posts.indptr, posts.indices, timed)
+            sample = _Timed(i, trie, batch_ptr, batch_words, word_map)
+            if kept_bytes + trie.nbytes <= TIMING_TRIE_BYTES:
+                rounds.append(sample)  # timed below, in rounds over every kept matcher
+                kept_bytes += trie.nbytes
+            else:
+                _time(repeats * [[sample]], min_sample_seconds)
+                seconds[i] = sample.best
+        del trie
+    _time(repeats * [rounds], min_sample_seconds)
+    for sample in rounds:
+        seconds[sample.matcher] = sample.best
+    del rounds
+    keys = np.concatenate(repeatable) if repeatable else np.empty(0, dtype=np.int64)
+    del repeatable
+    distinct = np.unique(keys)
+    n_matches = int(emitted.sum()) - int(keys.shape[0]) + int(distinct.shape[0])
     pairs = None
     if keep_pairs:
-        keys = np.concatenate(kept) if kept else np.empty(0, dtype=np.int64)
-        pairs = np.stack([keys // max(n_subs, 1), placement.sub_ids[keys % max(n_subs, 1)]], 1)
+        pairs = np.stack(
+            [distinct // max(n_subs, 1), placement.sub_ids[distinct % max(n_subs, 1)]], 1
+        )
         pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))].astype(np.int64)
-    return _Counted(np.diff(post_ptr), operations, emitted, n_matches, pairs, timed)
+    return _Counted(np.diff(post_ptr), operations, emitted, n_matches, pairs, seconds)
+
+
+def _time(rounds: list[list[_Timed]], min_sample_seconds: float) -> None:
+    """Run the timing rounds: each round samples every matcher in it once; a sample shorter
+    than ``min_sample_seconds`` makes that matcher repeat its matching in later rounds."""
+    for samples in rounds:
+        for t in samples:
+            started = time.perf_counter()
+            for _ in range(t.loops):
+                t.trie.match(t.batch_ptr, t.batch_words, t.word_map)
+            elapsed = time.perf_counter() - started
+            t.best = min(t.best, elapsed / t.loops)
+            if elapsed < min_sample_seconds:  # the next samples run long enough
+                t.loops = math.ceil(t.loops * min_sample_seconds / max(elapsed, 1e-7))

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.corpus.arrays import Corpus, corpus_from_arrow_lists, corpus_from_codes
+from core.corpus.arrays import Corpus, corpus_from_arrays, corpus_from_arrow_lists, take_rows
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
@@ -106,13 +106,16 @@ def active_corpus(lakehouse: DeltaStore) -> Corpus:
             for d, c in zip(dictionaries, code_parts, strict=True)
         ]
     )
+    del code_parts
     sub_ids = np.concatenate(ids_parts)
-    rank = np.empty(sub_ids.shape[0], dtype=np.int32)
+    indptr = np.zeros(sub_ids.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(length_parts), out=indptr[1:])
     order = np.argsort(sub_ids, kind="stable")  # files come in any order
-    rank[order] = np.arange(sub_ids.shape[0], dtype=np.int32)
-    rows = np.repeat(rank, np.concatenate(length_parts))
-    corpus = corpus_from_codes(rows, codes, vocabulary.to_pylist(), int(sub_ids.shape[0]))
-    return replace(corpus, post_ids=sub_ids[order])
+    if np.any(order != np.arange(order.shape[0])):
+        indptr, codes = take_rows(indptr, codes, order)
+        sub_ids = sub_ids[order]
+    corpus = corpus_from_arrays(vocabulary.to_pylist(), indptr, codes)
+    return replace(corpus, post_ids=sub_ids)
 
 
 def add_subscriptions(lakehouse: DeltaStore, phrases: Sequence[str], subscriber: str) -> list[int]:
