@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -298,6 +298,25 @@ def take_rows(
     return _kernels.select_rows(indptr, indices, rows)
 
 
+DISTINCT_CHUNK_ROWS = 1_000_000
+
+
+def _row_chunks(
+    ptr: np.ndarray, vals: np.ndarray
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(lo, hi, row, position, values)`` of rows ``lo..hi`` a chunk at a time: each
+    value's row (from 0 within the chunk), its position in its row, and the values."""
+    n = ptr.shape[0] - 1
+    for lo in range(0, n, DISTINCT_CHUNK_ROWS):
+        hi = min(n, lo + DISTINCT_CHUNK_ROWS)
+        lengths = ptr[lo + 1 : hi + 1] - ptr[lo:hi]
+        starts = ptr[lo:hi] - ptr[lo]
+        count = int(ptr[hi] - ptr[lo])
+        position = np.arange(count, dtype=np.int64) - np.repeat(starts, lengths)
+        row = np.repeat(np.arange(hi - lo, dtype=np.int64), lengths)
+        yield lo, hi, row, position, vals[ptr[lo] : ptr[hi]]
+
+
 def distinct_rows(indptr: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of a CSR (rows equal value for value, in order): ``(first,
     inverse)``, the first row of each distinct one and each row's distinct index, so
@@ -313,23 +332,32 @@ def distinct_rows(indptr: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, n
     if n <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     lengths = ptr[1:] - ptr[:-1]
-    position = np.arange(vals.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lengths)
-    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
     keys = np.zeros((n, 3), dtype=np.uint64)
     keys[:, 2] = lengths.astype(np.uint64)
-    top = int(position.max()) + 1 if position.size else 1
+    top = int(lengths.max()) if lengths.size else 1
     rng = np.random.default_rng(0x5EED)
+    weights = [rng.integers(1, np.iinfo(np.int64).max, size=max(top, 1), dtype=np.int64)
+               for _ in range(2)]  # fmt: skip
+    # rows a chunk at a time: the per-value temporaries of 10M subscriptions' 80M words
+    # took gigabytes at once
     with np.errstate(over="ignore"):
-        for k in range(2):
-            weight = rng.integers(1, np.iinfo(np.int64).max, size=top, dtype=np.int64)
-            terms = (vals.astype(np.uint64) + np.uint64(1)) * weight[position].astype(np.uint64)
-            np.add.at(keys[:, k], row, terms)
+        for lo, hi, row, position, chunk in _row_chunks(ptr, vals):
+            for k in range(2):
+                terms = (chunk.astype(np.uint64) + np.uint64(1)) * weights[k][position].astype(
+                    np.uint64
+                )
+                np.add.at(keys[lo:hi, k], row, terms)
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    del keys
     inverse = inverse.reshape(-1)
     representative = first[inverse]
     same = lengths[representative] == lengths
-    rep_values = vals[np.repeat(ptr[representative], lengths) + position]
-    same &= np.bincount(row, weights=(rep_values != vals), minlength=n) == 0
+    for lo, hi, row, position, chunk in _row_chunks(ptr, vals):
+        rows_same = same[lo:hi]
+        reps = representative[lo:hi]
+        rep_values = vals[np.repeat(ptr[reps], lengths[lo:hi]) + position]
+        differs = np.bincount(row, weights=(rep_values != chunk), minlength=hi - lo) > 0
+        same[lo:hi] = rows_same & ~differs
     if not same.all():  # a collision: key the rows by their values instead
         seen: dict[bytes, int] = {}
         first_rows: list[int] = []

@@ -130,13 +130,21 @@ def test_matcher_work_is_the_replays_counted_work() -> None:
 
 
 @settings(max_examples=examples(100), deadline=None)
-@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=4), min_size=1, max_size=30))
-def test_distinct_rows_equal_a_dict_of_rows(rows) -> None:
-    from core.corpus.arrays import distinct_rows
+@given(
+    st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=4), min_size=1, max_size=30),
+    st.integers(1, 8),
+)
+def test_distinct_rows_equal_a_dict_of_rows(rows, chunk) -> None:
+    """In any chunking of the rows (the keys are made a chunk of rows at a time)."""
+    from core.corpus import arrays
 
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     values = np.array([v for r in rows for v in r], dtype=np.int32)
-    first, inverse = distinct_rows(indptr, values)
+    old, arrays.DISTINCT_CHUNK_ROWS = arrays.DISTINCT_CHUNK_ROWS, chunk
+    try:
+        first, inverse = arrays.distinct_rows(indptr, values)
+    finally:
+        arrays.DISTINCT_CHUNK_ROWS = old
     assert [rows[first[i]] for i in inverse] == rows  # every row is its representative
     assert len({tuple(r) for r in rows}) == first.shape[0]  # and those are distinct
 
