@@ -46,9 +46,9 @@ REPLAY_CHUNK_POSTS = 100_000
 # took over 10 GiB), starting from a small first chunk
 REPLAY_CHUNK_MATCHES = 10_000_000
 FIRST_CHUNK_POSTS = 1_000
-# tries kept for the timing rounds at most (bytes): beyond, a matcher is timed on its own
+# tries kept for the timing rounds at most (256 MiB): beyond, a matcher is timed on its own
 # as soon as it is counted and its trie let go (10M subscriptions' 16 tries: 5.6 GiB)
-TIMING_TRIE_BYTES = 1 << 30
+TIMING_TRIE_BYTES = 1 << 28
 
 
 @dataclass
