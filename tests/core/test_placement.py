@@ -355,3 +355,22 @@ def test_encoded_subscriptions_equal_the_obvious_loop(setup) -> None:
         expected = np.sort(np.asarray(to_id)[subs.indices[subs.indptr[r] : subs.indptr[r + 1]]])
         assert words[indptr[i] : indptr[i + 1]].tolist() == expected.tolist()
     assert indptr[-1] == words.shape[0]
+
+
+def test_replay_times_each_matcher_on_its_own_past_the_trie_budget(setup, monkeypatch) -> None:
+    """Past ``TIMING_TRIE_BYTES`` a matcher is timed as soon as it is counted and its trie
+    let go: the same counted figures, and a time for every matcher that had posts."""
+    import core.replay
+
+    training, held_out, workloads = setup
+    subs = workloads["tweet"]
+    table = learn_mapping(training, 8, "salb", subscribed_words=_words(subs)).table
+    placement = place_subscriptions(table, subs, policy="lasp")
+    kept = replay(table, placement, subs, held_out, repeats=2, min_sample_seconds=0)
+    monkeypatch.setattr(core.replay, "TIMING_TRIE_BYTES", 0)
+    alone = replay(table, placement, subs, held_out, repeats=2, min_sample_seconds=0)
+    assert np.array_equal(alone.match_pairs, kept.match_pairs)
+    assert np.array_equal(alone.matcher_operations, kept.matcher_operations)
+    # the same matchers timed (those with posts and subscriptions), each of them
+    timed = alone.matcher_seconds > 0
+    assert timed.sum() >= 6 and np.array_equal(timed, kept.matcher_seconds > 0)
