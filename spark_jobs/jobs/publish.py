@@ -38,7 +38,7 @@ from spark_jobs.lake.routing_store import (
 DEFAULT_MARGIN = 0.02
 
 if TYPE_CHECKING:
-    from schemas.rows import VersionChanges, VersionParams
+    from schemas.rows import VersionChanges, VersionParams, VersionRow
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.delta_store import DeltaStore
     from spark_jobs.lake.validation import ValidationResult
@@ -222,7 +222,8 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
         return value if isinstance(value, int | float) and value == value else missing
 
     rows = []
-    for v in versions(lakehouse):
+    every = versions(lakehouse)
+    for v in every:
         evaluation = json.loads(v["metrics"] or "{}").get("evaluation", {})
         model = evaluation.get("candidate", {}).get("model", {})
         params: VersionParams = json.loads(v["params"])
@@ -253,14 +254,13 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
     if details:
         header += ["spread", "imbalance", "x hash (model)", "x hash (replay)"]
     table = format_table([*header, "created"], rows)
-    kept = kept_out_sentence(lakehouse)
+    kept = kept_out_sentence(every)
     return f"{table}\n{kept}" if kept else table
 
 
-def kept_out_sentence(lakehouse: DeltaStore) -> str | None:
-    """One sentence when the newest version the gate judged (newer than the published
-    one) was kept out: which, and why; None otherwise."""
-    rows = versions(lakehouse)
+def kept_out_sentence(rows: Sequence[VersionRow]) -> str | None:
+    """One sentence when the newest of the versions ``rows`` the gate judged (newer than
+    the published one) was kept out: which, and why; None otherwise."""
     live = max((r["routing_version"] for r in rows if r["status"] == "published"), default=0)
     judged = [
         (r["routing_version"], verdict)

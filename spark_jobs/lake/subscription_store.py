@@ -37,22 +37,6 @@ def active_subscriptions(lakehouse: DeltaStore) -> list[SubscriptionRow]:
     return [r for r in registry(lakehouse) if r["cancelled_at"] is None]
 
 
-def active_subscription_columns(lakehouse: DeltaStore) -> tuple[np.ndarray, pa.ChunkedArray]:
-    """The active subscriptions as columns: their ids (ascending, int64) and word lists.
-    No Python object per subscription: 10M subscriptions as rows took over 10 GB."""
-    rows = lakehouse.read_arrow(
-        "subscriptions.registry",
-        columns=["sub_id", "words"],
-        where=pc.field("cancelled_at").is_null(),
-    )
-    sub_ids = np.asarray(rows["sub_id"], dtype=np.int64)
-    order = np.argsort(sub_ids, kind="stable")
-    if order.size and np.any(order[1:] != order[:-1] + 1):  # files come in any order
-        rows = rows.take(pa.array(order))
-        sub_ids = sub_ids[order]
-    return sub_ids, rows["words"]
-
-
 def active_subscription_batches(
     lakehouse: DeltaStore, batch_rows: int
 ) -> Iterator[tuple[np.ndarray, pa.Array]]:

@@ -11,11 +11,26 @@ from spark_jobs.lake import delta_store
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import (
     active_corpus,
-    active_subscription_columns,
     add_subscriptions,
     cancel_subscriptions,
     registry,
 )
+
+
+def active_subscription_columns(lake: Lakehouse):
+    """The reference: the whole registry read at once, active rows in sub id order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = lake.read_arrow(
+        "subscriptions.registry",
+        columns=["sub_id", "words"],
+        where=pc.field("cancelled_at").is_null(),
+    )
+    order = np.argsort(np.asarray(rows["sub_id"]), kind="stable")
+    rows = rows.take(pa.array(order))
+    return np.asarray(rows["sub_id"], dtype=np.int64), rows["words"]
 
 
 @pytest.fixture
