@@ -8,6 +8,9 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import psutil
+
+from spark_jobs.peak_rss import peak_mib, reset_peak
 
 
 def machine_summary() -> str:
@@ -34,32 +37,18 @@ def pin_to_one_core() -> int:
     return core
 
 
-def _status_kib(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM); False where that is not allowed."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
+    """Reset this process' peak-RSS mark (VmHWM); False where that is not allowed."""
+    reset_peak("self")
+    return peak_mib("self") is not None
 
 
 def rss_mib() -> float:
-    """Current resident set size in MiB (nan when unknown)."""
-    value = _status_kib("VmRSS")
-    return float("nan") if value is None else value / 1024
+    """Current resident set size in MiB."""
+    return float(psutil.Process().memory_info().rss / 2**20)
 
 
 def peak_rss_mib() -> float:
     """Peak resident set size since start or the last :func:`reset_peak_rss`, in MiB."""
-    value = _status_kib("VmHWM")
-    return float("nan") if value is None else value / 1024
+    value = peak_mib("self")
+    return float("nan") if value is None else value

@@ -6,11 +6,14 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
    the posts' count every post is taken equally often, ``tweet_subscriptions``) go into
    ``subscriptions.registry`` in commits of a million, as ``s3tm subscribe load`` commits
    a file;
-2. **learn** (the platform's learner, salb2 with hot-word splitting, N matchers) and
-   register the version;
+2. **graph** (``gold.post_words`` of every day) and **learn** (the platform's learner,
+   salb2 with hot-word splitting, N matchers, on the training posts and the registry's
+   subscriptions) a candidate version;
 3. **place** (LASP, ``routing.placements``), **validate** (the expectation suites),
    **evaluate** (counted work by replay on the held-out posts, the publish gate's measure,
-   against hash routing) and **publish**: the remap DAG's steps, as its tasks call them;
+   against hash routing) and **publish** (the gate: hash routing is a first version's
+   floor): the remap DAG's steps, each in a process of its own as its task runs
+   (``benchmarks.job_process``);
 4. **stream**: held-out tweets land as files of ``--batch-posts`` and the stream matches
    them through the published version, one batch per file: a first batch of its own posts
    (the warm one), then the same ``--batch-posts`` held-out posts in every later file (each
@@ -20,7 +23,9 @@ For each size, in a fresh lakehouse, on the real timestamped tweets (``../shared
    runs (as between two triggers) and the next batch meets them.
 
 Each step's wall time and peak memory (the Python driver, its JVM, the largest Python worker)
-are measured around it (``/proc``: VmHWM, reset per step). The stream's figures are the
+are measured (``/proc``: VmHWM): a remap step's are its own process' (what its driver pod
+needs), register's and the stream's are the bench's process' (reset per step; they include
+the tweets and subscriptions the bench holds). The stream's figures are the
 steady batches' (not the first, not one after changes): posts/s and matches/s, the task
 seconds per match and per routed post, the driver's plan + placement sync, what the
 broadcast carried and what a match worker held; and the changes' cost: the driver's sync
@@ -41,16 +46,20 @@ import functools
 import gc
 import gzip
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import psutil
 import pyarrow as pa
 
 from benchmarks.experiments.report import write_csv
@@ -141,13 +150,10 @@ def read_tweets(path: Path, limit: int | None) -> Tweets:
 def _python_workers() -> list[int]:
     """PySpark's Python worker processes on this machine (daemon and forked workers)."""
     pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            command = (proc / "cmdline").read_bytes()
-            if b"pyspark.daemon" in command or b"pyspark.worker" in command:
-                pids.append(int(proc.name))
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or ())
+        if "pyspark.daemon" in command or "pyspark.worker" in command:
+            pids.append(process.pid)
     return pids
 
 
@@ -158,6 +164,7 @@ class StepFigures:
     driver_peak_mib: float | None
     jvm_peak_mib: float | None
     worker_peak_mib: float | None
+    own_process: bool = False  # a job process (the remap's steps), else the bench's
 
 
 class Steps:
@@ -190,6 +197,51 @@ class Steps:
             f"JVM {figures.jvm_peak_mib} MiB, Python worker {figures.worker_peak_mib} MiB",
             flush=True,
         )
+
+    def job(self, name: str, job: str, arguments: list[str]) -> dict[str, Any]:
+        """Run ``spark_jobs.jobs.<job>`` in a process of its own, as the remap DAG's task
+        runs it (``benchmarks.job_process``): the step's wall time, its driver's and its
+        JVM's peak; the job's last JSON line. Its log goes to this process' stderr."""
+        from benchmarks.job_process import JobFigures
+
+        print(f"[{self.size:,}] {name} (its own process) ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix="s3tm-job-") as folder:
+            figures_path = Path(folder) / "figures.json"
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.job_process", str(figures_path), job,
+                 *arguments],
+                stdout=subprocess.PIPE, text=True, check=False, env=_job_environment(),
+            )  # fmt: skip
+            wall = time.perf_counter() - started
+            if done.returncode != 0 or not figures_path.exists():
+                raise InputDataError(
+                    f"{name} ({job} {' '.join(arguments)}) exited {done.returncode}; its log "
+                    f"is above. Its output: {done.stdout[-1000:]}"
+                )
+            figures = JobFigures.read(figures_path)
+        step = StepFigures(
+            name, round(wall, 2), _round(figures.driver_peak_mib), _round(figures.jvm_peak_mib),
+            None, own_process=True,
+        )  # fmt: skip
+        self.done.append(step)
+        print(
+            f"[{self.size:,}] {name}: {wall:.1f} s, peak driver {step.driver_peak_mib} MiB, "
+            f"JVM {step.jvm_peak_mib} MiB",
+            flush=True,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            raise InputDataError(f"{name} printed no result: {done.stdout[-1000:]}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+
+def _job_environment() -> dict[str, str]:
+    """The job processes import this checkout's packages, wherever they run from."""
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root if not path else f"{root}{os.pathsep}{path}"}
 
 
 def _round(value: float | None) -> float | None:
@@ -296,13 +348,9 @@ def run_size(
     config: SubscriptionsBenchConfig,
     topics: TopicModel | None = None,
 ) -> dict[str, Any]:
-    from core.learn import learn_mapping
     from core.subscriptions.workloads import topic_subscriptions, tweet_subscriptions
-    from spark_jobs.jobs.evaluate import evaluate_version
-    from spark_jobs.jobs.place import place_version
-    from spark_jobs.jobs.publish import DEFAULT_MARGIN, publish, validate_version
+    from spark_jobs.jobs.publish import DEFAULT_MARGIN
     from spark_jobs.lake.delta_io import Lakehouse
-    from spark_jobs.lake.routing_store import register_table
     from spark_jobs.lake.subscription_store import cancel_subscriptions, register_word_sets
     from spark_jobs.stream.config import StreamConfig
     from spark_jobs.stream.matcher import start
@@ -335,36 +383,40 @@ def run_size(
             )
             del word_sets
             gc.collect()
-    subscribed = set(subs.vocabulary[np.unique(subs.indices)].tolist())
-    with steps.step("learn"):
-        learned = learn_mapping(
-            training,
-            config.nodes,
-            config.algorithm,
-            subscribed_words=subscribed,
-            seed=0,
-            # salb2 weighs words by the matches their subscriptions make
-            subscriptions=subs if config.algorithm == "salb2" else None,
-        )
-        version = register_table(
-            lakehouse,
-            learned.table,
-            algorithm=config.algorithm,
-            params={"holdout_fraction": 0.2},
-        )
     del subs
-    with steps.step("place"):
-        place_version(lakehouse, version, unit_cost=True)
-    with steps.step("validate"):
-        validation = validate_version(lakehouse, version)
+    # the remap DAG's steps, each in a process of its own as its task runs it
+    common = ["--lakehouse", str(folder / "lakehouse")]
+    common += ["--master", config.master] if config.master else []
+    # every day of the tweets (the DAG's default window is the last 7)
+    steps.job("graph", "graph", [*common, "--window-days", "0", "--no-cooccurrence"])
+    learned = steps.job(
+        "learn",
+        "learn",
+        [*common, "--nodes", str(config.nodes), "--algorithm", config.algorithm,
+         "--no-incremental", "--window-days", "0"],
+    )  # fmt: skip
+    version = str(learned["routing_version"])
+    steps.job("place", "place", [*common, "--version", version, "--unit-cost"])
+    validation = steps.job("validate", "publish", ["validate", *common, "--version", version])
     if not validation["success"]:
         raise InputDataError(f"version {version} failed validation: {validation}")
-    with steps.step("evaluate"):
-        evaluation = evaluate_version(lakehouse, version, seed=config.seed)
-    with steps.step("publish"):
-        # the remap DAG's gate: hash routing is the floor of a first version
-        decision = publish(lakehouse, version, margin=DEFAULT_MARGIN, skip_validation=True)
-    if decision.get("published") != version:
+    evaluation = cast(
+        "EvaluateSummary",
+        steps.job(
+            "evaluate", "evaluate", [*common, "--version", version, "--seed", str(config.seed)]
+        ),
+    )
+    # the remap DAG's gate: hash routing is the floor of a first version
+    decision = cast(
+        "PublishDecision",
+        steps.job(
+            "publish",
+            "publish",
+            ["publish", *common, "--version", version, "--margin", str(DEFAULT_MARGIN),
+             "--skip-validation"],
+        ),
+    )  # fmt: skip
+    if decision.get("published") != int(version):
         print(f"{size:,}: version {version} kept out: {decision.get('reason')}", flush=True)
     if not config.stream:
         return _row(size, config, steps, [], [], evaluation, decision)
@@ -461,18 +513,20 @@ def _row(
     evaluation: EvaluateSummary,
     decision: PublishDecision,
 ) -> dict[str, Any]:
+    remap = [s for s in steps.done if s.own_process]
     head: dict[str, Any] = {
         "subscriptions": size,
         "workload": config.workload,
         "N": config.nodes,
         "learner": config.algorithm,
         **{f"{s.step} s": s.wall_s for s in steps.done},
-        "driver peak MiB": max((s.driver_peak_mib or 0) for s in steps.done),
-        # each remap step's own driver peak: what a driver pod needs per step (DEPLOY.md)
+        # each remap step's driver, a process of its own: what its driver pod needs beside
+        # its JVM (DEPLOY.md); register and the stream run in the bench's process
+        "remap driver peak MiB": max((s.driver_peak_mib or 0) for s in remap),
+        "remap peak step": max(remap, key=lambda s: s.driver_peak_mib or 0).step,
+        "remap JVM peak MiB": max((s.jvm_peak_mib or 0) for s in remap),
         **{f"{s.step} driver MiB": s.driver_peak_mib for s in steps.done if s.step != "stream"},
-        "JVM peak MiB": max((s.jvm_peak_mib or 0) for s in steps.done),
         "worker peak MiB": max((s.worker_peak_mib or 0) for s in steps.done) or None,
-        "peak step (driver)": max(steps.done, key=lambda s: s.driver_peak_mib or 0).step,
         "x hash (counted work)": _ratio(evaluation.get("relative_work_throughput_vs_hash")),
         # the busiest matcher's counted work over the mean: what decides the ratio above
         "work imbalance": _imbalance(evaluation.get("candidate", {}).get("matcher_work")),

@@ -12,8 +12,10 @@ matcher whose sample was shorter than ``min_sample_seconds`` repeats its matchin
 later rounds until a sample lasts that long; each matcher's time is its best sample.
 
 Scale: the counted figures (work, matches) are made matcher by matcher, a bounded chunk of
-posts at a time, over every post, and the timing may run on the first ``timing_posts``
-only (evaluate times 200k of 2M held-out posts): the matches of millions of posts do not
+posts at a time, over every post, counting matches per trie node rather than listing them
+(10M topic-based subscriptions make ~20k matches a post: billions per held-out set), and
+the timing may run on the first ``timing_posts`` only (evaluate times 200k of 2M held-out
+posts), listing the matches a bounded chunk at a time: the matches of millions of posts do not
 fit in memory, and timing them three times per routing version would take minutes and tell
 no more. Tries are kept for the rounds up to ``TIMING_TRIE_BYTES``; past that (millions of
 subscriptions) a matcher is timed on its own when counted, and one trie is built at a time.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +33,13 @@ import numpy as np
 from core.corpus import _kernels as corpus_kernels
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
+from core.matching.dictionary import WordDictionary
+from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
-from core.placement.cost import encode_subscriptions, subscription_dictionary
+from core.placement.cost import (
+    encode_subscriptions,
+    subscription_dictionary,
+)
 from core.placement.lasp import Placement
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
@@ -58,8 +66,7 @@ class _Timed:
 
     matcher: int
     trie: TrieMatcher
-    batch_ptr: np.ndarray
-    batch_words: np.ndarray
+    batches: list[tuple[np.ndarray, np.ndarray]]  # its timed posts, chunked (CSR each)
     word_map: np.ndarray
     loops: int = 1
     best: float = math.inf
@@ -225,9 +232,11 @@ def _count(
     min_sample_seconds: float = 0.0,
 ) -> _Counted:
     """Route ``posts``; then, one matcher at a time, build its trie and match its posts
-    once (at most ``chunk_posts`` posts and about ``REPLAY_CHUNK_MATCHES`` matches at a
-    time). The tries are kept for timing in rounds on their shares of the first
-    ``timed_posts`` posts while they fit in ``TIMING_TRIE_BYTES``; a matcher beyond is
+    once (at most ``chunk_posts`` posts and about ``REPLAY_CHUNK_MATCHES`` listed matches
+    at a time): without ``keep_pairs`` the matches are counted per trie node and only those
+    of subscriptions placed on two or more matchers are listed (from a trie of those). The
+    tries are kept for timing in rounds on their shares of the first ``timed_posts`` posts
+    while they fit in ``TIMING_TRIE_BYTES``; a matcher beyond is
     timed at once and its trie let go. The matches a post makes at two matchers (a
     subscription placed on both) count once: their keys are kept until every matcher is
     done (all keys with ``keep_pairs``)."""
@@ -254,32 +263,32 @@ def _count(
         mine = post_rows[post_ptr[i] : post_ptr[i + 1]]
         if rows.size == 0 or mine.size == 0:
             continue
-        indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
-        # sized by its subscriptions (its slots, which never shrink): the nodes grow while
-        # inserting and compaction shrinks them to the distinct paths. Sized by words, the
-        # tries of 10M subscriptions (8M from 1.3M distinct sets) held 13 GiB they never used
-        trie = TrieMatcher(capacity=int(rows.size) + 1)
-        trie.insert_many(rows, indptr, words)  # by placement row: a pair is one int64 key
-        first, size = 0, min(chunk_posts, FIRST_CHUNK_POSTS)
-        while first < mine.size:
-            targets = mine[first : first + size].astype(np.int64)
-            batch_ptr, batch_words = corpus_kernels.select_rows(
-                posts.indptr, posts.indices, targets
-            )
-            matches = trie.match(batch_ptr, batch_words, word_map)
-            operations[i] += matches.operations
-            emitted[i] += matches.sub_ids.shape[0]
-            owner = np.repeat(targets, np.diff(matches.indptr))
-            keys = owner * n_subs + matches.sub_ids
-            repeatable.append(keys if keep_pairs else keys[multicast[matches.sub_ids]])
-            # the next chunk: as many posts as keep its matches near the budget
-            per_post = matches.sub_ids.shape[0] / targets.size
-            budget = int(REPLAY_CHUNK_MATCHES / per_post) if per_post > 0 else chunk_posts
-            first, size = first + targets.size, max(1, min(chunk_posts, budget))
+        trie = _trie(subscriptions, dictionary, rows)  # by placement row: a pair is an int64
+        if keep_pairs:  # every match listed: the pairs, and the work they count
+            for targets, matches in _listed(trie, posts, mine, word_map, chunk_posts):
+                operations[i] += matches.operations
+                emitted[i] += matches.sub_ids.shape[0]
+                repeatable.append(np.repeat(targets, np.diff(matches.indptr)) * n_subs
+                                  + matches.sub_ids)  # fmt: skip
+        else:  # counted per trie node: 10M topic-based subscriptions make billions
+            holding = trie.subscriptions_per_node()
+            for first in range(0, mine.size, chunk_posts):
+                targets = mine[first : first + chunk_posts].astype(np.int64)
+                batch_ptr, batch_words = corpus_kernels.select_rows(
+                    posts.indptr, posts.indices, targets
+                )
+                lookups, node_hits = trie.count_traversal(batch_ptr, batch_words, word_map)
+                operations[i] += lookups
+                emitted[i] += int(node_hits @ holding)
         timed = mine[: np.searchsorted(mine, timed_posts)].astype(np.int64)
         if timed.size:
-            batch_ptr, batch_words = corpus_kernels.select_rows(posts.indptr, posts.indices, timed)
-            sample = _Timed(i, trie, batch_ptr, batch_words, word_map)
+            # timed as the matcher works: listing every match, a bounded chunk at a time
+            per_chunk = _chunk(emitted[i] / mine.size, timed.size)
+            batches = [
+                corpus_kernels.select_rows(posts.indptr, posts.indices, timed[k : k + per_chunk])
+                for k in range(0, timed.size, per_chunk)
+            ]
+            sample = _Timed(i, trie, batches, word_map)
             if kept_bytes + trie.nbytes <= TIMING_TRIE_BYTES:
                 rounds.append(sample)  # timed below, in rounds over every kept matcher
                 kept_bytes += trie.nbytes
@@ -287,21 +296,67 @@ def _count(
                 _time(repeats * [[sample]], min_sample_seconds)
                 seconds[i] = sample.best
         del trie
+        shared = rows[multicast[rows]]
+        if not keep_pairs and shared.size:
+            # the matches that may repeat at another matcher, listed from a trie of their
+            # subscriptions alone, built once the matcher's own is let go
+            listing = _trie(subscriptions, dictionary, shared)
+            for targets, matches in _listed(listing, posts, mine, word_map, chunk_posts):
+                repeatable.append(np.repeat(targets, np.diff(matches.indptr)) * n_subs
+                                  + matches.sub_ids)  # fmt: skip
+            del listing
     _time(repeats * [rounds], min_sample_seconds)
     for sample in rounds:
         seconds[sample.matcher] = sample.best
     del rounds
     keys = np.concatenate(repeatable) if repeatable else np.empty(0, dtype=np.int64)
     del repeatable
-    distinct = np.unique(keys)
-    n_matches = int(emitted.sum()) - int(keys.shape[0]) + int(distinct.shape[0])
+    # sorted in place and counted by their boundaries: no np.unique copy of every key
+    keys.sort()
+    opens = np.ones(keys.shape[0], dtype=bool)  # a key unlike the one before it
+    np.not_equal(keys[1:], keys[:-1], out=opens[1:])
+    n_matches = int(emitted.sum()) - int(keys.shape[0]) + int(np.count_nonzero(opens))
     pairs = None
     if keep_pairs:
+        distinct = keys[opens]
         pairs = np.stack(
             [distinct // max(n_subs, 1), placement.sub_ids[distinct % max(n_subs, 1)]], 1
         )
         pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))].astype(np.int64)
     return _Counted(np.diff(post_ptr), operations, emitted, n_matches, pairs, seconds)
+
+
+def _trie(subscriptions: Corpus, dictionary: WordDictionary, rows: np.ndarray) -> TrieMatcher:
+    """A trie of the subscriptions ``rows``, their ids the rows: slots for its
+    subscriptions, nodes for their distinct prefixes (``insert_many`` counts them first)."""
+    indptr, words = encode_subscriptions(subscriptions, dictionary, rows)
+    trie = TrieMatcher(capacity=int(rows.size) + 1)
+    trie.insert_many(rows, indptr, words)
+    return trie
+
+
+def _listed(
+    trie: TrieMatcher, posts: Corpus, rows: np.ndarray, word_map: np.ndarray, chunk_posts: int
+) -> Iterator[tuple[np.ndarray, Matches]]:
+    """``trie``'s matches of the posts ``rows``, a chunk at a time: at most ``chunk_posts``
+    posts, and as many as keep a chunk's matches near ``REPLAY_CHUNK_MATCHES`` (the matches
+    per post seen so far decide, from a small first chunk)."""
+    first, size = 0, min(chunk_posts, FIRST_CHUNK_POSTS)
+    while first < rows.size:
+        targets = rows[first : first + size].astype(np.int64)
+        batch_ptr, batch_words = corpus_kernels.select_rows(posts.indptr, posts.indices, targets)
+        matches = trie.match(batch_ptr, batch_words, word_map)
+        yield targets, matches
+        first += targets.size
+        size = _chunk(matches.sub_ids.shape[0] / targets.size, chunk_posts)
+
+
+def _chunk(matches_per_post: float, most: int) -> int:
+    """Posts per chunk: as many as keep its listed matches near ``REPLAY_CHUNK_MATCHES``,
+    at most ``most``."""
+    if matches_per_post <= 0:
+        return most
+    return max(1, min(most, int(REPLAY_CHUNK_MATCHES / matches_per_post)))
 
 
 def _time(rounds: list[list[_Timed]], min_sample_seconds: float) -> None:
@@ -311,7 +366,8 @@ def _time(rounds: list[list[_Timed]], min_sample_seconds: float) -> None:
         for t in samples:
             started = time.perf_counter()
             for _ in range(t.loops):
-                t.trie.match(t.batch_ptr, t.batch_words, t.word_map)
+                for batch_ptr, batch_words in t.batches:
+                    t.trie.match(batch_ptr, batch_words, t.word_map)
             elapsed = time.perf_counter() - started
             t.best = min(t.best, elapsed / t.loops)
             if elapsed < min_sample_seconds:  # the next samples run long enough

@@ -1,4 +1,5 @@
-"""Peak resident memory of a process between two points (Linux ``/proc``).
+"""Peak resident memory of a process between two points (Linux ``/proc``: psutil reads a
+process' current RSS but not its peak, the kernel's ``VmHWM``, nor resets it).
 
 ``VmHWM`` is a process' peak RSS since it started, or since ``5`` was written to its
 ``clear_refs``; so each step of a chain gets its own peak. Elsewhere (no ``/proc``) the

@@ -37,6 +37,7 @@ RESOURCE_FIXTURES: dict[str, str] = {
     "postgres_url": "postgres",  # a PostgreSQL server on loopback
     "s3_endpoint": "s3",  # an S3-compatible server on loopback
     "kafka_broker": "kafka",  # a Kafka broker (KRaft) on loopback, from the resolved jars
+    "tls_kafka_broker": "kafka",  # the same with a SASL_SSL listener (test_kafka_security.py)
     "real_corpus": "realdata",  # ../shared/data
     "platform_image": "container",  # containers of the platform image (make test-containers)
     "kube_apiserver": "kubernetes",  # kube-apiserver built here, on etcd (make k8s-check)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.experiments.report import plot_panels, print_rows, write_csv
+from benchmarks.experiments.report import print_rows, write_figure
 from benchmarks.experiments.runner import VARIANTS, subscribed_words
 from benchmarks.machine import machine_summary
 from core.corpus.arrays import Corpus
@@ -323,16 +323,16 @@ def drift(
     _summarize(rows, progress)
     for row in rows:
         row["workload"] = workload
-    write_csv(rows, out / "drift.csv")
-    plot_panels(
+    write_figure(
         rows,
+        out,
+        "drift",
+        progress,
         x="window",
         panels=["relative_throughput", "spread", "imbalance"],
         group_by="line",
         split_by="workload",
-        path=out / "drift.png",
         title=f"Drift (Fig. 7i-l): mappings learned on window 0, N={nodes}",
         log_x=False,
     )
-    progress(f"wrote {out / 'drift.csv'} and {out / 'drift.png'}")
     return rows

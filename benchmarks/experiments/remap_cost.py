@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.experiments.drift import Window, _subscriptions, load_windows
-from benchmarks.experiments.report import plot_panels, print_rows, write_csv
+from benchmarks.experiments.report import print_rows, write_figure
 from benchmarks.experiments.runner import subscribed_words
 from core.corpus import holdout_mask
 from core.corpus.arrays import Corpus
@@ -299,18 +299,18 @@ def remap_cost(
     if not as_json:
         print_rows(rows, COLUMNS)
     _summarize(rows, progress)
-    write_csv(rows, out / "remap_cost.csv")
-    plot_panels(
+    write_figure(
         rows,
+        out,
+        "remap_cost",
+        progress,
         x="window",
         panels=["relative_throughput", "moved_fraction", "rebuild_changed_s"],
         group_by="remap",
         split_by="workload",
-        path=out / "remap_cost.png",
         title=f"Full vs incremental remap, N={nodes}",
         log_x=False,
     )
-    progress(f"wrote {out / 'remap_cost.csv'} and {out / 'remap_cost.png'}")
     return rows
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +83,17 @@ def plot_panels(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def write_figure(
+    rows: Sequence[dict[str, Any]],
+    out: Path,
+    name: str,
+    progress: Callable[[str], None],
+    **plot: Any,
+) -> None:
+    """``out/name.csv`` and its panels ``out/name.png`` (:func:`plot_panels`' options), and
+    a line saying so."""
+    write_csv(rows, out / f"{name}.csv")
+    plot_panels(rows, path=out / f"{name}.png", **plot)
+    progress(f"wrote {out / f'{name}.csv'} and {out / f'{name}.png'}")

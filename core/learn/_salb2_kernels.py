@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from core._prefetch import PREFETCH_DISTANCE, prefetch
+from core.learn._salb_kernels import place_token
 
 
 @njit(cache=True)
@@ -77,34 +78,6 @@ def _move(
             n += 1
             loads[target] += 1
         rows[r] = n
-
-
-@njit(cache=True)
-def _place(
-    start: int,
-    stop: int,
-    matcher: int,
-    edge_row: np.ndarray,
-    rows: np.ndarray,
-    loads: np.ndarray,
-) -> None:
-    """Put one token (edges ``start:stop``) on ``matcher``."""
-    for e in range(start, stop):
-        if e + PREFETCH_DISTANCE < stop:
-            prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
-        r = edge_row[e]
-        n = rows[r]
-        found = False
-        for j in range(n):
-            if rows[r + 1 + 2 * j] == matcher:
-                rows[r + 2 + 2 * j] += 1
-                found = True
-                break
-        if not found:
-            rows[r + 1 + 2 * n] = matcher
-            rows[r + 2 + 2 * n] = 1
-            rows[r] = n + 1
-            loads[matcher] += 1
 
 
 @njit(cache=True)
@@ -224,7 +197,7 @@ def restream(
                 if home >= 0:
                     _move(start, stop, home, best, edge_row, rows, loads)
                 else:
-                    _place(start, stop, best, edge_row, rows, loads)
+                    place_token(start, stop, best, edge_row, rows, loads)
                 if home >= 0:
                     extra[home] -= weight
                 extra[best] += weight
@@ -254,5 +227,6 @@ def route_tokens(
     for token in range(token_indptr.shape[0] - 1):
         matcher = token_matcher[token]
         if matcher >= 0:
-            _place(token_indptr[token], token_indptr[token + 1], matcher, edge_row, rows, loads)
+            first, end = token_indptr[token], token_indptr[token + 1]
+            place_token(first, end, matcher, edge_row, rows, loads)
     return rows, loads

@@ -37,6 +37,39 @@ def fill_edge_rows(token_posts: np.ndarray, post_indptr: np.ndarray, edge_row: n
 
 
 @njit(cache=True)
+def place_token(
+    start: int,
+    stop: int,
+    matcher: int,
+    edge_row: np.ndarray,
+    rows: np.ndarray,
+    loads: np.ndarray,
+) -> np.int64:
+    """Put one token (edges ``start:stop``) on ``matcher``: each of its posts' rows counts it
+    there (``[n, (matcher, count) x n]``), and ``loads[matcher]`` grows by the posts it did
+    not reach yet, which are returned."""
+    reached = np.int64(0)
+    for e in range(start, stop):
+        if e + PREFETCH_DISTANCE < stop:
+            prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
+        r = edge_row[e]
+        count = rows[r]
+        seen = False
+        for j in range(count):
+            if rows[r + 1 + 2 * j] == matcher:
+                rows[r + 2 + 2 * j] += 1
+                seen = True
+                break
+        if not seen:
+            rows[r + 1 + 2 * count] = matcher
+            rows[r + 2 + 2 * count] = 1
+            rows[r] = count + 1
+            reached += 1
+    loads[matcher] += reached
+    return reached
+
+
+@njit(cache=True)
 def salb_assign(
     token_indptr: np.ndarray,
     edge_row: np.ndarray,
@@ -93,26 +126,10 @@ def salb_assign(
                 best_key = key
                 best = i
             covered[i] = 0
-        extra = np.int64(0)
-        for e in range(start, stop):
-            if e + PREFETCH_DISTANCE < stop:
-                prefetch(rows, edge_row[e + PREFETCH_DISTANCE])
-            r = edge_row[e]
-            count = rows[r]
-            seen = False
-            for j in range(count):
-                if rows[r + 1 + 2 * j] == best:
-                    rows[r + 2 + 2 * j] += 1
-                    seen = True
-                    break
-            if not seen:
-                rows[r + 1 + 2 * count] = best
-                rows[r + 2 + 2 * count] = 1
-                rows[r] = count + 1
-                extra += 1
-        total_sq += extra * (2 * loads[best] + extra)
+        before = loads[best]
+        extra = place_token(start, stop, best, edge_row, rows, loads)
+        total_sq += extra * (2 * before + extra)
         total += extra
-        loads[best] += extra
         chosen[step] = best
         extra_load[step] = extra
     return chosen, extra_load, loads, rows

@@ -1,5 +1,7 @@
 """``s3tm produce``: replay a corpus into a Kafka topic at a steady rate (the posts the
-streaming matcher reads with ``s3tm stream run --source kafka``)."""
+streaming matcher reads with ``s3tm stream run --source kafka``). A broker that wants TLS
+or SASL: the environment's ``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_*`` and
+``KAFKA_SSL_CA_FILE``, as the stream and the ingest read them."""
 
 from __future__ import annotations
 
@@ -31,10 +33,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from core.errors import InputDataError
     from s3tm.produce.replay import landing_records, replay
+    from spark_jobs.kafka_security import KafkaSecurity
 
     if not args.corpus.is_file():
         raise InputDataError(f"corpus not found: {args.corpus}")
     rounds = itertools.count() if args.loop == 0 else range(args.loop)
+    security = KafkaSecurity.from_env()
     try:
         producer = KafkaProducer(
             bootstrap_servers=args.bootstrap.split(","),
@@ -42,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
             linger_ms=20,
             retries=10,
             bootstrap_timeout_ms=int(args.connect_timeout * 1000),
+            **security.client_options(),
         )
     except KafkaError as err:
         raise InputDataError(f"cannot reach Kafka at {args.bootstrap}: {err}") from err

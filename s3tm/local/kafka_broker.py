@@ -29,7 +29,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs.kafka_security import LOGIN_MODULES, KafkaSecurity, jaas_quoted
 from spark_jobs.lake.jars import KAFKA_BROKER, classpath
 
 DEFAULT_DIR = Path(".kafka")
@@ -59,16 +62,49 @@ logger.listeners.level = INFO
 """
 
 
+# the SCRAM mechanism a TLS broker offers beside PLAIN (prod's: infra/k8s/overlays/prod)
+SCRAM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class BrokerTls:
+    """A broker whose client listener wants TLS and SASL (``SASL_SSL``; mechanisms PLAIN and
+    SCRAM-SHA-512, the broker's own calls PLAIN): ``keystore`` a PEM file of its private key
+    (PKCS#8) and certificate chain, ``ca`` the PEM certificate of the CA that signed it,
+    ``users`` the clients it accepts (name and password, both mechanisms; no ``=`` or ``,``
+    in them). The first user is the one the broker's own admin calls use."""
+
+    keystore: Path
+    ca: Path
+    users: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        if not self.users:
+            raise InvalidArgumentError("a TLS broker needs at least one SASL user")
+        if any(set(',=]"\\') & set(name + password) for name, password in self.users):
+            raise InvalidArgumentError('SASL user names and passwords: no , = ] " or \\')
+        for path in (self.keystore, self.ca):
+            if not Path(path).is_file():
+                raise InvalidArgumentError(f"{path}: no such file")
+
+    def client(self) -> KafkaSecurity:
+        """What a client of this broker sets (its first user)."""
+        name, password = self.users[0]
+        return KafkaSecurity("SASL_SSL", "PLAIN", name, password, str(self.ca))
+
+
 @dataclass(frozen=True)
 class BrokerSettings:
     """Where a broker lives and listens. ``port`` 0: one the broker picks on its first start,
     kept in the folder. ``controller_port`` 0: one the broker picks at each start (nothing
-    outside the broker connects to it)."""
+    outside the broker connects to it). ``tls``: the client listener wants TLS and SASL
+    (None: plaintext)."""
 
     folder: Path = DEFAULT_DIR
     port: int = DEFAULT_PORT
     controller_port: int = 0
     log_level: str = "INFO"
+    tls: BrokerTls | None = None
 
 
 @dataclass(frozen=True)
@@ -108,12 +144,39 @@ def _cluster_id() -> str:
             return text
 
 
-def _properties(port: int, controller_port: int, data: Path, voters: str = "") -> str:
+def _tls_properties(tls: BrokerTls) -> dict[str, str]:
+    """The client listener's TLS (PEM key and trust stores) and SASL PLAIN users; the
+    broker's own inter-broker calls go through it as the first user."""
+    name, password = tls.users[0]
+    users = " ".join(f"user_{user}={jaas_quoted(secret)}" for user, secret in tls.users)
+    return {
+        "sasl.enabled.mechanisms": f"PLAIN,{SCRAM}",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        # SCRAM's users are in the cluster's metadata (formatted with them)
+        f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config": (
+            f"{LOGIN_MODULES[SCRAM]} required;"
+        ),
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            f"{LOGIN_MODULES['PLAIN']} required username={jaas_quoted(name)} "
+            f"password={jaas_quoted(password)} {users};"
+        ),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(Path(tls.keystore).resolve()),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(Path(tls.ca).resolve()),
+    }
+
+
+def _properties(
+    port: int, controller_port: int, data: Path, voters: str = "", tls: BrokerTls | None = None
+) -> str:
     """The broker's config. A port 0: the broker binds a free port and advertises the one it
     bound (Kafka resolves an ephemeral listener's port before it registers it). A dynamic
     quorum, or with ``voters`` the static voter set of a folder an earlier version formatted.
+    ``tls``: the client listener is SASL_SSL (the controller's stays plaintext on loopback).
     """
-    listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
+    client = "SASL_SSL" if tls else "PLAINTEXT"
+    listeners = f"{client}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
     # one node leads its own dynamic quorum: it never dials the bootstrap address
     quorum = (
         {"controller.quorum.voters": voters}
@@ -126,8 +189,8 @@ def _properties(port: int, controller_port: int, data: Path, voters: str = "") -
         **quorum,
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": client,
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{client}:{client}",
         "log.dirs": str(data),
         # one node: every internal topic has one replica
         "offsets.topic.replication.factor": "1",
@@ -139,6 +202,7 @@ def _properties(port: int, controller_port: int, data: Path, voters: str = "") -
         # topics are made on purpose (a typo in a topic name must not create one)
         "auto.create.topics.enable": "false",
         "num.partitions": "1",
+        **(_tls_properties(tls) if tls else {}),
     }
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
@@ -162,6 +226,11 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client_security(self) -> KafkaSecurity:
+        """What a client of this broker sets: plaintext, or its TLS settings' first user."""
+        return self.settings.tls.client() if self.settings.tls else KafkaSecurity()
 
     @property
     def log(self) -> Path:
@@ -194,10 +263,12 @@ class KafkaBroker:
         except ChildProcessError:
             pass  # not our child
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
-        except (OSError, IndexError):
+            zombie = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return None
+        except psutil.Error:
             return pid
-        return None if state == "Z" else pid
+        return None if zombie else pid
 
     def status(self) -> BrokerStatus:
         pid = self.pid()
@@ -220,6 +291,9 @@ class KafkaBroker:
             "--ignore-formatted",
             "--standalone",  # a dynamic quorum of this one node
         ]
+        for name, password in self.settings.tls.users if self.settings.tls else ():
+            # SCRAM credentials live in the cluster's metadata: written when it is formatted
+            command += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise InputDataError(
@@ -253,7 +327,7 @@ class KafkaBroker:
         controller_port = int(voters.rsplit(":", 1)[1]) if voters else self.settings.controller_port
         if controller_port:
             _wait_free(controller_port, "stop what holds it, or leave the controller's port 0")
-        config.write_text(_properties(port, controller_port, data, voters))
+        config.write_text(_properties(port, controller_port, data, voters, self.settings.tls))
         self._format(config, data)
         return self._launch(config, port, timeout_s)
 
@@ -310,7 +384,11 @@ class KafkaBroker:
         from kafka.errors import KafkaError
 
         try:
-            admin = KafkaAdminClient(bootstrap_servers=[bootstrap], request_timeout_ms=3000)
+            admin = KafkaAdminClient(
+                bootstrap_servers=[bootstrap],
+                request_timeout_ms=3000,
+                **self.client_security.client_options(),
+            )
         except (KafkaError, OSError):
             return False
         try:
@@ -370,7 +448,9 @@ class KafkaBroker:
 
         if partitions < 1:
             raise InvalidArgumentError(f"partitions must be >= 1, got {partitions}")
-        admin = KafkaAdminClient(bootstrap_servers=[self.bootstrap])
+        admin = KafkaAdminClient(
+            bootstrap_servers=[self.bootstrap], **self.client_security.client_options()
+        )
         try:
             try:
                 admin.create_topics([NewTopic(topic, partitions, 1)])
@@ -400,7 +480,9 @@ class KafkaBroker:
         """Each partition's end offset (records written so far)."""
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=[self.bootstrap])
+        consumer = KafkaConsumer(
+            bootstrap_servers=[self.bootstrap], **self.client_security.client_options()
+        )
         try:
             partitions = consumer.partitions_for_topic(topic) or set()
             ends = consumer.end_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
@@ -412,7 +494,7 @@ class KafkaBroker:
 def _client_port(log: str) -> int:
     """The client listener's port from the lines that name each bound port (0: not bound
     yet)."""
-    ports = [int(p) for name, p in _BOUND.findall(log) if name == "PLAINTEXT"]
+    ports = [int(p) for name, p in _BOUND.findall(log) if name != "CONTROLLER"]
     return ports[0] if ports else 0
 
 

@@ -13,25 +13,19 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
+
+import psutil
 
 _POLL_S = 0.2
 
 
 def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes in process group ``pgid``, read from /proc."""
+    """Live (not zombie) processes in process group ``pgid``."""
     members = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(proc.name))
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
     return members
 
 

@@ -70,7 +70,17 @@ def application_path(job: str) -> str:
 
 # what a Spark job's driver and executors need from the submitting pod's environment (on
 # Kubernetes they start in pods of their own): the object store's endpoint and region
-FORWARDED_ENV = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP", "S3TM_LAKEHOUSE")
+FORWARDED_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+    "AWS_ALLOW_HTTP",
+    "S3TM_LAKEHOUSE",
+    # Kafka's TLS and SASL settings (spark_jobs/kafka_security.py), not its credentials:
+    # those reach drivers from a Secret (spark-defaults' secretKeyRef)
+    "KAFKA_SECURITY_PROTOCOL",
+    "KAFKA_SASL_MECHANISM",
+    "KAFKA_SSL_CA_FILE",
+)
 
 
 def submit_conf(environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -193,10 +193,13 @@ def evaluate_version(
     cost = placement_cost(json.loads(meta["metrics"] or "{}"))
     cand_place = _placement_of(lakehouse, chosen, candidate, subs, cost) if subs else None
     report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed)
+    # one routing's placement held at a time: at 10M subscriptions each is hundreds of MB
+    del cand_place
     baseline = hash_table(candidate.n_matchers, candidate.subscribed_words)
     # placed as the candidate's were (the same LASP cost model): a like-for-like floor
     base_place = place_subscriptions(baseline, subs, policy="lasp", cost=cost) if subs else None
     report["hash"] = _measure("hash routing", baseline, posts, subs, base_place, seed)
+    del base_place
     live = published_version(lakehouse)
     if live is not None and live != chosen:
         current = load_routing_table(lakehouse, live)

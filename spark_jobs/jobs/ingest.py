@@ -17,7 +17,7 @@ import json
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
@@ -27,6 +27,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
 from spark_jobs.common import add_kafka_arguments, exit_process, job_main, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
+from spark_jobs.kafka_security import KafkaSecurity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,6 +50,8 @@ class IngestConfig:
     source: Literal["files", "kafka"] = "files"
     kafka_bootstrap: str = "localhost:9092"
     kafka_topic: str = "posts"
+    # TLS and SASL towards the broker: the environment's KAFKA_* settings (kafka_security.py)
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
     sample_rate: float = 1.0
 
     def __post_init__(self) -> None:
@@ -340,8 +343,11 @@ def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
         topic=config.kafka_topic,
         batch_id=batch_id,
         now=now,
+        security=config.kafka_security,
     ):
-        parsed = ingest_kafka.read_ranges(lakehouse.spark, config.kafka_bootstrap, ranges)
+        parsed = ingest_kafka.read_ranges(
+            lakehouse.spark, config.kafka_bootstrap, ranges, config.kafka_security
+        )
         summary = commit_records(
             lakehouse,
             ingest_kafka.sampled(parsed, config.sample_rate),

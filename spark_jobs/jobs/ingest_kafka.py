@@ -27,6 +27,7 @@ from spark_jobs import failpoints
 from spark_jobs.common import kafka_jar_missing, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.jobs.sampling import hash_fraction_filter
+from spark_jobs.kafka_security import KafkaSecurity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,7 +56,9 @@ class OffsetRange:
         return self.end - self.start
 
 
-def topic_offsets(bootstrap: str, topic: str) -> tuple[dict[int, int], dict[int, int]]:
+def topic_offsets(
+    bootstrap: str, topic: str, security: KafkaSecurity | None = None
+) -> tuple[dict[int, int], dict[int, int]]:
     """Each partition's first and end offsets, asked of the broker now.
 
     Raises:
@@ -67,7 +70,9 @@ def topic_offsets(bootstrap: str, topic: str) -> tuple[dict[int, int], dict[int,
     logging.getLogger("kafka").setLevel(logging.WARNING)  # its connection chatter
     try:
         consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap.split(","), request_timeout_ms=BROKER_TIMEOUT_MS
+            bootstrap_servers=bootstrap.split(","),
+            request_timeout_ms=BROKER_TIMEOUT_MS,
+            **(security or KafkaSecurity()).client_options(),
         )
     except KafkaError as err:
         raise InputDataError(f"no Kafka broker answers at {bootstrap}: {err}") from err
@@ -198,7 +203,12 @@ def sampled(parsed: DataFrame, rate: float) -> DataFrame:
     return parsed.where(~F.col("ok") | hash_fraction_filter(rate, SAMPLE_SEED))
 
 
-def read_ranges(spark: SparkSession, bootstrap: str, ranges: Sequence[OffsetRange]) -> DataFrame:
+def read_ranges(
+    spark: SparkSession,
+    bootstrap: str,
+    ranges: Sequence[OffsetRange],
+    security: KafkaSecurity | None = None,
+) -> DataFrame:
     """The records of ``ranges`` (Spark's batch Kafka reader), parsed (``PARSED_SCHEMA``)."""
     wanted = [r for r in ranges if r.records > 0]
     if not wanted:
@@ -215,6 +225,7 @@ def read_ranges(spark: SparkSession, bootstrap: str, ranges: Sequence[OffsetRang
             .option("endingOffsets", json.dumps(ending))
             # records retention deleted meanwhile: read what is left, do not fail the batch
             .option("failOnDataLoss", "false")
+            .options(**(security or KafkaSecurity()).spark_options())
             .load()
         )
     except Exception as err:
@@ -228,7 +239,13 @@ def read_ranges(spark: SparkSession, bootstrap: str, ranges: Sequence[OffsetRang
 
 
 def batches_to_run(
-    lakehouse: Lakehouse, *, bootstrap: str, topic: str, batch_id: int, now: dt.datetime
+    lakehouse: Lakehouse,
+    *,
+    bootstrap: str,
+    topic: str,
+    batch_id: int,
+    now: dt.datetime,
+    security: KafkaSecurity | None = None,
 ) -> Iterator[list[OffsetRange]]:
     """The ranges of each batch this run commits: an unfinished batch first, then (when
     ``batch_id`` is above every recorded one) a new batch up to the topic's end now, its
@@ -244,7 +261,7 @@ def batches_to_run(
             "kafka ingest: batch %d is not above recorded batch %d: nothing new", batch_id, newest
         )
         return
-    first, end = topic_offsets(bootstrap, topic)
+    first, end = topic_offsets(bootstrap, topic, security)
     ranges = plan_ranges(recorded, first, end, topic=topic, batch_id=batch_id)
     record_plan(lakehouse, ranges, now)
     failpoints.crash("ingest:after-plan")

@@ -105,12 +105,25 @@ DELTA_CONF = {
 }
 
 
+# Where S3A takes credentials, in order: the environment's keys (a Secret, compose's .env),
+# the pod's web identity token (IRSA), the container's or the instance's role (EKS Pod
+# Identity, an instance profile): what delta-rs, pyarrow and boto3 find by default. Not the
+# SDK's DefaultCredentialsProvider: its create() is one instance per process, which the
+# first S3A file system to close would close for every other. The deployment files
+# (docker/spark-defaults.conf, infra/k8s) name the same chain (tests/deploy check).
+S3A_CREDENTIALS_PROVIDERS = (
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+)
+
+
 def s3a_settings(environ: Mapping[str, str]) -> dict[str, str]:
     """S3A (an ``s3a://`` lakehouse, landing or checkpoint) reads the same variables as
-    delta-rs and pyarrow: the keys (S3A's default credential chain reads them itself), the
-    region, and an endpoint for MinIO or another S3-compatible store (AWS itself when unset),
-    addressed by path (``http://host:port/bucket/key``: no per-bucket DNS names)."""
-    settings: dict[str, str] = {}
+    delta-rs and pyarrow: the keys (``S3A_CREDENTIALS_PROVIDERS`` first), the region, and an
+    endpoint for MinIO or another S3-compatible store (AWS itself when unset), addressed by
+    path (``http://host:port/bucket/key``: no per-bucket DNS names)."""
+    settings = {"spark.hadoop.fs.s3a.aws.credentials.provider": ",".join(S3A_CREDENTIALS_PROVIDERS)}
     region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
     if region:
         settings["spark.hadoop.fs.s3a.endpoint.region"] = region

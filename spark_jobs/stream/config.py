@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES
 from core.shedding.policy import SheddingOptions
 from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
+from spark_jobs.kafka_security import KafkaSecurity
 from spark_jobs.stream.health import HealthOptions
 
 # recent posts that fill a new version's token table ahead of its first batch
@@ -45,6 +46,8 @@ class StreamConfig:
     landing: str = "landing"
     kafka_bootstrap: str = "localhost:9092"
     kafka_topic: str = "posts"
+    # TLS and SASL towards the broker: the environment's KAFKA_* settings (kafka_security.py)
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
     checkpoint: str | None = None
     query_name: str = "s3tm_matcher"
     max_files_per_trigger: int = 0

@@ -199,6 +199,7 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
                 # again for up to a minute
                 .option("fetchOffset.numRetries", KAFKA_OFFSET_RETRIES)
                 .option("fetchOffset.retryIntervalMs", 1000)
+                .options(**config.kafka_security.spark_options())
             )
             if config.max_offsets_per_trigger:
                 reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)

@@ -14,7 +14,8 @@ from benchmarks import subscriptions
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InvalidArgumentError
 
-STEPS = ("register", "learn", "place", "validate", "evaluate", "publish", "stream")
+REMAP_STEPS = ("graph", "learn", "place", "validate", "evaluate", "publish")
+STEPS = ("register", "graph", "learn", "place", "validate", "evaluate", "publish", "stream")
 
 
 def _config(tmp_path, **changes) -> subscriptions.SubscriptionsBenchConfig:
@@ -39,7 +40,12 @@ def test_every_step_is_measured_per_size_and_the_changes_reach_the_stream(tmp_pa
     assert [r["subscriptions"] for r in rows] == [1_000]
     for row in rows:
         assert all(row[f"{step} s"] >= 0 for step in STEPS)
-        assert row["driver peak MiB"] > 0 and row["JVM peak MiB"] > 0
+        # the remap's steps ran as processes of their own: each its driver's and JVM's peak
+        remap = {step: row[f"{step} driver MiB"] for step in REMAP_STEPS}
+        assert row["remap driver peak MiB"] == max(remap.values())
+        assert remap[row["remap peak step"]] == row["remap driver peak MiB"]
+        # a Python driver with pyspark and numpy imported holds more than 50 MiB
+        assert min(remap.values()) > 50 and row["remap JVM peak MiB"] > 50
         assert row["posts/s"] > 0 and row["matches/post"] >= 0  # whole posts rarely match
         assert row["base MB"] > 0 and row["broadcast MB"] > 0
         # the changes went through the registry and reached the batch after them

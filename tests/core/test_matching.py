@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from core.errors import InvalidArgumentError
 from core.matching.counting import CountingMatcher
 from core.matching.dictionary import WordDictionary
-from core.matching.trie import TrieMatcher
+from core.matching.trie import TrieMatcher, distinct_prefixes
 from tests.core.references import brute_force, csr_of_sets
 from tests.hypothesis_tiers import examples
 
@@ -40,6 +40,30 @@ def test_trie_and_counting_equal_brute_force(subs: list[set[int]], posts: list[s
         for sub_id in matched:
             want[sub_id] += 1
     assert counts.tolist() == want.tolist()
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(word_sets)
+def test_distinct_prefixes_count_the_nodes_of_a_trie_of_the_sets(subs: list[set[int]]) -> None:
+    """Against the obvious count: the set of every sorted set's prefixes."""
+    prefixes = {tuple(sorted(s)[:k]) for s in subs for k in range(1, len(s) + 1)}
+    assert distinct_prefixes(*csr_of_sets(subs)) == len(prefixes)
+    trie = TrieMatcher(capacity=2)
+    trie.insert_many(np.arange(len(subs)), *csr_of_sets(subs))
+    assert trie.n_nodes == len(prefixes)
+
+
+def test_a_bulk_load_holds_its_distinct_paths_not_its_words() -> None:
+    """20k subscriptions of 9 words over 10 distinct sets: 90 nodes, not 180k."""
+    rng = np.random.default_rng(3)
+    sets = [set(rng.choice(1000, size=9, replace=False).tolist()) for _ in range(10)]
+    subs = [sets[i % 10] for i in range(20_000)]
+    trie = TrieMatcher()  # sized by the load
+    trie.insert_many(np.arange(len(subs)), *csr_of_sets(subs))
+    assert trie.n_nodes == distinct_prefixes(*csr_of_sets(sets)) == 90
+    by_words = len(subs) * 9 * 6 * 8  # what node records sized by words would hold
+    slots = 3 * 8 * (len(subs) + 1)  # every subscription's slot, which any trie holds
+    assert trie.nbytes < slots + by_words // 20
 
 
 @settings(max_examples=examples(100), deadline=None)

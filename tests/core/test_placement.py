@@ -141,6 +141,9 @@ def test_replay_counts_the_same_in_any_chunk_size_and_times_a_sample(setup, work
     )
     assert counted_only.match_pairs is None
     assert counted_only.n_matches == whole.n_matches
+    # counted per trie node, not listed: the same lookups and matches per matcher
+    assert np.array_equal(counted_only.matcher_operations, whole.matcher_operations)
+    assert np.array_equal(counted_only.matcher_matches, whole.matcher_matches)
     # the count without pairs dedupes what multicast subscriptions emit twice
     assert placement.multicast_count() > 0
     assert whole.matcher_matches.sum() > whole.n_matches
@@ -339,6 +342,12 @@ def test_replay_bounds_a_chunks_matches_and_counts_the_same(setup, monkeypatch) 
     assert np.array_equal(bounded.match_pairs, whole.match_pairs)
     assert np.array_equal(bounded.matcher_operations, whole.matcher_operations)
     assert np.array_equal(bounded.matcher_matches, whole.matcher_matches)
+    # counted without the pairs, and timed in chunks of a few matches: the same counts
+    counted = replay(table, placement, subs, held_out, repeats=1, keep_pairs=False)
+    assert counted.n_matches == whole.n_matches
+    assert np.array_equal(counted.matcher_operations, whole.matcher_operations)
+    assert np.array_equal(counted.matcher_matches, whole.matcher_matches)
+    assert np.array_equal(counted.matcher_seconds > 0, whole.matcher_seconds > 0)
 
 
 def test_encoded_subscriptions_equal_the_obvious_loop(setup) -> None:

@@ -25,7 +25,11 @@ def render() -> str:
     document = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": "s3tm-alerts", "labels": {"app.kubernetes.io/name": "s3tm-alerts"}},
+        "metadata": {
+            "name": "s3tm-alerts",
+            # kube-prometheus-stack's default rule selector: its Helm release's name
+            "labels": {"app.kubernetes.io/name": "s3tm-alerts", "release": "kube-prometheus-stack"},
+        },
         "spec": {"groups": groups},
     }
     return HEADER + yaml.safe_dump(document, sort_keys=False, width=100)

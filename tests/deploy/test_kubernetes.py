@@ -5,6 +5,8 @@ CRD schema is not packaged, is checked for what the matcher relies on."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +14,8 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+
+from tests.deploy.kustomized import rendered, spark_defaults
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "infra" / "k8s"
@@ -50,7 +54,7 @@ def _check_spark_application(app: dict) -> None:
     assert "--checkpoint" not in arguments
     for role in ("driver", "executor"):
         refs = {next(iter(r.values()))["name"] for r in spec[role]["envFrom"]}
-        assert refs == {"s3tm-config", "s3tm-object-store"}
+        assert refs >= {"s3tm-config", "s3tm-object-store"}  # prod: Kafka's credentials too
         assert isinstance(spec[role]["cores"], int) and spec[role]["memory"].endswith("g")
     assert spec["driver"]["serviceAccount"] == "spark"
     assert isinstance(spec["executor"]["instances"], int)
@@ -64,7 +68,7 @@ def _check_prometheus_rule(rule: dict) -> None:
     assert rule["spec"]["groups"] == rules["groups"]
 
 
-def test_the_prometheus_rule_is_the_rule_file_rendered() -> None:
+def test_the_prometheus_rule_is_the_rule_filerendered() -> None:
     from tests.deploy.prometheus_rule import TARGET, render
 
     assert TARGET.read_text() == render(), (
@@ -205,8 +209,10 @@ def test_the_runbook_namespace_is_the_one_each_overlay_renders():
             if d
         }
         assert namespaces == {namespace}, (overlay, namespaces)
-    # every namespaced command of the docs uses it, none a literal namespace
-    assert re.findall(r"(?:kubectl|helm)[^\n]* -n (?!\"\$NS\")\S+", docs) == []
+    # every namespaced command of the docs uses it, none a literal namespace (but the
+    # operators' own, which their installs create)
+    platform = re.sub(r"--create-namespace\s*(\\\n\s*)?-n \S+", "", docs)
+    assert re.findall(r"(?:kubectl|helm)[^\n]* -n (?!\"\$NS\")\S+", platform) == []
     assert '\\"namespace\\": \\"$NS\\"' in docs  # the Spark connection's namespace
 
 
@@ -226,15 +232,12 @@ def test_airflow_on_kubernetes_has_the_login_compose_has():
     runbook = (REPO / "docs" / "DEPLOY.md").read_text()
     assert f"create secret generic {secret}" in runbook and "passwords.json" in runbook
     assert values["config"]["metrics"]["statsd_on"] == "True" and values["statsd"]["enabled"]
-
-
-def _rendered(target: Path) -> list[dict]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl (kustomize) not installed")
-    text = subprocess.run(
-        ["kubectl", "kustomize", str(target)], capture_output=True, text=True, check=True
-    ).stdout
-    return [d for d in yaml.safe_load_all(text) if d]
+    # the manager those settings are for, named (the chart's default is FAB's, not in the
+    # image) and importable; the chart's FAB create-user job (admin/admin) off
+    module, _, name = core["auth_manager"].rpartition(".")
+    manager = getattr(importlib.import_module(module), name)
+    assert manager.__name__ == "SimpleAuthManager"
+    assert values["webserver"]["defaultUser"]["enabled"] is False
 
 
 def test_the_prometheus_operator_scrapes_what_the_alerts_match() -> None:
@@ -242,7 +245,7 @@ def test_the_prometheus_operator_scrapes_what_the_alerts_match() -> None:
     ServiceMonitor for the exporter's Service (job label = the Service's name, the job the
     exporter alerts match, as compose's scrape job) and a PodMonitor for the matcher
     driver's Spark servlets on its UI port, which the driver turns on."""
-    documents = _rendered(K8S / "overlays" / "prod")
+    documents = rendered(K8S / "overlays" / "prod")
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
     service = by_kind[("Service", "s3tm-metrics")]
     monitor = by_kind[("ServiceMonitor", "s3tm-metrics")]
@@ -268,3 +271,143 @@ def test_the_prometheus_operator_scrapes_what_the_alerts_match() -> None:
         "/metrics/prometheus",
         "/metrics/executors/prometheus",
     }
+
+
+def test_the_operators_default_selectors_pick_the_rules_and_monitors_up() -> None:
+    """kube-prometheus-stack's Prometheus loads only the PrometheusRules, ServiceMonitors and
+    PodMonitors labelled ``release: <its release>`` (its default ruleSelector and monitor
+    selectors); DEPLOY.md names the release the label assumes."""
+    documents = rendered(K8S / "overlays" / "prod")
+    operator_kinds = [d for d in documents if d["apiVersion"].startswith("monitoring.coreos.com/")]
+    assert {d["kind"] for d in operator_kinds} == {"PrometheusRule", "ServiceMonitor", "PodMonitor"}
+    releases = {d["metadata"]["labels"].get("release") for d in operator_kinds}
+    assert len(releases) == 1 and None not in releases, releases
+    (release,) = releases
+    assert f"--install {release} " in (REPO / "docs" / "DEPLOY.md").read_text()
+    # the label is no selector: the monitors still select the project's own pods
+    for monitor in (d for d in operator_kinds if d["kind"] != "PrometheusRule"):
+        assert "release" not in monitor["spec"]["selector"]["matchLabels"]
+
+
+def test_an_overlays_runbook_setting_becomes_every_alerts_runbook_url(tmp_path) -> None:
+    """The alerts' runbook_url is S3TM_RUNBOOK of s3tm-config (one setting) with each
+    alert's anchor kept: prod's literals naming where the team serves the page, as DEPLOY.md
+    tells a team to set them (a copy of infra/k8s, edited)."""
+    page = "https://git.example.org/team/s3tm/-/blob/main/docs/OPERATIONS.md"
+    shutil.copytree(K8S, tmp_path / "k8s")
+    prod = tmp_path / "k8s" / "overlays" / "prod" / "kustomization.yaml"
+    text = prod.read_text()
+    literal = "      - S3TM_MATCHERS=64\n"
+    assert literal in text
+    prod.write_text(text.replace(literal, f"{literal}      - S3TM_RUNBOOK={page}\n"))
+    documents = rendered(tmp_path / "k8s" / "overlays" / "prod")
+    rule = next(d for d in documents if d["kind"] == "PrometheusRule")
+    rules = yaml.safe_load((REPO / "infra" / "monitoring" / "s3tm-alerts.yml").read_text())
+    expected = {
+        r["alert"]: page + "#" + r["annotations"]["runbook_url"].split("#", 1)[1]
+        for g in rules["groups"] for r in g["rules"] if "alert" in r
+    }  # fmt: skip
+    got = {
+        r["alert"]: r["annotations"]["runbook_url"]
+        for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r
+    }  # fmt: skip
+    assert got == expected and len(got) >= 8
+
+
+def _secrets_named(node: object) -> set[str]:
+    """Every Secret a manifest or the chart's values name: ``secretName``/``*SecretName``
+    values, ``secretRef``/``secretKeyRef`` names (the values' templated strings parsed)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("secretRef", "secretKeyRef") and isinstance(value, dict):
+                found.add(value["name"])
+            elif (key == "secretName" or key.endswith("SecretName")) and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _secrets_named(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _secrets_named(item)
+    elif isinstance(node, str) and "secretRef" in node:
+        found |= _secrets_named(yaml.safe_load(node))
+    return found
+
+
+def test_deploy_creates_every_secret_after_its_namespace_and_before_the_chart() -> None:
+    """DEPLOY.md's Kubernetes commands create each Secret the chart's values and the
+    overlays name, after `kubectl apply` made the namespace and before `helm upgrade`
+    (the chart's hook jobs read them and do not wait)."""
+    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
+    needed = _secrets_named(values)
+    for overlay in OVERLAYS:
+        needed |= _secrets_named(rendered(K8S / "overlays" / overlay))
+    assert {"s3tm-airflow-metadata", "s3tm-object-store", "s3tm-airflow-login"} <= needed
+    docs = (REPO / "docs" / "DEPLOY.md").read_text()
+    section = docs[docs.index("## 3. Kubernetes") :]
+    lines = section[: section.index("\n## ")].splitlines()
+    apply = next(i for i, line in enumerate(lines) if line.startswith("kubectl apply -k"))
+    chart = next(i for i, line in enumerate(lines) if "apache-airflow/airflow" in line)
+    created = {
+        m.group(1): i
+        for i, line in enumerate(lines)
+        if (m := re.search(r"create secret generic (\S+)", line))
+    }
+    assert needed <= created.keys(), needed - created.keys()
+    assert all(apply < created[name] < chart for name in needed), (apply, created, chart)
+
+
+def test_task_pods_submit_spark_jobs_with_no_more_than_a_submission_needs() -> None:
+    """Airflow's task pods run as their own service account, not the drivers' `spark`: its
+    Role creates, watches and deletes driver pods and creates their Service and ConfigMap,
+    nothing else; the drivers keep theirs (executors)."""
+    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
+    account = values["workers"]["serviceAccount"]
+    assert account["create"] is False and account["name"] != "spark"
+    documents = rendered(K8S / "overlays" / "prod")
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    assert ("ServiceAccount", account["name"]) in by_kind
+    binding = next(
+        d for d in documents
+        if d["kind"] == "RoleBinding"
+        and any(s["kind"] == "ServiceAccount" and s["name"] == account["name"]
+                for s in d["subjects"])
+    )  # fmt: skip
+    rules = by_kind[("Role", binding["roleRef"]["name"])]["rules"]
+    granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == {
+        *{("pods", v) for v in ("create", "get", "list", "watch", "delete")},
+        *{(r, v) for r in ("services", "configmaps") for v in ("create", "get")},
+    }
+    conf = by_kind[("ConfigMap", "s3tm-spark-defaults")]["data"]["spark-defaults.conf"]
+    assert re.search(r"driver\.serviceAccountName\s+spark\n", conf)
+
+
+def test_prod_sizes_the_remap_jobs_and_keeps_the_rest_of_the_base() -> None:
+    """prod's spark-defaults.conf (the remap jobs' drivers and executors) is the base's but
+    for its static S3 keys, Kafka's credentials and its sizes: more task slots with shuffle
+    partitions to match, and a driver whose memory overhead (where PySpark's Python driver
+    lives) holds the remap driver's peak measured at 10M subscriptions (`s3tm bench
+    subscriptions`, docs/bench)."""
+    import csv
+
+    base = spark_defaults(rendered(K8S / "base"))
+    prod = spark_defaults(rendered(K8S / "overlays" / "prod"))
+    sizes = {
+        k for k in prod if re.search(r"\.(instances|cores|memory\w*|partitions|parallelism)$", k)
+    }
+    # and for the static keys: prod's pods take the lakehouse's credentials from their
+    # identity; and for Kafka's TLS listener, which its ingest reads (test_lockdown.py)
+    static_keys = {k for k in base if ".secretKeyRef." in k}
+    assert static_keys and not static_keys & prod.keys()
+    kafka = {k for k in prod if "kafka" in k.lower()}
+    assert {k: v for k, v in prod.items() if k not in sizes | kafka} == {
+        k: v for k, v in base.items() if k not in sizes | static_keys
+    }
+    slots = int(prod["spark.executor.instances"]) * int(prod["spark.executor.cores"])
+    base_slots = int(base["spark.executor.instances"]) * int(base["spark.executor.cores"])
+    assert slots > base_slots and int(prod["spark.sql.shuffle.partitions"]) >= slots
+    with (REPO / "docs" / "bench" / "subscriptions.csv").open() as table:
+        rows = {int(r["subscriptions"]): r for r in csv.DictReader(table)}
+    peak_gib = float(rows[10_000_000]["remap driver peak MiB"]) / 1024
+    assert _gib(prod["spark.driver.memoryOverhead"]) >= peak_gib

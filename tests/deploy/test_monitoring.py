@@ -67,7 +67,7 @@ def test_every_alert_has_a_runbook_line_in_operations() -> None:
     }
     for group in yaml.safe_load(RULES.read_text())["groups"]:
         for rule in group["rules"]:
-            runbook = rule["annotations"]["runbook"]
+            runbook = rule["annotations"]["runbook_url"]
             path, _, anchor = runbook.partition("#")
             assert path == "docs/OPERATIONS.md", rule["alert"]
             assert anchor in anchors, f"{rule['alert']}: no runbook entry '{anchor}'"
