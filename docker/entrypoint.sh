@@ -11,6 +11,23 @@ spark_classpath() {
   printf '%s' "${classpath:+${classpath}:}${SPARK_HOME}/jars/*"
 }
 
+# Airflow's KubernetesExecutor names its task pods' image as a repository and a tag: the
+# ones of S3TM_IMAGE (infra/k8s: the image of every pod, which one `images:` entry sets),
+# unless they are set. A digest or an untagged name cannot be split: it is said, and those
+# two settings are the operator's.
+worker_image() {
+  local image="${S3TM_IMAGE:-}" tag
+  [ -n "${image}" ] || return 0
+  [ -z "${AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY:-}" ] || return 0
+  tag="${image##*:}"
+  if [[ "${image}" != *:* || "${image}" == *@* || "${tag}" == */* ]]; then
+    echo "entrypoint: S3TM_IMAGE=${image} is not REPOSITORY:TAG: set AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY and _TAG for the task pods' image" >&2
+    return 0
+  fi
+  export AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY="${image%:*}"
+  export AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_TAG="${tag}"
+}
+
 case "${1:-}" in
   driver)
     shift
@@ -36,6 +53,7 @@ case "${1:-}" in
       --podName "${SPARK_EXECUTOR_POD_NAME:-${HOSTNAME:-executor}}"
     ;;
   *)
+    worker_image
     exec "$@"
     ;;
 esac

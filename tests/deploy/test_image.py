@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.deploy.kustomized import rendered
+
 REPO = Path(__file__).resolve().parents[2]
 JOBS = "/opt/s3tm/venv/lib/python3.11/site-packages/spark_jobs/jobs"
 # where the image's user may write: state, logs, scratch (what `podman diff` may list)
@@ -47,9 +49,18 @@ def test_the_cli_answers_as_the_user_the_manifests_name(platform_image, containe
     out = _ok(_run(container_engine, "run", "--rm", platform_image))
     assert "usage: s3tm" in out and "stream" in out
     uid = _ok(_run(container_engine, "run", "--rm", platform_image, "id", "-u")).strip()
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
     assert uid != "0"
-    assert int(uid) == values["uid"], "the chart's pods run as the image's user"
+    # every pod of the platform image that names a user runs as the image's (Airflow's, its
+    # task pods': the template names no image, the executor gives it the platform's)
+    users = set()
+    for doc in rendered(REPO / "infra" / "k8s" / "base"):
+        pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+        if doc["metadata"]["name"] == "airflow-pod-template":
+            pod = yaml.safe_load(doc["data"]["pod-template.yaml"])["spec"]
+        images = {c.get("image", "s3tm/platform") for c in pod.get("containers", [])}
+        if any(i.startswith("s3tm/platform") for i in images) and "securityContext" in pod:
+            users.add(str(pod["securityContext"]["runAsUser"]))
+    assert users == {uid}, users
 
 
 def test_the_airflow_charts_probe_and_log_groomer_paths_run(platform_image, container_engine):
@@ -148,3 +159,56 @@ def test_the_image_has_what_airflow_on_kubernetes_needs(platform_image, containe
     )
     out = _ok(_run(container_engine, "run", "--rm", platform_image, "python", "-c", check))
     assert out.strip().splitlines()[-1] == "KubernetesExecutor"
+
+
+def test_productions_login_is_fabs_with_the_secrets_admin(platform_image, container_engine):
+    """prod's Airflow login: FAB's auth manager (in the image), its tables made by the
+    migration, the admin made by the API server's init script of the prod overlay from the
+    login Secret's passwords.json (a second run leaves it), and the API server's token
+    endpoint issuing a token for that password and refusing another."""
+    documents = rendered(REPO / "infra" / "k8s" / "overlays" / "prod")
+    config = next(d for d in documents if d["metadata"]["name"] == "s3tm-airflow-config")["data"]
+    api = next(d for d in documents if d["kind"] == "Deployment"
+               and d["metadata"]["name"] == "airflow-api-server")  # fmt: skip
+    (init,) = api["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"][:2] == ["bash", "-ec"]
+    password = "a-generated-password-7"
+    check = (
+        "import json, time, urllib.error, urllib.request\n"
+        "def token(password):\n"
+        "    request = urllib.request.Request('http://127.0.0.1:8080/auth/token', method='POST',\n"
+        "        data=json.dumps({'username': 'admin', 'password': password}).encode(),\n"
+        "        headers={'Content-Type': 'application/json'})\n"
+        "    try:\n"
+        "        with urllib.request.urlopen(request, timeout=10) as answer:\n"
+        "            return answer.status, 'access_token' in json.load(answer)\n"
+        "    except urllib.error.HTTPError as refused:\n"
+        "        return refused.code, False\n"
+        "for _ in range(90):\n"
+        "    try:\n"
+        "        urllib.request.urlopen('http://127.0.0.1:8080/api/v2/monitor/health', timeout=5)\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(2)\n"
+        f"print('TOKEN', token({password!r}), token('wrong'))\n"
+    )
+    script = (
+        "set -e; mkdir -p /tmp/login; "
+        f"""echo '{{"admin": "{password}"}}' > /tmp/login/passwords.json; """
+        "airflow db migrate >/dev/null 2>&1; "
+        'bash -ec "$INIT" >/dev/null 2>&1; bash -ec "$INIT" >/dev/null 2>&1; '
+        "airflow users list --output json 2>/dev/null | grep '^\\['; "
+        "(airflow api-server --port 8080 >/dev/null 2>&1 &); "
+        'python -c "$CHECK"'
+    )
+    env = {
+        "AIRFLOW__CORE__AUTH_MANAGER": config["AIRFLOW__CORE__AUTH_MANAGER"],
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": "/tmp/login/passwords.json",
+        "INIT": init["command"][2],
+        "CHECK": check,
+    }
+    options = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
+    out = _ok(_run(container_engine, "run", "--rm", *options, platform_image, "sh", "-c", script))
+    (users,) = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+    assert [(u["username"], u["roles"]) for u in users] == [("admin", ["Admin"])], users
+    assert "TOKEN (201, True) (401, False)" in out, out[-2000:]

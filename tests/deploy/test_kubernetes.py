@@ -9,6 +9,7 @@ import importlib
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import kubernetes_validate
@@ -216,28 +217,145 @@ def test_the_runbook_namespace_is_the_one_each_overlay_renders():
     assert '\\"namespace\\": \\"$NS\\"' in docs  # the Spark connection's namespace
 
 
+def _airflow(documents: list[dict]) -> dict[str, dict]:
+    """Airflow's Deployments by component, and the task pods' template as "worker"."""
+    found = {
+        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d
+        for d in documents
+        if d["kind"] == "Deployment"
+        and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/name") == "airflow"
+    }
+    template = next(d for d in documents if d["metadata"]["name"] == "airflow-pod-template")
+    found["worker"] = {"spec": {"template": yaml.safe_load(template["data"]["pod-template.yaml"])}}
+    return found
+
+
+def _environment(container: dict, documents: list[dict]) -> dict[str, str]:
+    """A container's settings from its ConfigMaps (envFrom) and its own env values."""
+    maps = {d["metadata"]["name"]: d.get("data", {}) for d in documents if d["kind"] == "ConfigMap"}
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(maps[source["configMapRef"]["name"]])
+    env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    return env
+
+
+def test_airflow_runs_compose_s_processes_with_compose_s_settings() -> None:
+    """The four processes compose runs, each from the platform image as its user, after the
+    database migration (the scheduler runs it, the others wait for it), with compose's
+    Airflow settings but for the executor (KubernetesExecutor) and what names compose's
+    services; the task pods' template is a valid Pod whose container is the executor's
+    `base`, under `s3tm-task`, with no access to Airflow's database."""
+    documents = rendered(K8S / "overlays" / "prod")
+    airflow = _airflow(documents)
+    assert airflow.keys() == {"api-server", "scheduler", "dag-processor", "triggerer", "worker"}
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    services = {
+        name.removeprefix("airflow-").replace("apiserver", "api-server"): service
+        for name, service in compose["services"].items()
+        if name.startswith("airflow-") and name != "airflow-init"
+    }
+    assert services.keys() == airflow.keys() - {"worker"}
+    for component, service in services.items():
+        pod = airflow[component]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["command"] == service["command"]
+        # compose's health check is the liveness probe
+        check = service["healthcheck"]["test"]
+        probe = container["livenessProbe"]
+        if "exec" in probe:
+            assert ["CMD", *probe["exec"]["command"]] == check
+        else:
+            assert probe["httpGet"]["path"] in check[-1]
+        assert (
+            pod["securityContext"]["runAsUser"] == 50000 and pod["securityContext"]["runAsNonRoot"]
+        )
+        (init,) = pod["initContainers"]
+        # the scheduler migrates; the others wait for it (prod's API server then makes the
+        # admin: the next test)
+        command = " ".join(init["command"])
+        migrate = component == "scheduler"
+        assert ("airflow db migrate" in command) == migrate, command
+        assert ("airflow db check-migrations" in command) != migrate, command
+        env = _environment(container, documents)
+        # compose's passwords file is the one Airflow writes in its state volume; here the
+        # Secret's (test below)
+        for key, value in compose["x-airflow-env"].items():
+            if key.startswith("AIRFLOW__") and "${" not in str(value) and "PASSWORDS" not in key:
+                expected = {"LocalExecutor": "KubernetesExecutor"}.get(value, value)
+                assert (
+                    env.get(key, "")
+                    .replace("airflow-api-server", "airflow-apiserver")
+                    .replace("airflow-statsd", "statsd-exporter")
+                    == expected
+                ), key
+        secrets = {s["secretRef"]["name"] for s in container["envFrom"] if "secretRef" in s}
+        assert {"s3tm-airflow", "s3tm-airflow-connections"} <= secrets
+    worker = airflow["worker"]["spec"]["template"]
+    kubernetes_validate.validate(worker, KUBERNETES_VERSION, strict=True)
+    (base,) = worker["spec"]["containers"]
+    assert base["name"] == "base" and "image" not in base  # the executor's, from S3TM_IMAGE
+    assert worker["spec"]["serviceAccountName"] == "s3tm-task"
+    assert "s3tm-airflow" not in {
+        s["secretRef"]["name"] for s in base["envFrom"] if "secretRef" in s
+    }
+    env = _environment(base, documents)
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("http://airflow-api-server:")
+    scheduler = airflow["scheduler"]["spec"]["template"]["spec"]
+    template_file = env["AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE"]
+    mounts = scheduler["containers"][0]["volumeMounts"]
+    mount = next(m for m in mounts if template_file.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in scheduler["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == "airflow-pod-template"
+
+
 def test_airflow_on_kubernetes_has_the_login_compose_has():
-    """The chart's values define the admin user as compose does (simple auth manager), its
-    password from a Secret mounted where the passwords file is read."""
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
-    core = values["config"]["core"]
+    """dev's Airflow defines the admin user as compose does (simple auth manager), its
+    password from a Secret mounted on the API server where the passwords file is read, and
+    DEPLOY.md creates that Secret."""
+    documents = rendered(K8S / "overlays" / "dev")
+    api = _airflow(documents)["api-server"]["spec"]["template"]["spec"]
+    env = _environment(api["containers"][0], documents)
     compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["x-airflow-env"]
     role = compose["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(":")[-1]
-    assert core["simple_auth_manager_users"] == f"admin:{role}"
-    mounts = values["apiServer"]["extraVolumeMounts"]
-    passwords = core["simple_auth_manager_passwords_file"]
-    mount = next(m for m in mounts if passwords.startswith(m["mountPath"] + "/"))
-    volume = next(v for v in values["apiServer"]["extraVolumes"] if v["name"] == mount["name"])
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == f"admin:{role}"
+    passwords = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    mount = next(
+        m
+        for m in api["containers"][0]["volumeMounts"]
+        if passwords.startswith(m["mountPath"] + "/")
+    )
+    volume = next(v for v in api["volumes"] if v["name"] == mount["name"])
     secret = volume["secret"]["secretName"]
     runbook = (REPO / "docs" / "DEPLOY.md").read_text()
     assert f"create secret generic {secret}" in runbook and "passwords.json" in runbook
-    assert values["config"]["metrics"]["statsd_on"] == "True" and values["statsd"]["enabled"]
-    # the manager those settings are for, named (the chart's default is FAB's, not in the
-    # image) and importable; the chart's FAB create-user job (admin/admin) off
-    module, _, name = core["auth_manager"].rpartition(".")
+    module, _, name = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
     manager = getattr(importlib.import_module(module), name)
     assert manager.__name__ == "SimpleAuthManager"
-    assert values["webserver"]["defaultUser"]["enabled"] is False
+
+
+def test_production_logs_in_through_fab_with_the_same_secrets_admin():
+    """prod: FAB's auth manager (the simple one is for development), from the provider the
+    image installs (pinned once, in the extra the Dockerfile installs); the admin made by
+    the API server's init container from the same Secret, mounted where the passwords
+    file setting points (the image test runs that script and logs in)."""
+    documents = rendered(K8S / "overlays" / "prod")
+    api = _airflow(documents)["api-server"]["spec"]["template"]["spec"]
+    env = _environment(api["containers"][0], documents)
+    assert env["AIRFLOW__CORE__AUTH_MANAGER"].startswith("airflow.providers.fab.auth_manager.")
+    (init,) = api["initContainers"]
+    assert "airflow users create --username admin --role Admin" in init["command"][-1]
+    assert "db check-migrations" in init["command"][-1]  # after the scheduler's migration
+    passwords = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    (mount,) = [m for m in init["volumeMounts"] if passwords.startswith(m["mountPath"] + "/")]
+    volume = next(v for v in api["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "s3tm-airflow-login"
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    installed = re.search(r'"\.\[(\w+)\]"', (REPO / "docker" / "Dockerfile").read_text())
+    assert installed, "the Dockerfile installs the project with one extra"
+    pins = extras["optional-dependencies"][installed.group(1)]
+    assert any(p.startswith("apache-airflow-providers-fab==") for p in pins), pins
 
 
 def test_the_prometheus_operator_scrapes_what_the_alerts_match() -> None:
@@ -315,14 +433,14 @@ def test_an_overlays_runbook_setting_becomes_every_alerts_runbook_url(tmp_path) 
 
 
 def _secrets_named(node: object) -> set[str]:
-    """Every Secret a manifest or the chart's values name: ``secretName``/``*SecretName``
-    values, ``secretRef``/``secretKeyRef`` names (the values' templated strings parsed)."""
+    """Every Secret a manifest names: ``secretName`` values, ``secretRef``/``secretKeyRef``
+    names (a pod template kept as a string in a ConfigMap parsed)."""
     found: set[str] = set()
     if isinstance(node, dict):
         for key, value in node.items():
             if key in ("secretRef", "secretKeyRef") and isinstance(value, dict):
                 found.add(value["name"])
-            elif (key == "secretName" or key.endswith("SecretName")) and isinstance(value, str):
+            elif key == "secretName" and isinstance(value, str):
                 found.add(value)
             else:
                 found |= _secrets_named(value)
@@ -334,37 +452,50 @@ def _secrets_named(node: object) -> set[str]:
     return found
 
 
-def test_deploy_creates_every_secret_after_its_namespace_and_before_the_chart() -> None:
-    """DEPLOY.md's Kubernetes commands create each Secret the chart's values and the
-    overlays name, after `kubectl apply` made the namespace and before `helm upgrade`
-    (the chart's hook jobs read them and do not wait)."""
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
-    needed = _secrets_named(values)
+def test_deploy_creates_every_secret_the_overlays_name_after_its_namespace() -> None:
+    """DEPLOY.md's Kubernetes commands create each Secret the overlays name, after `kubectl
+    apply` made the namespace (the pods that read one wait for it)."""
+    needed: set[str] = set()
     for overlay in OVERLAYS:
         needed |= _secrets_named(rendered(K8S / "overlays" / overlay))
-    assert {"s3tm-airflow-metadata", "s3tm-object-store", "s3tm-airflow-login"} <= needed
+    assert {"s3tm-airflow", "s3tm-object-store", "s3tm-airflow-login"} <= needed
     docs = (REPO / "docs" / "DEPLOY.md").read_text()
     section = docs[docs.index("## 3. Kubernetes") :]
     lines = section[: section.index("\n## ")].splitlines()
     apply = next(i for i, line in enumerate(lines) if line.startswith("kubectl apply -k"))
-    chart = next(i for i, line in enumerate(lines) if "apache-airflow/airflow" in line)
     created = {
         m.group(1): i
         for i, line in enumerate(lines)
         if (m := re.search(r"create secret generic (\S+)", line))
     }
     assert needed <= created.keys(), needed - created.keys()
-    assert all(apply < created[name] < chart for name in needed), (apply, created, chart)
+    assert all(apply < created[name] for name in needed), (apply, created)
+
+
+def test_the_airflow_secret_holds_the_settings_compose_gives_from_its_env_file() -> None:
+    """The Secret s3tm-airflow is read as environment: DEPLOY.md creates it with the
+    settings compose takes from docker/.env (the database, the Fernet, API and JWT keys)."""
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["x-airflow-env"]
+    secret_settings = {
+        k for k, v in compose.items() if k.startswith("AIRFLOW__") and ":?" in str(v)
+    }
+    docs = (REPO / "docs" / "DEPLOY.md").read_text()
+    start = docs.index("create secret generic s3tm-airflow ")
+    command = docs[start : docs.index("\n\n", start)]
+    command = command[: re.search(r"\n(?!\s*--)", command + "\n").start()]
+    given = set(re.findall(r"--from-literal=(\w+)=", command))
+    assert given == secret_settings, (given, secret_settings)
 
 
 def test_task_pods_submit_spark_jobs_with_no_more_than_a_submission_needs() -> None:
     """Airflow's task pods run as their own service account, not the drivers' `spark`: its
     Role creates, watches and deletes driver pods and creates their Service and ConfigMap,
     nothing else; the drivers keep theirs (executors)."""
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
-    account = values["workers"]["serviceAccount"]
-    assert account["create"] is False and account["name"] != "spark"
     documents = rendered(K8S / "overlays" / "prod")
+    account = {
+        "name": _airflow(documents)["worker"]["spec"]["template"]["spec"]["serviceAccountName"]
+    }
+    assert account["name"] != "spark"
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
     assert ("ServiceAccount", account["name"]) in by_kind
     binding = next(
@@ -411,3 +542,26 @@ def test_prod_sizes_the_remap_jobs_and_keeps_the_rest_of_the_base() -> None:
         rows = {int(r["subscriptions"]): r for r in csv.DictReader(table)}
     peak_gib = float(rows[10_000_000]["remap driver peak MiB"]) / 1024
     assert _gib(prod["spark.driver.memoryOverhead"]) >= peak_gib
+
+
+def test_every_airflow_setting_the_deployment_names_is_one_airflow_knows() -> None:
+    """A misspelt ``AIRFLOW__SECTION__KEY`` is ignored by Airflow without a word: each one
+    the manifests, DEPLOY.md's Secret and the entrypoint name is an option of Airflow's
+    configuration (its sections, the KubernetesExecutor's included)."""
+    from airflow.configuration import conf
+
+    known = {
+        f"AIRFLOW__{section.upper()}__{option.upper()}"
+        for section, description in conf.configuration_description.items()
+        for option in description["options"]
+    }
+    text = "\n".join(
+        [
+            *(yaml.safe_dump(d) for o in OVERLAYS for d in rendered(K8S / "overlays" / o)),
+            (REPO / "docs" / "DEPLOY.md").read_text(),
+            (REPO / "docker" / "entrypoint.sh").read_text(),
+        ]
+    )
+    named = set(re.findall(r"AIRFLOW__[A-Z_]+__[A-Z_]+[A-Z]", text))
+    assert len(named) >= 15, named
+    assert named <= known, sorted(named - known)

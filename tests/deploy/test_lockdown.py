@@ -1,6 +1,6 @@
 """Production locked down (docs/DEPLOY.md, "Locked down"): who may reach the platform's pods
-(NetworkPolicies, evaluated by tests/deploy/network_policy.py on the pods prod renders),
-the chart's own policies on, and what prod's Spark processes and credentials require."""
+(NetworkPolicies, evaluated by tests/deploy/network_policy.py on the pods prod renders,
+Airflow's included), and what prod's Spark processes and credentials require."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ def _platform_pods(documents: list[dict]) -> dict[str, Pod]:
             labels = doc["spec"]["template"].get("metadata", {}).get("labels", {})
             pods[name] = Pod(namespace, {**labels, "batch.kubernetes.io/job-name": name,
                                          "job-name": name})  # fmt: skip
+        elif doc["kind"] == "ConfigMap" and name == "airflow-pod-template":
+            # Airflow's task pods, which the KubernetesExecutor starts from this template
+            template = yaml.safe_load(doc["data"]["pod-template.yaml"])
+            pods["airflow-task"] = Pod(namespace, template["metadata"]["labels"])
         elif doc["kind"] == "SparkApplication":
             for role in ("driver", "executor"):
                 labels = doc["spec"][role].get("labels", {})
@@ -93,20 +97,36 @@ def test_spark_pods_reach_each_other_and_airflow_reaches_none(prod) -> None:
         for port in (7078, 7079, 40000):  # RPC, block manager, a shuffle port
             assert reaches(policies, executor, driver, port)
             assert reaches(policies, driver, executor, port)
-    namespace = pods["s3tm-metrics"].namespace
     # Airflow's pods share the namespace; spark-submit in cluster mode calls the API server
-    api_server = Pod(namespace, {"tier": "airflow", "component": "api-server"})
-    task = Pod(namespace, {"tier": "airflow", "component": "worker"})
-    for caller in (api_server, task):
+    for caller in (pods["airflow-api-server"], pods["airflow-task"]):
         for name in ("s3tm-matcher-driver", "remap-driver", "s3tm-metrics"):
             assert not reaches(policies, caller, pods[name], 4040 if "driver" in name else 9108)
 
 
-def test_the_chart_locks_airflow_and_opens_its_ui_to_the_ingress_controller_only() -> None:
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
-    assert values["networkPolicies"]["enabled"] is True
-    peers = values["apiServer"]["networkPolicy"]["ingress"]["from"]
-    assert peers and all(set(peer) == {"namespaceSelector"} for peer in peers), peers
+def test_airflow_opens_its_ui_to_the_ingress_controller_and_its_logs_to_its_api_server(prod):
+    """The API server: the ingress controller's namespace and Airflow's own pods (the
+    execution API the tasks report to) on its port, nobody else; the other Airflow pods:
+    the API server on their log ports only; statsd-exporter: StatsD from Airflow, its series
+    to Prometheus."""
+    policies = [d for d in prod if d["kind"] == "NetworkPolicy"]
+    pods = _platform_pods(prod)
+    namespace = pods["airflow-api-server"].namespace
+    ingress = Pod("ingress-nginx", {"app.kubernetes.io/name": "ingress-nginx"})
+    stranger = Pod("default", {"app.kubernetes.io/name": "ingress-nginx"})
+    neighbour = Pod(namespace, {"app": "something-else"})
+    api, task = pods["airflow-api-server"], pods["airflow-task"]
+    assert reaches(policies, ingress, api, 8080) and reaches(policies, task, api, 8080)
+    assert not reaches(policies, stranger, api, 8080)
+    assert not reaches(policies, neighbour, api, 8080)
+    assert not reaches(policies, pods["s3tm-matcher-driver"], api, 8080)
+    assert reaches(policies, api, task, 8793)
+    assert reaches(policies, api, pods["airflow-triggerer"], 8794)
+    for name in ("airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "airflow-task"):
+        assert not reaches(policies, ingress, pods[name], 8793)
+        assert not reaches(policies, task, pods[name], 8794)
+    prometheus = Pod(_monitoring_namespace(), {"app.kubernetes.io/name": "prometheus"})
+    assert reaches(policies, prometheus, pods["airflow-statsd"], 9102)
+    assert not reaches(policies, neighbour, pods["airflow-statsd"], 9102)
 
 
 SECURE_RPC = {
@@ -159,20 +179,22 @@ def test_prod_reads_the_lakehouse_with_the_pods_identity(prod) -> None:
     by_kind = {(d["kind"], d["metadata"]["name"]): d for d in prod}
     remap = by_kind[("ConfigMap", "s3tm-spark-defaults")]["data"]["spark-defaults.conf"]
     assert "s3tm-object-store" not in remap
-    values = yaml.safe_load((REPO / "infra" / "helm" / "airflow-values.yaml").read_text())
-    refs = [
-        r for r in _secret_refs(prod) + _secret_refs(values) if r["name"] == "s3tm-object-store"
-    ]
+    refs = [r for r in _secret_refs(prod) if r["name"] == "s3tm-object-store"]
     assert len(refs) >= 4 and all(r.get("optional") is True for r in refs), refs
     # dev keeps MinIO's static keys
     dev = rendered(K8S / "overlays" / "dev")
     dev_remap = next(d for d in dev if d["metadata"]["name"] == "s3tm-spark-defaults")
     assert "secretKeyRef.AWS_ACCESS_KEY_ID" in dev_remap["data"]["spark-defaults.conf"]
     # the service accounts whose pods read the lakehouse, each named where DEPLOY binds the role
-    accounts = {"spark", values["workers"]["serviceAccount"]["name"]}
-    accounts.add(
-        by_kind[("Deployment", "s3tm-metrics")]["spec"]["template"]["spec"]["serviceAccountName"]
+    # (Airflow's API server: the run reports' tab reads them)
+    task = yaml.safe_load(
+        by_kind[("ConfigMap", "airflow-pod-template")]["data"]["pod-template.yaml"]
     )
+    accounts = {"spark", task["spec"]["serviceAccountName"]}
+    for name in ("s3tm-metrics", "airflow-api-server"):
+        accounts.add(
+            by_kind[("Deployment", name)]["spec"]["template"]["spec"]["serviceAccountName"]
+        )
     assert all(("ServiceAccount", a) in by_kind for a in accounts), accounts
     deploy = (REPO / "docs" / "DEPLOY.md").read_text()
     annotate = next(line for line in deploy.splitlines() if "eks.amazonaws.com/role-arn" in line)

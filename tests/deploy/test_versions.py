@@ -142,25 +142,43 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
     matcher = next(d for d in documents if d.get("kind") == "SparkApplication")
     assert matcher["spec"]["sparkVersion"] == pins["pyspark"]
     assert matcher["spec"]["image"] == f"s3tm/platform:{pins['s3tm']}"
-    values = yaml.safe_load((INFRA / "helm" / "airflow-values.yaml").read_text())
-    assert values["defaultAirflowTag"] == pins["s3tm"]
-    assert values["airflowVersion"] == pins["apache-airflow"]
-    # the image of the Spark pods the tasks submit is the chart's own image, named once:
-    # templated from the chart's image values, so a --set of the tag moves both
-    assert "S3TM_IMAGE" not in {e["name"] for e in values["env"]}
-    chart_image = f"{values['defaultAirflowRepository']}:{values['defaultAirflowTag']}"
-    assert _helm_extra_env(values)["S3TM_IMAGE"] == chart_image == f"s3tm/platform:{pins['s3tm']}"
-    retagged = {**values, "defaultAirflowTag": "9.9.9"}
-    assert _helm_extra_env(retagged)["S3TM_IMAGE"] == "s3tm/platform:9.9.9"
+    # the task pods and the Spark pods they submit run the image of every other pod, named
+    # once: the images transformer moves S3TM_IMAGE with the Deployments' images
+    assert _airflow_images(INFRA / "k8s" / "base") == {f"s3tm/platform:{pins['s3tm']}"}
 
 
-def _helm_extra_env(values: dict) -> dict[str, str]:
-    """The chart's ``extraEnv`` string as its ``tpl`` renders it: ``{{ .Values.key }}``
-    replaced by the value (the only template form the file uses; any other fails here)."""
-    text = values["extraEnv"]
-    rendered = re.sub(r"\{\{\s*\.Values\.(\w+)\s*\}\}", lambda m: str(values[m.group(1)]), text)
-    assert "{{" not in rendered, rendered
-    return {e["name"]: e["value"] for e in yaml.safe_load(rendered)}
+def _airflow_images(target: Path) -> set[str]:
+    """The images Airflow's Deployments run, with the task pods' S3TM_IMAGE."""
+    from tests.deploy.kustomized import rendered
+
+    documents = rendered(target)
+    images = {
+        c["image"]
+        for d in documents
+        if d["kind"] == "Deployment" and d["metadata"]["name"].startswith("airflow-")
+        and d["metadata"]["name"] != "airflow-statsd"
+        for c in d["spec"]["template"]["spec"]["containers"]
+        + d["spec"]["template"]["spec"].get("initContainers", [])
+    }  # fmt: skip
+    config = next(d for d in documents if d["metadata"]["name"] == "s3tm-airflow-config")
+    return images | {config["data"]["S3TM_IMAGE"]}
+
+
+def test_one_images_entry_moves_airflow_its_task_pods_and_their_spark_pods(tmp_path) -> None:
+    """An overlay's `images:` entry (DEPLOY.md's registry step) retags Airflow's processes
+    and S3TM_IMAGE, the task pods' and their Spark pods' image, together."""
+    import shutil
+
+    shutil.copytree(INFRA / "k8s", tmp_path / "k8s")
+    overlay = tmp_path / "k8s" / "overlays" / "prod" / "kustomization.yaml"
+    overlay.write_text(
+        overlay.read_text()
+        + "images:\n  - name: s3tm/platform\n"
+        + "    newName: registry.example:5000/team/s3tm/platform\n    newTag: 9.9.9\n"
+    )
+    assert _airflow_images(tmp_path / "k8s" / "overlays" / "prod") == {
+        "registry.example:5000/team/s3tm/platform:9.9.9"
+    }
 
 
 def _walk(node, key=None):
@@ -172,20 +190,6 @@ def _walk(node, key=None):
             yield from _walk(item, key)
     else:
         yield key, node
-
-
-def test_the_airflow_chart_release_is_pinned_once_and_named_the_same_everywhere() -> None:
-    """The runbook's and the values file's `helm upgrade` name one chart release, a version
-    (not a variable the reader must fill in)."""
-    runbook = (REPO / "docs" / "DEPLOY.md").read_text()
-    header = (INFRA / "helm" / "airflow-values.yaml").read_text()
-    found = {
-        name: re.findall(r"helm upgrade --install airflow \S+[^\n]*--version (\S+)", text)
-        for name, text in (("DEPLOY.md", runbook), ("airflow-values.yaml", header))
-    }
-    versions = {v for vs in found.values() for v in vs}
-    assert all(found.values()), found
-    assert len(versions) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", versions.pop()), found
 
 
 def test_the_wheel_and_the_image_carry_the_platform_and_no_benchmark() -> None:

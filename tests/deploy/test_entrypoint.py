@@ -1,0 +1,54 @@
+"""``docker/entrypoint.sh`` outside Spark's ``driver``/``executor`` modes: the command runs
+as given, with the KubernetesExecutor's worker image taken from ``S3TM_IMAGE`` (the one
+image name infra/k8s sets) when it is ``REPOSITORY:TAG`` and the operator set none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "entrypoint.sh"
+REPOSITORY = "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY"
+TAG = "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_TAG"
+
+
+def _run(**env: str) -> tuple[dict[str, str], str]:
+    base = {k: v for k, v in os.environ.items() if k not in (REPOSITORY, TAG, "S3TM_IMAGE")}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "env"], env={**base, **env}, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return seen, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("image", "repository", "tag"),
+    [
+        ("s3tm/platform:0.1.0", "s3tm/platform", "0.1.0"),
+        ("registry.example:5000/team/s3tm/platform:2.0",
+         "registry.example:5000/team/s3tm/platform", "2.0"),
+    ],
+)  # fmt: skip
+def test_the_task_pods_image_is_s3tm_image(image: str, repository: str, tag: str) -> None:
+    seen, _ = _run(S3TM_IMAGE=image)
+    assert (seen[REPOSITORY], seen[TAG]) == (repository, tag)
+
+
+@pytest.mark.parametrize(
+    "image", ["s3tm/platform", "registry.example:5000/s3tm/platform", "s3tm/platform@sha256:ab"]
+)
+def test_a_name_that_does_not_split_is_said_and_left_to_the_operator(image: str) -> None:
+    seen, said = _run(S3TM_IMAGE=image)
+    assert REPOSITORY not in seen and TAG not in seen
+    assert image in said and REPOSITORY in said
+
+
+def test_the_operators_own_setting_and_no_image_are_left_alone() -> None:
+    seen, _ = _run(S3TM_IMAGE="s3tm/platform:0.1.0", **{REPOSITORY: "mine/airflow", TAG: "7"})
+    assert (seen[REPOSITORY], seen[TAG]) == ("mine/airflow", "7")
+    seen, said = _run()
+    assert REPOSITORY not in seen and said == ""
