@@ -63,3 +63,20 @@ def test_the_prose_filter_keeps_what_it_should() -> None:
     """The checks above would pass on an empty filter: it drops code, and only code."""
     text = "Issue 3 in `--compare c33dd07` and\n```\nrun A\n```\nrun B at 4880889"
     assert _prose(text) == "Issue 3 in  and\n\nrun B at 4880889"
+
+
+def test_operations_names_every_param_of_every_dag() -> None:
+    """OPERATIONS.md's list of the DAGs' Params names each Param a DAG file declares, under
+    that DAG's name."""
+    text = (REPO / "docs" / "OPERATIONS.md").read_text()
+    start = text.index("Params:\n")
+    listed = text[start : text.index("A candidate that fails", start)]
+    groups = {
+        dag: set(re.findall(r"`(\w+)`", names))
+        for names, dag in re.findall(r"([^()]+?)\((\w+)\)", listed)
+    }
+    for path in sorted((REPO / "dags").glob("s3tm_*.py")):
+        declared = set(re.findall(r'^\s+"(\w+)": Param\(', path.read_text(), flags=re.M))
+        dag = path.stem.removeprefix("s3tm_")
+        assert declared, path
+        assert groups.get(dag) == declared, (dag, declared, groups.get(dag))
