@@ -1,23 +1,27 @@
-"""The reference for core.placement.live: the dict-of-objects LivePlacement it replaced
-(one Python object per subscription), kept as the slow obvious version the array-based
-one is compared with (tests/core/test_live_placement.py).
+"""The slow obvious version of core.placement.live, written from the paper's rules and not
+from the code it checks (tests/core/test_live_placement.py compares the two): a dict of
+subscriptions, every matcher's words recounted from its subscriptions when asked, LASP
+(paper 001, Alg. 2) evaluated candidate by candidate with the load's coefficient of
+variation computed from scratch.
 
-Subscriptions placed on the matchers of one routing version, changed one at a time.
-
-The streaming matcher keeps one :class:`LivePlacement` per routing version: it adopts the
-version's stored placements, places subscriptions registered since with LASP (Alg. 2 is
-incremental by nature: one subscription at a time against the matchers' current word sets),
-and removes cancelled ones. Words no version maps (a subscription newer than the remap)
-route by the stable hash, as in the router, so placement and routing always agree.
-
-A placement is *covering* when every post that contains the subscription reaches one of its
-matchers: one matcher owns an unsplit word of it, or its matchers hold every version of one
-of its words. Only covering placements make matching exact; adopted rows that are not
-covering (a corrupted table, a mapping changed under them) are re-placed and reported.
+The rules:
+- a word's versions are its matchers in the routing table; a word the table does not map
+  has one, its stable hash (as the router routes it);
+- a subscription is eligible for the owners of its unsplit words; one made only of split
+  words is multicast to every version of its word with the fewest versions (the first such
+  word in dictionary order);
+- LASP gives a unicast subscription to the eligible matcher of highest utility
+  ``-f(new words) * cv(costs after)``, with ``f(x) = slope * x + intercept`` and cv the
+  coefficient of variation of ``f(|H(j)|)`` over all matchers; ties go to the matcher
+  holding the fewest subscriptions, then to the lowest id;
+- a stored placement is kept when it is covering: its matchers hold every version of one
+  of the subscription's words; otherwise it is placed again, after the kept ones;
+- new words get dictionary ids rarest first (by the given frequencies, then the word).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,9 +29,8 @@ import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.matching.dictionary import WordDictionary
-from core.placement import _lasp_kernels as K
 from core.placement.lasp import UNIT_COST, CostModel
-from core.routing.hashing import hash_matchers
+from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
 
 
@@ -38,13 +41,7 @@ class PlacedSubscription:
 
 
 class ReferenceLivePlacement:
-    """The placed subscriptions of one routing table, with LASP for new ones.
-
-    Attributes:
-        table: the routing version's table.
-        dictionary: word ids of every subscription word seen (append-only, so ids stay
-            valid for the life of the placement).
-    """
+    """The placed subscriptions of one routing table, the obvious way."""
 
     def __init__(
         self,
@@ -55,76 +52,40 @@ class ReferenceLivePlacement:
     ) -> None:
         self.table = table
         self.cost = cost
-        # New words of a call get ids rarest first: the ids are the tries' word order, and
-        # rare words first keep scoped traversals shallow (unknown words count as rarest).
-        self.word_frequency = word_frequency or {}
+        self.word_frequency = dict(word_frequency or {})
         self.dictionary = WordDictionary()
-        n = table.n_matchers
-        self._part_start = np.zeros(0, dtype=np.int64)
-        self._part_count = np.zeros(0, dtype=np.int32)
-        self._part_matchers = np.zeros(0, dtype=np.int32)
-        self._word_count = np.zeros((n, 64), dtype=np.int32)
-        self._unique = np.zeros(n, dtype=np.int64)
-        self._subscriptions_on = np.zeros(self._unique.shape[0], dtype=np.int64)
         self._subs: dict[int, PlacedSubscription] = {}
 
-    # -- words ---------------------------------------------------------------------------
     @property
     def n_matchers(self) -> int:
         return self.table.n_matchers
 
-    def _encode(self, words: Sequence[str]) -> np.ndarray:
-        """Sorted ids of ``words``, adding new words with their versions' matchers."""
-        before = len(self.dictionary)
-        ids = self.dictionary.encode(words, add=True)
-        if len(self.dictionary) > before:
-            self._extend_words(before)
-        return ids
+    # -- what a matcher holds, recounted -------------------------------------------------
+    def _versions(self, word_id: int) -> list[int]:
+        word = self.dictionary.word(word_id)
+        i = self.table.word_index.get(word)
+        if i is None:
+            return [stable_hash(word) % self.n_matchers]
+        start, end = self.table.part_indptr[i], self.table.part_indptr[i + 1]
+        return [int(m) for m in self.table.part_matchers[start:end]]
 
-    def _extend_words(self, first_new: int) -> None:
-        new_words = [self.dictionary.word(i) for i in range(first_new, len(self.dictionary))]
-        index = self.table.word_index
-        counts = np.empty(len(new_words), dtype=np.int32)
-        matchers: list[np.ndarray] = []
-        unmapped = [w for w in new_words if w not in index]
-        fallback = iter(hash_matchers(unmapped, self.n_matchers).tolist())
-        for k, word in enumerate(new_words):
-            i = index.get(word)
-            if i is None:
-                versions = np.array([next(fallback)], dtype=np.int32)
-            else:
-                versions = self.table.part_matchers[
-                    self.table.part_indptr[i] : self.table.part_indptr[i + 1]
-                ]
-            counts[k] = versions.shape[0]
-            matchers.append(versions)
-        starts = self._part_matchers.shape[0] + np.concatenate(
-            [[0], np.cumsum(counts[:-1], dtype=np.int64)]
-        )
-        self._part_start = np.concatenate([self._part_start, starts.astype(np.int64)])
-        self._part_count = np.concatenate([self._part_count, counts])
-        self._part_matchers = np.concatenate([self._part_matchers, *matchers]).astype(np.int32)
-        if len(self.dictionary) > self._word_count.shape[1]:
-            grown = np.zeros(
-                (self.n_matchers, max(len(self.dictionary), 2 * self._word_count.shape[1])),
-                dtype=np.int32,
-            )
-            grown[:, : self._word_count.shape[1]] = self._word_count
-            self._word_count = grown
+    def _on(self, matcher: int) -> list[PlacedSubscription]:
+        return [p for p in self._subs.values() if matcher in p.matchers.tolist()]
+
+    def _words_on(self, matcher: int) -> set[int]:
+        return {int(w) for p in self._on(matcher) for w in p.word_ids.tolist()}
+
+    def unique_words(self) -> np.ndarray:
+        return np.array([len(self._words_on(m)) for m in range(self.n_matchers)], dtype=np.int64)
 
     def slot_subscriptions(self) -> np.ndarray:
-        """Per version slot (index of ``part_matchers``): the subscriptions on the slot's
-        matcher that contain the slot's word (the ``subscription`` shedding utility)."""
-        n_words = len(self.dictionary)
-        word_of_slot = np.repeat(np.arange(n_words), self._part_count[:n_words])
-        order = np.argsort(self._part_start[:n_words], kind="stable")
-        # slots are laid out word after word in id order, so a repeat of the ids follows them
-        assert np.array_equal(order, np.arange(n_words))
-        return self._word_count[self._part_matchers, word_of_slot].astype(np.float64)
-
-    def word_versions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per dictionary id: ``(part_start, part_count, part_matchers)`` (copies)."""
-        return self._part_start.copy(), self._part_count.copy(), self._part_matchers.copy()
+        """Per (word, version) slot in id order: subscriptions on that matcher with the word."""
+        counts = []
+        for word_id in range(len(self.dictionary)):
+            for matcher in self._versions(word_id):
+                on = self._on(matcher)
+                counts.append(sum(word_id in p.word_ids.tolist() for p in on))
+        return np.array(counts, dtype=np.float64)
 
     # -- subscriptions -------------------------------------------------------------------
     def __contains__(self, sub_id: object) -> bool:
@@ -140,30 +101,23 @@ class ReferenceLivePlacement:
     def get(self, sub_id: int) -> PlacedSubscription:
         return self._subs[sub_id]
 
-    def unique_words(self) -> np.ndarray:
-        """``(N,)`` |H(i)|: distinct words of the subscriptions on each matcher."""
-        return self._unique.copy()
-
     def _encode_all(
         self, sub_ids: Sequence[int], word_sets: Sequence[Sequence[str]]
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> list[np.ndarray]:
         if len(sub_ids) != len(word_sets):
             raise InvalidArgumentError("one word set per subscription id is required")
         if len(set(sub_ids)) != len(sub_ids) or any(s in self._subs for s in sub_ids):
             raise InvalidArgumentError("subscription ids must be new and distinct")
-        frequency = self.word_frequency
-        new_words = sorted(
-            {w for words in word_sets for w in words if w not in self.dictionary},
-            key=lambda w: (frequency.get(w, 0), w),
-        )
-        self._encode(new_words)
-        encoded = [self._encode(words) for words in word_sets]
+        new = {w for words in word_sets for w in words if w not in self.dictionary}
+        for word in sorted(new, key=lambda w: (self.word_frequency.get(w, 0), w)):
+            self.dictionary.add(word)
+        encoded = [self.dictionary.encode(words) for words in word_sets]
         if any(e.shape[0] == 0 for e in encoded):
             raise InvalidArgumentError("every subscription needs at least one word")
-        indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([e.shape[0] for e in encoded], out=indptr[1:])
-        words = np.concatenate(encoded) if encoded else np.zeros(0, dtype=np.int32)
-        return indptr, words.astype(np.int32)
+        return encoded
+
+    def _covering(self, word_ids: np.ndarray, matchers: set[int]) -> bool:
+        return any(set(self._versions(int(w))) <= matchers for w in word_ids.tolist())
 
     def adopt(
         self,
@@ -171,124 +125,77 @@ class ReferenceLivePlacement:
         word_sets: Sequence[Sequence[str]],
         matcher_sets: Sequence[Sequence[int]],
     ) -> list[int]:
-        """Take over stored placements; those that are not covering are placed again.
-
-        Returns:
-            The ids of the subscriptions that had to be re-placed.
-        """
-        indptr, words = self._encode_all(sub_ids, word_sets)
+        encoded = self._encode_all(sub_ids, word_sets)
         if len(matcher_sets) != len(sub_ids):
             raise InvalidArgumentError("one matcher set per subscription id is required")
-        place_indptr = np.zeros(len(sub_ids) + 1, dtype=np.int64)
-        np.cumsum([len(set(m)) for m in matcher_sets], out=place_indptr[1:])
-        placed = np.array([m for ms in matcher_sets for m in sorted(set(ms))], dtype=np.int32)
-        if placed.size and (placed.min() < 0 or placed.max() >= self.n_matchers):
+        if any(not 0 <= m < self.n_matchers for ms in matcher_sets for m in ms):
             raise InvalidArgumentError(f"matcher ids must lie in [0, {self.n_matchers})")
-        ok = K.covering(
-            indptr,
-            words,
-            place_indptr,
-            placed,
-            self._part_start,
-            self._part_count,
-            self._part_matchers,
-            self.n_matchers,
-        )
-        keep = np.flatnonzero(ok)
-        for s in keep.tolist():
-            self._subs[int(sub_ids[s])] = PlacedSubscription(
-                words[indptr[s] : indptr[s + 1]], placed[place_indptr[s] : place_indptr[s + 1]]
-            )
-        kept_subs = [self._subs[int(sub_ids[s])] for s in keep.tolist()]
-        self._account(kept_subs, +1)
-        redo = np.flatnonzero(~ok).tolist()
-        if redo:
-            self._place_encoded(
-                [int(sub_ids[s]) for s in redo],
-                [words[indptr[s] : indptr[s + 1]] for s in redo],
-            )
-        return [int(sub_ids[s]) for s in redo]
+        redo = []
+        for sub, words, matchers in zip(sub_ids, encoded, matcher_sets, strict=True):
+            if self._covering(words, set(matchers)):
+                self._subs[int(sub)] = PlacedSubscription(
+                    words, np.array(sorted(set(matchers)), dtype=np.int32)
+                )
+            else:
+                redo.append((int(sub), words))
+        for sub, words in redo:
+            self._subs[sub] = PlacedSubscription(words, self._lasp(words))
+        return [sub for sub, _ in redo]
 
     def place(
         self, sub_ids: Sequence[int], word_sets: Sequence[Sequence[str]]
     ) -> dict[int, np.ndarray]:
-        """Place new subscriptions with LASP, in the given order; returns their matchers."""
-        indptr, words = self._encode_all(sub_ids, word_sets)
-        return self._place_encoded(
-            list(sub_ids), [words[indptr[s] : indptr[s + 1]] for s in range(len(sub_ids))]
-        )
-
-    def _place_encoded(
-        self, sub_ids: list[int], encoded: list[np.ndarray]
-    ) -> dict[int, np.ndarray]:
-        if not sub_ids:
-            return {}
-        indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([e.shape[0] for e in encoded], out=indptr[1:])
-        words = np.concatenate(encoded).astype(np.int32)
-        place_indptr, matchers = K.place(
-            indptr,
-            words,
-            self._part_start,
-            self._part_count,
-            self._part_matchers,
-            self._word_count,
-            self._unique,
-            self._subscriptions_on,
-            float(self.cost.slope),
-            float(self.cost.intercept),
-            False,
-            0,
-            np.full(len(sub_ids), -1, dtype=np.int32),
-        )
-        out: dict[int, np.ndarray] = {}
-        for s, sub in enumerate(sub_ids):
-            chosen = matchers[place_indptr[s] : place_indptr[s + 1]].copy()
-            self._subs[sub] = PlacedSubscription(encoded[s], chosen)
-            out[sub] = chosen
+        encoded = self._encode_all(sub_ids, word_sets)
+        out = {}
+        for sub, words in zip(sub_ids, encoded, strict=True):
+            chosen = self._lasp(words)
+            self._subs[int(sub)] = PlacedSubscription(words, chosen)
+            out[int(sub)] = chosen.copy()
         return out
 
-    def remove(self, sub_ids: Sequence[int]) -> None:
-        """Take cancelled subscriptions off their matchers.
+    def _lasp(self, word_ids: np.ndarray) -> np.ndarray:
+        words = [int(w) for w in word_ids.tolist()]
+        owners: list[int] = []
+        for w in words:
+            versions = self._versions(w)
+            if len(versions) == 1 and versions[0] not in owners:
+                owners.append(versions[0])
+        if not owners:  # only split words: every version of the least split one
+            fewest = min(words, key=lambda w: (len(self._versions(w)), w))
+            return np.array(list(dict.fromkeys(self._versions(fewest))), dtype=np.int32)
+        f = self.cost
+        held = [self._words_on(m) for m in range(self.n_matchers)]
+        load = [len(self._on(m)) for m in range(self.n_matchers)]
 
-        Raises:
-            InvalidArgumentError: for an id that is not placed.
-        """
+        def utility(candidate: int) -> float:
+            new = sum(w not in held[candidate] for w in words)
+            costs = [
+                f.slope * (len(held[m]) + (new if m == candidate else 0)) + f.intercept
+                for m in range(self.n_matchers)
+            ]
+            n = len(costs)
+            mean = sum(costs) / n
+            variance = max(sum(c * c for c in costs) / n - mean * mean, 0.0)
+            cv = math.sqrt(variance) / mean if mean > 0 else 0.0
+            return -(f.slope * new + f.intercept) * cv
+
+        best = max(owners, key=lambda m: (utility(m), -load[m], -m))
+        return np.array([best], dtype=np.int32)
+
+    def remove(self, sub_ids: Sequence[int]) -> None:
         unknown = [s for s in sub_ids if s not in self._subs]
         if unknown:
             raise InvalidArgumentError(f"subscriptions {unknown[:5]} are not placed")
-        gone = [self._subs.pop(s) for s in sub_ids]
-        self._account(gone, -1)
-
-    def _account(self, subs: list[PlacedSubscription], sign: int) -> None:
-        if not subs:
-            return
-        indptr = np.zeros(len(subs) + 1, dtype=np.int64)
-        np.cumsum([p.word_ids.shape[0] for p in subs], out=indptr[1:])
-        place_indptr = np.zeros(len(subs) + 1, dtype=np.int64)
-        np.cumsum([p.matchers.shape[0] for p in subs], out=place_indptr[1:])
-        K.account(
-            indptr,
-            np.concatenate([p.word_ids for p in subs]).astype(np.int32),
-            place_indptr,
-            np.concatenate([p.matchers for p in subs]).astype(np.int32),
-            self._word_count,
-            self._unique,
-            self._subscriptions_on,
-            sign,
-        )
+        for sub in sub_ids:
+            del self._subs[sub]
 
     def by_matcher(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per matcher: its subscriptions as ``(sub_ids int64, indptr int64, word_ids int32)``."""
-        rows: list[list[int]] = [[] for _ in range(self.n_matchers)]
-        for sub, placed in self._subs.items():
-            for m in placed.matchers.tolist():
-                rows[m].append(sub)
         out = []
-        for subs in rows:
-            sets = [self._subs[s].word_ids for s in subs]
-            indptr = np.zeros(len(sets) + 1, dtype=np.int64)
-            np.cumsum([w.shape[0] for w in sets], out=indptr[1:])
-            words = np.concatenate(sets) if sets else np.zeros(0, dtype=np.int32)
-            out.append((np.array(subs, dtype=np.int64), indptr, words.astype(np.int32)))
+        for matcher in range(self.n_matchers):
+            subs = [s for s, p in self._subs.items() if matcher in p.matchers.tolist()]
+            sizes = [self._subs[s].word_ids.shape[0] for s in subs]
+            indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            words = [w for s in subs for w in self._subs[s].word_ids.tolist()]
+            out.append((np.array(subs, dtype=np.int64), indptr, np.array(words, dtype=np.int32)))
         return out

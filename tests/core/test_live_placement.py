@@ -367,10 +367,11 @@ def test_an_unknown_index_kind_is_refused(monkeypatch) -> None:
 @settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_array_placement_equals_the_object_per_subscription_reference(data) -> None:
-    """The arrays the driver keeps (core.placement.rows) against the dict of objects they
-    replaced (tests/core/live_placement_reference.py): the same sequence of adopt, place and
-    remove leaves the same matchers, word counts, per-matcher subscriptions and lookups,
-    through compactions too."""
+    """The arrays the driver keeps (core.placement.rows) and their numba LASP against the
+    slow obvious version written from the paper's rules (tests/core/
+    live_placement_reference.py: no kernel, every count recounted): the same sequence of
+    adopt, place and remove leaves the same matchers, word counts, per-matcher subscriptions
+    and lookups, through compactions too."""
     from tests.core.live_placement_reference import ReferenceLivePlacement
 
     table = _table(4)
