@@ -93,7 +93,13 @@ def test_drop_compare_checks_both_trees_drop_the_same_lines(tmp_path):
     )
     (row,) = rows
     assert row["lines"] == "5,000 lines of generated posts"
-    assert float(row["baseline_us_per_line"]) > 0 and float(row["new_us_per_line"]) > 0
+    # each side's figure is the median of its runs (within their range) and the speed-up
+    # their ratio
+    for side in ("baseline", "new"):
+        low, high = (float(x) for x in row[f"{side}_min_max"].split("-"))
+        assert 0 < low <= float(row[f"{side}_us_per_line"]) <= high
+    ratio = float(row["baseline_us_per_line"]) / float(row["new_us_per_line"])
+    assert row["speed-up"] == pytest.approx(ratio, abs=0.01)
     written = compare.read_csv_rows(tmp_path / "drop_compare.csv")
     assert written[0]["drop_fraction"] == "0.6"
 
