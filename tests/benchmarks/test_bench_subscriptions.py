@@ -7,12 +7,15 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import types
 
 import pytest
 
 from benchmarks import subscriptions
+from benchmarks.subscriptions import StepFigures
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InvalidArgumentError
+from spark_jobs.stream.batch_log import BatchFigures, CommittedBatch, SubscriptionMemory
 
 REMAP_STEPS = ("graph", "learn", "place", "validate", "evaluate", "publish")
 STEPS = ("register", "graph", "learn", "place", "validate", "evaluate", "publish", "stream")
@@ -130,3 +133,92 @@ def test_the_work_imbalance_is_the_busiest_matcher_over_the_mean():
     assert subscriptions._imbalance([1, 1, 2]) == 1.5
     assert subscriptions._imbalance([3, 3]) == 1.0
     assert subscriptions._imbalance([]) is None and subscriptions._imbalance([0, 0]) is None
+
+
+def _batch(batch_id: int, *, total: float, sync: float, change: float) -> CommittedBatch:
+    figures = BatchFigures(
+        subscriptions=1_000, posts=100 + batch_id, routed_pairs=300, capped_posts=0,
+        dropped_posts=0, shed_pairs=0, shed_pairs_by_matcher=None, matches=10 * batch_id,
+        deliveries=0, written_bytes=0, routed_bytes=0, matched_bytes=0, quarantined=0,
+        seconds_sync=sync, seconds_route=0.25, seconds_match=0.5, seconds_dispatch=0.125,
+        seconds_spark=1.0, seconds_commit=0.0625, seconds_total=total,
+    )  # fmt: skip
+    memory = SubscriptionMemory(
+        n_matchers=4, base_bytes=2_000_000 * (batch_id + 1), changes_bytes=30_000 * batch_id,
+        broadcast_bytes=50_000 + batch_id, workers=2, worker_matchers_max=2,
+        worker_bytes_max=7_000_000, change_seconds=change,
+    )  # fmt: skip
+    return CommittedBatch(batch_id, 2, False, [], figures, memory)
+
+
+def test_each_figure_of_a_row_is_computed_from_the_batches_as_documented(tmp_path) -> None:
+    """``_row`` on batches small enough to know every answer: the stream's figures over the
+    steady batches (not the first, not those that met changes), the changes' figures from
+    the changed batches and the rounds, the peaks from the remap's own processes."""
+    steps = types.SimpleNamespace(
+        done=[
+            StepFigures("register", 1.5, 90.0, 400.0, None),
+            *(
+                StepFigures(step, 2.0 + k, 100.0 + 50 * k, 500.0 + k, 60.0, own_process=True)
+                for k, step in enumerate(REMAP_STEPS)
+            ),
+            StepFigures("stream", 30.0, 120.0, 900.0, 80.0),
+        ]
+    )
+    # batch 0 warms up; 3, 5 and 7 meet the changes; 1, 2, 4, 6 and 8 are steady
+    totals = {0: 9.0, 1: 2.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 2.5, 6: 2.0, 7: 2.0, 8: 2.0}
+    syncs = {3: 0.4, 5: 0.3, 7: 0.1}
+    changes = {3: 0.2, 4: 0.1, 5: 0.05, 7: 0.3, 8: 0.1}
+    batches = [
+        _batch(b, total=totals[b], sync=syncs.get(b, 0.2), change=changes.get(b, 0.0))
+        for b in range(subscriptions.STREAM_BATCHES)
+    ]
+    rounds = [
+        {"register_s": 0.5, "cancel_s": 0.25, "follower_s": 0.1},
+        {"register_s": 0.7, "cancel_s": 0.35, "follower_s": 0.3},
+        {"register_s": 0.6, "cancel_s": 0.45, "follower_s": 0.2},
+    ]
+    evaluation = {
+        "relative_work_throughput_vs_hash": 1.23456,
+        "candidate": {"matcher_work": [3, 1, 1, 1]},
+        "hash": {"matcher_work": [2, 2, 2, 2]},
+    }
+    row = subscriptions._row(
+        1_000, _config(tmp_path), steps, batches, rounds, evaluation, {"published": 2}
+    )
+    steady = [1, 2, 4, 6, 8]
+    posts = sum(100 + b for b in steady)  # 521
+    matches = sum(10 * b for b in steady)  # 210
+    seconds = sum(totals[b] for b in steady)  # 12.0
+    assert row["posts/s"] == round(posts / seconds) == 43
+    assert row["matches/post"] == round(matches / posts, 1) == 0.4
+    assert row["matches/s"] == round(matches / seconds) == 18
+    assert row["match task us/match"] == round(1e6 * 0.5 * 5 / matches, 3)
+    assert row["route task us/post"] == round(1e6 * 0.25 * 5 / posts, 2)
+    assert row["task us/post"] == round(1e6 * (0.25 + 0.5 + 0.125) * 5 / posts, 2)
+    assert row["batch s"] == 2.0 and row["plan+sync s/batch"] == 0.2
+    assert row["serial s/batch"] == 0.263  # 0.2 + 0.0625, the median of equal batches
+    # memory as the last batch held it; the changes' broadcast as the first changed batch's
+    assert row["base MB"] == 18.0 and row["broadcast MB"] == 0.05
+    assert row["worker held MB"] == 7.0 and row["changes broadcast MB"] == 0.09
+    assert row["change rounds"] == 3
+    assert (row["changes register s"], row["changes cancel s"]) == (0.6, 0.35)
+    assert row["changes follower s"] == 0.2 and row["changes sync s"] == 0.3
+    # the tasks' change seconds summed from a changed batch to the next one: 0.3, 0.05, 0.4
+    assert row["changes task s"] == 0.3
+    # over the steady median batch (2.0 s) and sync (0.2 s): (0.2 + 0.3), (0.1 + 0.05),
+    # (0 + 0.4) seconds of work; 1.0, 0.5 and 0.0 seconds of wall
+    assert row["changes work % of batch"] == 20.0
+    assert row["changes work % of batch, worst round"] == 25.0
+    assert row["changes % of batch (wall)"] == 25.0
+    assert row["changes % of batch (wall), worst round"] == 50.0
+    assert row["sync % of batch"] == 5.0
+    # the remap's steps ran as processes of their own; register and the stream did not
+    assert row["remap driver peak MiB"] == 100.0 + 50 * (len(REMAP_STEPS) - 1)
+    assert row["remap peak step"] == REMAP_STEPS[-1]
+    assert row["remap JVM peak MiB"] == 500.0 + len(REMAP_STEPS) - 1
+    assert row["register s"] == 1.5 and row["stream s"] == 30.0
+    assert row["worker peak MiB"] == 80.0
+    assert row["x hash (counted work)"] == 1.235
+    assert (row["work imbalance"], row["hash work imbalance"]) == (2.0, 1.0)
+    assert row["published"] == 2
