@@ -5,32 +5,18 @@ batches)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 import shutil
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from spark_jobs.jobs import ingest
 from spark_jobs.lake.delta_io import Lakehouse
 from tests.hypothesis_tiers import examples
 from tests.json_lines_strategies import count_lines, landing_files
+from tests.support.ingest import ingest_landing
 
 COUNTER = itertools.count()
-
-
-def _ingest(lakehouse: Lakehouse, landing: Path, batch: int) -> int:
-    return ingest.run(
-        ingest.IngestConfig(
-            landing=str(landing),
-            pattern="*.jsonl*",
-            batch_id=batch,
-            default_day=dt.date(2026, 2, 1),
-        ),
-        lakehouse,
-    )
 
 
 @settings(
@@ -50,7 +36,7 @@ def test_every_line_is_bronze_or_quarantined(spark, tmp_path, first, second):
             for k, content in enumerate(files):
                 (landing / f"b{batch}-{k}.jsonl").write_bytes(content)
                 lines += count_lines(content)
-            assert _ingest(lakehouse, landing, batch) == 0
+            assert ingest_landing(lakehouse, landing, batch) == 0
         bronze = lakehouse.row_count("bronze.posts")
         quarantine = lakehouse.read_arrow("silver.posts_quarantine")
         assert bronze + quarantine.num_rows == lines
@@ -68,7 +54,7 @@ def test_a_line_of_several_megabytes_is_quarantined(lakehouse, tmp_path):
     (landing / "big.jsonl").write_bytes(
         huge + b"\n" + json.dumps({"id": "ok", "text": "hi there"}).encode()
     )
-    assert _ingest(lakehouse, landing, 1) == 0
+    assert ingest_landing(lakehouse, landing, 1) == 0
     quarantine = lakehouse.read_arrow("silver.posts_quarantine").to_pylist()
     assert [r["post_id"] for r in lakehouse.read_arrow("bronze.posts").to_pylist()] == ["ok"]
     assert len(quarantine) == 1 and quarantine[0]["reason"].startswith("oversized text")

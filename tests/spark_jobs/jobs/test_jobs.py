@@ -17,7 +17,7 @@ from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
-from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
+from spark_jobs.jobs import evaluate, graph, learn, normalise, place, publish
 from spark_jobs.lake.routing_store import published_version, versions
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
@@ -25,6 +25,7 @@ from spark_jobs.lake.subscription_store import (
     cancel_subscriptions,
 )
 from tests.spark_jobs.jobs.chain import run_chain
+from tests.support.ingest import ingest_landing
 
 TEXTS = [
     "Running to the White House!! http://t.co/x @user #news",
@@ -88,21 +89,9 @@ def _landing(tmp_path: Path, posts: int = 1500) -> Path:
     return landing
 
 
-def _ingest(lakehouse, landing, batch):
-    return ingest.run(
-        ingest.IngestConfig(
-            landing=str(landing),
-            pattern="*.jsonl*",
-            batch_id=batch,
-            default_day=dt.date(2026, 2, 1),
-        ),
-        lakehouse,
-    )
-
-
 def test_ingest_quarantines_with_reasons_and_reruns_add_nothing(lakehouse, tmp_path, capsys):
     landing = _landing(tmp_path, posts=300)
-    assert _ingest(lakehouse, landing, 1) == 0
+    assert ingest_landing(lakehouse, landing, 1) == 0
     bronze = lakehouse.read("bronze.posts")
     assert bronze.count() == 302
     quarantine = {
@@ -123,8 +112,8 @@ def test_ingest_quarantines_with_reasons_and_reruns_add_nothing(lakehouse, tmp_p
     assert no_time.event_day == dt.date(2026, 2, 1) and no_time.line_number == 1
     capsys.readouterr()
     committed = lakehouse.version("bronze.posts")
-    assert _ingest(lakehouse, landing, 2) == 0  # same files, new batch: skipped
-    assert _ingest(lakehouse, landing, 1) == 0  # same batch again: skipped
+    assert ingest_landing(lakehouse, landing, 2) == 0  # same files, new batch: skipped
+    assert ingest_landing(lakehouse, landing, 1) == 0  # same batch again: skipped
     assert lakehouse.read("bronze.posts").count() == 302
     assert lakehouse.read("silver.posts_quarantine").count() == 5
     assert lakehouse.version("bronze.posts") == committed  # no commit at all
@@ -166,7 +155,7 @@ def test_graph_tables_equal_a_direct_count(spark, lakehouse):
 def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     landing = _landing(tmp_path)
     # Subscriptions first, so learning uses their words and placement has work to do.
-    assert _ingest(lakehouse, landing, 1) == 0
+    assert ingest_landing(lakehouse, landing, 1) == 0
     assert normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse) == 0
     words = lakehouse.read("silver.posts").limit(40).collect()
     ids = add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
@@ -224,7 +213,7 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
 
 def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
     with pytest.raises(InputDataError, match="landing directory not found"):
-        _ingest(lakehouse, tmp_path / "nope", 1)
+        ingest_landing(lakehouse, tmp_path / "nope", 1)
     with pytest.raises(InvalidArgumentError, match="run ingest first"):
         normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse)
     with pytest.raises(InputDataError, match="run the graph job first"):
@@ -390,7 +379,7 @@ def _learn_incremental(lakehouse, nodes=8, **overrides):
 
 def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     landing = _landing(tmp_path)
-    assert _ingest(lakehouse, landing, 1) == 0
+    assert ingest_landing(lakehouse, landing, 1) == 0
     assert normalise.run(normalise.NormaliseConfig(sample_rate=1.0, seed=0), lakehouse) == 0
     words = lakehouse.read("silver.posts").limit(60).collect()
     add_subscriptions(lakehouse, [" ".join(r.words[:2]) for r in words], "alice")
