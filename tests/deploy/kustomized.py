@@ -35,3 +35,10 @@ def spark_defaults(documents: list[dict]) -> dict[str, str]:
     """The settings of the rendered ``s3tm-spark-defaults`` (the remap jobs' Spark pods)."""
     conf = next(d for d in documents if d["metadata"]["name"] == "s3tm-spark-defaults")
     return conf_settings(conf["data"]["spark-defaults.conf"])
+
+
+def task_pod(documents: list[dict]) -> dict:
+    """Airflow's task pod: the KubernetesExecutor's template, kept as a file in the rendered
+    ``airflow-pod-template`` ConfigMap."""
+    template = next(d for d in documents if d["metadata"]["name"] == "airflow-pod-template")
+    return yaml.safe_load(template["data"]["pod-template.yaml"])

@@ -13,9 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-import yaml
-
-from tests.deploy.kustomized import rendered
+from tests.deploy.kustomized import rendered, task_pod
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = "/opt/s3tm/venv/lib/python3.11/site-packages/spark_jobs/jobs"
@@ -52,11 +50,10 @@ def test_the_cli_answers_as_the_user_the_manifests_name(platform_image, containe
     assert uid != "0"
     # every pod of the platform image that names a user runs as the image's (Airflow's, its
     # task pods': the template names no image, the executor gives it the platform's)
+    documents = rendered(REPO / "infra" / "k8s" / "base")
+    pods = [d.get("spec", {}).get("template", {}).get("spec", {}) for d in documents]
     users = set()
-    for doc in rendered(REPO / "infra" / "k8s" / "base"):
-        pod = doc.get("spec", {}).get("template", {}).get("spec", {})
-        if doc["metadata"]["name"] == "airflow-pod-template":
-            pod = yaml.safe_load(doc["data"]["pod-template.yaml"])["spec"]
+    for pod in [*pods, task_pod(documents)["spec"]]:
         images = {c.get("image", "s3tm/platform") for c in pod.get("containers", [])}
         if any(i.startswith("s3tm/platform") for i in images) and "securityContext" in pod:
             users.add(str(pod["securityContext"]["runAsUser"]))

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.kustomized import rendered, spark_defaults
+from tests.deploy.kustomized import rendered, spark_defaults, task_pod
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "infra" / "k8s"
@@ -225,8 +225,7 @@ def _airflow(documents: list[dict]) -> dict[str, dict]:
         if d["kind"] == "Deployment"
         and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/name") == "airflow"
     }
-    template = next(d for d in documents if d["metadata"]["name"] == "airflow-pod-template")
-    found["worker"] = {"spec": {"template": yaml.safe_load(template["data"]["pod-template.yaml"])}}
+    found["worker"] = {"spec": {"template": task_pod(documents)}}
     return found
 
 

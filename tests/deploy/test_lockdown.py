@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.kustomized import conf_settings, rendered, spark_defaults
+from tests.deploy.kustomized import conf_settings, rendered, spark_defaults, task_pod
 from tests.deploy.network_policy import Pod, isolated, reaches
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,14 +39,12 @@ def _platform_pods(documents: list[dict]) -> dict[str, Pod]:
             labels = doc["spec"]["template"].get("metadata", {}).get("labels", {})
             pods[name] = Pod(namespace, {**labels, "batch.kubernetes.io/job-name": name,
                                          "job-name": name})  # fmt: skip
-        elif doc["kind"] == "ConfigMap" and name == "airflow-pod-template":
-            # Airflow's task pods, which the KubernetesExecutor starts from this template
-            template = yaml.safe_load(doc["data"]["pod-template.yaml"])
-            pods["airflow-task"] = Pod(namespace, template["metadata"]["labels"])
         elif doc["kind"] == "SparkApplication":
             for role in ("driver", "executor"):
                 labels = doc["spec"][role].get("labels", {})
                 pods[f"{name}-{role}"] = Pod(namespace, {**labels, "spark-role": role})
+    # Airflow's task pods, which the KubernetesExecutor starts from its template
+    pods["airflow-task"] = Pod(namespace, task_pod(documents)["metadata"]["labels"])
     # the remap jobs' pods, which spark-submit starts from Airflow's task pods
     for role in ("driver", "executor"):
         pods[f"remap-{role}"] = Pod(namespace, {"spark-role": role, "spark-app-name": "s3tm-learn"})
@@ -187,10 +185,7 @@ def test_prod_reads_the_lakehouse_with_the_pods_identity(prod) -> None:
     assert "secretKeyRef.AWS_ACCESS_KEY_ID" in dev_remap["data"]["spark-defaults.conf"]
     # the service accounts whose pods read the lakehouse, each named where DEPLOY binds the role
     # (Airflow's API server: the run reports' tab reads them)
-    task = yaml.safe_load(
-        by_kind[("ConfigMap", "airflow-pod-template")]["data"]["pod-template.yaml"]
-    )
-    accounts = {"spark", task["spec"]["serviceAccountName"]}
+    accounts = {"spark", task_pod(prod)["spec"]["serviceAccountName"]}
     for name in ("s3tm-metrics", "airflow-api-server"):
         accounts.add(
             by_kind[("Deployment", name)]["spec"]["template"]["spec"]["serviceAccountName"]

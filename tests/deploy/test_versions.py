@@ -5,12 +5,15 @@ only fails at run time on a cluster, so it is caught here)."""
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyspark
 import yaml
+
+from tests.deploy.kustomized import rendered
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER, INFRA = REPO / "docker", REPO / "infra"
@@ -149,8 +152,6 @@ def test_compose_and_kubernetes_images_are_pinned_and_name_this_release():
 
 def _airflow_images(target: Path) -> set[str]:
     """The images Airflow's Deployments run, with the task pods' S3TM_IMAGE."""
-    from tests.deploy.kustomized import rendered
-
     documents = rendered(target)
     images = {
         c["image"]
@@ -167,8 +168,6 @@ def _airflow_images(target: Path) -> set[str]:
 def test_one_images_entry_moves_airflow_its_task_pods_and_their_spark_pods(tmp_path) -> None:
     """An overlay's `images:` entry (DEPLOY.md's registry step) retags Airflow's processes
     and S3TM_IMAGE, the task pods' and their Spark pods' image, together."""
-    import shutil
-
     shutil.copytree(INFRA / "k8s", tmp_path / "k8s")
     overlay = tmp_path / "k8s" / "overlays" / "prod" / "kustomization.yaml"
     overlay.write_text(
