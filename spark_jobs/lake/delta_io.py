@@ -20,7 +20,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import pyarrow as pa
 
@@ -35,11 +35,13 @@ from spark_jobs.lake.delta_store import (
 )
 from spark_jobs.lake.table_files import (
     WRITE_DIR_KEY,
+    CommitOptions,
     Engine,
     TableSnapshot,
     WriteMode,
     WriteResult,
     check_write_args,
+    checked_commit,
     local_path,
     overwrite_predicate,
 )
@@ -216,35 +218,21 @@ class Lakehouse(DeltaStore):
         return self._write_rs(conformed, spec, mode, replace_where, app_id, batch_id)
 
     def commit_staged(
-        self,
-        name: str,
-        staging: str | Path,
-        *,
-        mode: WriteMode = "append",
-        replace_where: Mapping[str, Sequence[object]] | None = None,
-        app_id: str | None = None,
-        batch_id: int | None = None,
+        self, name: str, staging: str | Path, **options: Unpack[CommitOptions]
     ) -> WriteResult:
         """Commit the Parquet files staged under ``staging`` (the stream's tasks write them)
         to table ``name`` in one Delta commit. With engine ``spark`` delta-spark commits:
         it adds only files it wrote, so the staged rows are read back and written with
         ``format("delta")`` (one more pass over them), then the staged files are removed."""
         if self.engine != "spark":
-            return super().commit_staged(
-                name,
-                staging,
-                mode=mode,
-                replace_where=replace_where,
-                app_id=app_id,
-                batch_id=batch_id,
-            )
+            return super().commit_staged(name, staging, **options)
         import pyarrow.fs as pafs
 
         spec = table(name)
-        check_write_args(spec, mode, replace_where, app_id, batch_id)
+        commit = checked_commit(spec, options)
         staging = str(staging)
         try:
-            if self.already_committed(name, app_id, batch_id):
+            if self.already_committed(name, commit.app_id, commit.batch_id):
                 return WriteResult(name, self.version(name), 0, 0, skipped=True)
             listing = self.fs.get_file_info(
                 pafs.FileSelector(self.fs_path(staging), recursive=True, allow_not_found=True)
@@ -257,7 +245,9 @@ class Lakehouse(DeltaStore):
             )
             self.evolve(name)
             conformed = self._conform(frame, spec)
-            return self._write_spark(conformed, spec, mode, replace_where, app_id, batch_id)
+            return self._write_spark(
+                conformed, spec, commit.mode, commit.replace_where, commit.app_id, commit.batch_id
+            )
         finally:
             self.discard_staged(staging)
 

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -25,6 +25,7 @@ from schemas import table
 from spark_jobs.lake import arrow_reads, staged_writes, storage
 from spark_jobs.lake.locks import table_lock
 from spark_jobs.lake.table_files import (
+    CommitOptions,
     TableSnapshot,
     WriteMode,
     WriteResult,
@@ -282,23 +283,8 @@ class DeltaStore:
         staged_writes.discard_staged(self, staging)
 
     def commit_staged(
-        self,
-        name: str,
-        staging: str | Path,
-        *,
-        mode: WriteMode = "append",
-        replace_where: Mapping[str, Sequence[object]] | None = None,
-        app_id: str | None = None,
-        batch_id: int | None = None,
+        self, name: str, staging: str | Path, **options: Unpack[CommitOptions]
     ) -> WriteResult:
         """Commit every Parquet file under ``staging`` to table ``name`` in ONE Delta
         transaction (:func:`staged_writes.commit_staged`)."""
-        return staged_writes.commit_staged(
-            self,
-            name,
-            staging,
-            mode=mode,
-            replace_where=replace_where,
-            app_id=app_id,
-            batch_id=batch_id,
-        )
+        return staged_writes.commit_staged(self, name, staging, **options)

@@ -9,9 +9,8 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import pyarrow as pa
 import pyarrow.fs
@@ -22,9 +21,9 @@ from schemas import table
 from spark_jobs.lake import storage
 from spark_jobs.lake.table_files import (
     WRITE_DIR_KEY,
-    WriteMode,
+    CommitOptions,
     WriteResult,
-    check_write_args,
+    checked_commit,
     partition_values,
 )
 
@@ -50,14 +49,7 @@ def discard_staged(store: TableStore, staging: str) -> None:
 
 
 def commit_staged(
-    store: TableStore,
-    name: str,
-    staging: str | Path,
-    *,
-    mode: WriteMode = "append",
-    replace_where: Mapping[str, Sequence[object]] | None = None,
-    app_id: str | None = None,
-    batch_id: int | None = None,
+    store: TableStore, name: str, staging: str | Path, **options: Unpack[CommitOptions]
 ) -> WriteResult:
     """Commit every Parquet file under ``staging`` (from :meth:`staging_dir`, written by
     Spark or by workers) to table ``name`` in ONE Delta transaction.
@@ -72,7 +64,8 @@ def commit_staged(
     )
 
     spec = table(name)
-    check_write_args(spec, mode, replace_where, app_id, batch_id)
+    write = checked_commit(spec, options)
+    app_id, batch_id = write.app_id, write.batch_id
     root = store.path(name)
     staging = str(staging)
     parent, _, folder = staging.rstrip("/").rpartition("/")
@@ -127,13 +120,16 @@ def commit_staged(
             )
         else:
             filters = (
-                [(col, "in", [str(v) for v in values]) for col, values in replace_where.items()]
-                if replace_where
+                [
+                    (col, "in", [str(v) for v in values])
+                    for col, values in write.replace_where.items()
+                ]
+                if write.replace_where
                 else None
             )
             DeltaTable(root, storage_options=store.storage_options).create_write_transaction(
                 list[Any](actions),
-                mode,
+                write.mode,
                 spec.schema,
                 partition_by=partition_by,
                 partition_filters=filters,

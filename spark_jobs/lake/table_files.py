@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 from urllib.parse import unquote
 
 from core.errors import InvalidArgumentError
@@ -48,6 +48,40 @@ class TableSnapshot:
     files: list[str]  # the version's Parquet files, as paths in ``filesystem``
     partitions: list[dict[str, str | None]]  # each file's partition values (from its path)
     filesystem: pyarrow.fs.FileSystem | None = None  # of ``files`` (local or an object store)
+
+
+class CommitOptions(TypedDict, total=False):
+    """``commit_staged``'s keyword options, as ``write`` names them: ``mode`` (append),
+    ``replace_where`` (partition column -> values an overwrite replaces), and the stream's
+    ``app_id`` with ``batch_id`` (a batch committed already is skipped)."""
+
+    mode: WriteMode
+    replace_where: Mapping[str, Sequence[object]] | None
+    app_id: str | None
+    batch_id: int | None
+
+
+@dataclass(frozen=True)
+class CheckedCommit:
+    """:class:`CommitOptions` with their defaults, checked against a table."""
+
+    mode: WriteMode
+    replace_where: Mapping[str, Sequence[object]] | None
+    app_id: str | None
+    batch_id: int | None
+
+
+def checked_commit(spec: TableSpec, options: CommitOptions) -> CheckedCommit:
+    """``options`` with their defaults (raises InvalidArgumentError on what ``spec`` does
+    not accept)."""
+    commit = CheckedCommit(
+        options.get("mode", "append"),
+        options.get("replace_where"),
+        options.get("app_id"),
+        options.get("batch_id"),
+    )
+    check_write_args(spec, commit.mode, commit.replace_where, commit.app_id, commit.batch_id)
+    return commit
 
 
 def check_write_args(

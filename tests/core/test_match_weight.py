@@ -113,12 +113,14 @@ def test_salb2_keeps_the_start_whose_busiest_matcher_counts_less_work() -> None:
 
 def test_matcher_work_is_the_replays_counted_work() -> None:
     rng = np.random.default_rng(4)
-    corpus = corpus_from_word_lists(
-        [list(rng.choice(VOCAB, size=int(rng.integers(1, 5)), replace=False)) for _ in range(400)]
-    )
-    subscriptions = corpus_from_word_lists(
-        [list(rng.choice(VOCAB, size=int(rng.integers(1, 3)), replace=False)) for _ in range(60)]
-    )
+    post_words = [
+        list(rng.choice(VOCAB, size=int(rng.integers(1, 5)), replace=False)) for _ in range(400)
+    ]
+    sub_words = [
+        list(rng.choice(VOCAB, size=int(rng.integers(1, 3)), replace=False)) for _ in range(60)
+    ]
+    corpus = corpus_from_word_lists(post_words)
+    subscriptions = corpus_from_word_lists(sub_words)
     learned = learn_mapping(corpus, 3, "salb", split=True)
     placement = place_subscriptions(learned.table, subscriptions, seed=0)
     result = replay(learned.table, placement, subscriptions, corpus, min_sample_seconds=0)
@@ -126,7 +128,17 @@ def test_matcher_work_is_the_replays_counted_work() -> None:
         matcher_work(learned.table, placement, subscriptions, corpus),
         result.matcher_operations + result.matcher_matches,
     )
-    assert result.matcher_matches.sum() >= result.match_pairs.shape[0] > 0
+    # the distinct (post, subscription) pairs are brute force's; a split word's post can
+    # match one subscription on two matchers, so the matchers' matches are at least those
+    expected = {
+        (row, sub_id)
+        for row, words in enumerate(post_words)
+        for sub_id, wanted in enumerate(sub_words)
+        if set(wanted) <= set(words)
+    }
+    assert result.match_pairs is not None
+    assert {(int(row), int(sub)) for row, sub in result.match_pairs} == expected
+    assert result.matcher_matches.sum() >= len(expected)
 
 
 @settings(max_examples=examples(100), deadline=None)

@@ -265,7 +265,9 @@ def test_learned_yield_beats_counting_words(outcomes) -> None:
 
 def test_trie_counts_operations_per_post(outcomes) -> None:
     _, _, _, tested = outcomes
-    assert tested.pair_work.sum() > 0 and (tested.pair_work >= 0).all()
+    # a routed post brings its matcher at least one word, so at least one trie lookup
+    assert tested.pair_work.shape == tested.routed_matchers.shape
+    assert (tested.pair_work >= 1).all()
     assert tested.pair_matches.sum() == tested.match_pair.shape[0]
 
 
@@ -300,7 +302,10 @@ def test_observe_credits_each_match_once_to_its_first_word_on_the_matcher() -> N
     assert stats.matches[1] == pytest.approx(1.0) and stats.posts[1] == pytest.approx(2.0)
     w = stats.weights(np.array([1.0, 1.0, 0.0, 1.0, 0.0]))
     assert w[2] == 0.0 and w[4] == 0.0  # no subscriptions, never seen: no yield
-    assert w[3] > w[1] > 0  # 1 match in 1 post beats 1 in 2
+    # by hand: 2 matches over 3 posts x subscriptions is the prior per subscription (2/3),
+    # weighed as one post: slot 1 (1 match in 2 posts) (1 + 2/3) / 3, slot 3 (1 in 1)
+    # (1 + 2/3) / 2, slot 0 (never seen) the prior alone
+    assert w == pytest.approx([2 / 3, 5 / 9, 0.0, 5 / 6, 0.0])
 
 
 # -- how much to shed ---------------------------------------------------------------------------
@@ -381,7 +386,9 @@ def test_paper_steps_rate_rule_meets_the_bars() -> None:
     run = simulate(c, steps, 2000, capacity=capacity, buffer_capacity=2.5 * capacity)
     assert run.dropped.sum() == 0
     assert max(run.level_changes(a, a + 500) for a in (0, 500, 1000, 1500)) <= 2
-    assert run.level[900] > 0 and run.level[1400] == 0 and run.level[-1] == 0
+    # settled at 1,600 posts/s: the least level whose capacity covers it with the headroom
+    covering = int(np.flatnonzero(capacity / LOADS >= c.headroom * 1600)[0])
+    assert run.level[900] == covering and run.level[1400] == 0 and run.level[-1] == 0
 
 
 # -- which posts a drop level drops -------------------------------------------------------------

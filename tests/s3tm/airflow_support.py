@@ -89,7 +89,7 @@ def start_airflow(
                 break
         output = "".join(printed)
         up = re.search(r"Airflow is up: (http://127\.0\.0\.1:(\d+))\n", output)
-        assert up and int(up.group(2)) > 0, output[-3000:]
+        assert up and 1 <= int(up.group(2)) <= 65535, output[-3000:]
         password = output.split("with password '", 1)[1].split("'", 1)[0]
         base_url = up.group(1)
         yield {

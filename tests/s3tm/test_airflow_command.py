@@ -172,6 +172,7 @@ def test_remap_end_to_end_with_airflow_dags_test(demo):
     no split, 5% margin, the demo's N) is evaluated and validated, leaves it published."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import published_version, versions
+    from tests.support.holdout import held_out_words
 
     done = subprocess.run(
         [
@@ -196,7 +197,16 @@ def test_remap_end_to_end_with_airflow_dags_test(demo):
     first = rows[0]["routing_version"]
     assert rows[0]["status"] == "published"
     evaluation = json.loads(rows[first - 1]["metrics"])["evaluation"]
-    assert evaluation["posts"] > 0 and evaluation["relative_model_throughput_vs_hash"] > 0
+    # the held-out posts of the window it learned on
+    window = json.loads(rows[first - 1]["inputs"])
+    silver = store.read_arrow("silver.posts", columns=["post_id", "words", "event_day"])
+    days = [d.isoformat() for d in silver["event_day"].to_pylist()]
+    in_window = [(window.get("start") or d) <= d <= (window.get("end") or d) for d in days]
+    assert evaluation["posts"] == len(held_out_words(silver.filter(in_window)))
+    candidate, hashed = evaluation["candidate"]["model"], evaluation["hash"]["model"]
+    assert evaluation["relative_model_throughput_vs_hash"] == pytest.approx(
+        candidate["throughput"] / hashed["throughput"]
+    )
     assert (
         lakehouse / "_quality" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     ).is_file()

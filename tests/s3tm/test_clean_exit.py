@@ -65,7 +65,8 @@ def small_lakehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "retired_at": None,
         },
     )
-    assert lake.read_arrow("routing.mappings").num_rows == routing.to_frame().shape[0]
+    # five words, unsplit: one row each (the commands below read them back)
+    assert lake.read_arrow("routing.mappings").num_rows == routing.to_frame().shape[0] == 5
     return root
 
 
@@ -80,7 +81,7 @@ def _commands(root: Path) -> dict[str, list[str]]:
         "import sys\n"
         "from spark_jobs.lake.delta_io import Lakehouse\n"
         "lake = Lakehouse(None, sys.argv[1])\n"
-        "assert lake.read_arrow('routing.mappings').num_rows > 0\n"
+        "assert lake.read_arrow('routing.mappings').num_rows == 5\n"
         "assert lake.read_arrow('subscriptions.registry').num_rows == 3\n"
         "assert lake.read_arrow('routing.versions').num_rows == 1\n"
         "print('ok')\n"
@@ -91,7 +92,7 @@ def _commands(root: Path) -> dict[str, list[str]]:
         "from spark_jobs.lake.session import build_session\n"
         "spark = build_session('s3tm-clean-exit', master='local[1]')\n"
         "lake = Lakehouse(spark, sys.argv[1])\n"
-        "assert lake.read('routing.mappings').count() > 0\n"
+        "assert lake.read('routing.mappings').count() == 5\n"
         "assert lake.read('subscriptions.registry').count() == 3\n"
         "print('ok')\n"
     )

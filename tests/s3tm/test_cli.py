@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,7 +207,9 @@ def test_bench_normalise_checks_exactness_and_writes_its_figures(tmp_path, capsy
     )
     out = tmp_path / "out"
     argv = ["bench", "normalise", "--corpus", str(corpus), "--batch-posts", "50", "--runs", "1"]
+    started = time.perf_counter()
     assert main([*argv, "--out", str(out)]) == 0
+    wall_s = time.perf_counter() - started
     rows = list(csv.DictReader((out / "normalise.csv").open()))
     assert {r["way"] for r in rows} == {
         "normalize() per text",
@@ -214,7 +217,13 @@ def test_bench_normalise_checks_exactness_and_writes_its_figures(tmp_path, capsy
         "WordEncoder (ids)",
     }
     assert {r["tokens"] for r in rows} == {"cold", "warm"}
-    assert all(int(r["texts"]) == len(texts) and float(r["posts/s"]) > 0 for r in rows)
+    for row in rows:
+        seconds = float(row["us/post"]) * len(texts) / 1e6
+        # a pass timed within the command's own wall time, its rate that time's inverse
+        assert int(row["texts"]) == len(texts) and seconds <= wall_s
+        assert float(row["posts/s"]) == pytest.approx(len(texts) / seconds, rel=0.02, abs=1)
+        if row["way"] == "normalize() per text":
+            assert float(row["x reference"]) == 1.0
     assert "x reference" in capsys.readouterr().out
     assert main(["bench", "normalise", "--corpus", str(tmp_path / "none.jsonl")]) != 0
 

@@ -25,6 +25,7 @@ from spark_jobs.lake.subscription_store import (
     cancel_subscriptions,
 )
 from tests.spark_jobs.jobs.chain import run_chain
+from tests.support.holdout import held_out_words
 from tests.support.ingest import ingest_landing
 
 TEXTS = [
@@ -74,6 +75,14 @@ def test_sampling_is_deterministic_and_close_to_the_rate(spark):
     assert a == b and 800 < len(a) < 1200
     with pytest.raises(InvalidArgumentError, match="sample rate"):
         normalise.sample_filter(0.0, 1)
+
+
+def _held_out_brute_force(lakehouse) -> tuple[int, int]:
+    """The held-out posts and the distinct (post, subscription) pairs among them by set
+    containment."""
+    posts = held_out_words(lakehouse.read("silver.posts").select("post_id", "words").toArrow())
+    subs = [set(r["words"]) for r in active_subscriptions(lakehouse)]
+    return len(posts), sum(sub <= post for post in posts for sub in subs)
 
 
 def _landing(tmp_path: Path, posts: int = 1500) -> Path:
@@ -165,7 +174,8 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     assert first == 1
     meta = versions(lakehouse)[0]
     evaluation = json.loads(meta["metrics"])["evaluation"]
-    assert evaluation["posts"] > 0 and evaluation["candidate"]["matches"] > 0
+    held_posts, held_matches = _held_out_brute_force(lakehouse)
+    assert (evaluation["posts"], evaluation["candidate"]["matches"]) == (held_posts, held_matches)
     assert json.loads(meta["validation"])["success"]
     assert meta["subscribed_words"] == sorted({w for r in words for w in r.words[:2]})
     placements = lakehouse.read("routing.placements").where("routing_version = 1")
@@ -197,8 +207,15 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     second = json.loads(versions(lakehouse)[1]["metrics"])["evaluation"]
     assert outcome["basis"] == "counted work"
     assert second["relative_work_throughput_vs_published"] < 1.05
-    assert second["relative_model_throughput_vs_published"] > 0
-    assert second["candidate"]["work_throughput"] > 0
+    # the figures the gate read: the posts over the busiest matcher's counted work, and the
+    # model's throughput over the published version's
+    candidate, published = second["candidate"], second["published"]
+    assert candidate["work_throughput"] == pytest.approx(
+        second["posts"] / max(candidate["matcher_work"])
+    )
+    assert second["relative_model_throughput_vs_published"] == pytest.approx(
+        candidate["model"]["throughput"] / published["model"]["throughput"]
+    )
     assert published_version(lakehouse) == 1
     # Without a margin it can be published, and rolled back atomically.
     assert publish.publish(lakehouse, 2)["changed"]
@@ -396,8 +413,12 @@ def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
     assert second["remap"] == "incremental" and second["from_version"] == 1
     assert second["move_budget"] == 6  # 10% of 60 subscriptions
     # judged on the window's held-out posts, which neither remap learned from
-    assert second["remap_judged_on"] == "held-out posts" and second["judged_posts"] > 0
-    assert second["full_judged_throughput"] > 0 and second["incremental_judged_throughput"] > 0
+    assert second["remap_judged_on"] == "held-out posts"
+    assert second["judged_posts"] == _held_out_brute_force(lakehouse)[0]
+    full_judged, judged = second["full_judged_throughput"], second["incremental_judged_throughput"]
+    # posts over the busiest matcher's: at least 1, as a matcher meets each post at most once
+    assert min(full_judged, judged) >= 1.0
+    assert second["full_remap_gain"] == pytest.approx(full_judged / judged - 1.0, abs=1e-3)
     assert second["moved_subscription_words"] <= 6
     _, _, placed = place.place_version(lakehouse, second["routing_version"], unit_cost=True)
     assert placed["previous_version"] == 1
