@@ -8,6 +8,7 @@ from pathlib import Path
 
 from core.errors import InputDataError, InvalidArgumentError
 from core.subscriptions.workloads import Workload, as_workload
+from s3tm.cli.commands import add_holdout_options
 
 BENCH_OUT = "docs/bench"
 
@@ -251,13 +252,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
     p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
     p.add_argument("--nodes", default="4,16,64,256", help="number of matchers N")
-    p.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=0.2,
-        help="posts kept out of learning to evaluate on",
-    )
-    p.add_argument("--split-seed", type=int, default=7, help="seed of the hold-out split")
+    add_holdout_options(p)
     p.add_argument(
         "--topic-words",
         type=int,

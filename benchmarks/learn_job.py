@@ -26,6 +26,7 @@ from benchmarks.machine import machine_summary
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.errors import S3TMError
 from core.formatting import format_table
+from core.sampling.hash_fraction import HOLDOUT_FRACTION
 from schemas import table
 
 EDGE_CHUNK_POSTS = 500_000
@@ -85,7 +86,7 @@ def _child(lakehouse_root: str, nodes: int) -> None:
         split=True,
         start=None,
         end=None,
-        holdout_fraction=0.2,
+        holdout_fraction=HOLDOUT_FRACTION,
         subscribed="all",
         seed=0,
     )

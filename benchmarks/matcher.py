@@ -31,6 +31,7 @@ from core.matching.matches import Matches
 from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
+from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.subscriptions.workloads import tweet_subscriptions
 
 COUNTING_POSTS = 20_000
@@ -85,7 +86,7 @@ def scenarios(real_corpus: Path | None, synthetic_subs: int) -> list[Scenario]:
         from core.corpus.io import read_corpus
 
         corpus, _ = read_corpus(real_corpus)
-        mask = holdout_mask(corpus.n_posts, 0.2, 7)
+        mask = holdout_mask(corpus.n_posts, HOLDOUT_FRACTION, HOLDOUT_SEED)
         training, held_out = corpus.select(~mask), corpus.select(mask)
         subs = tweet_subscriptions(training, min(100_000, training.n_posts), seed=7)
         found.append(encode(f"real tweets ({real_corpus.name})", subs, held_out))

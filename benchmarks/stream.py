@@ -47,6 +47,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.learn import learn_mapping
 from core.monitor.health import RoutingHealth
+from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.subscriptions.workloads import Workload
 from core.text import normalize
 
@@ -323,7 +324,7 @@ def prepare_workload(
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import register_table
 
-    mask = holdout_mask(len(texts), 0.2, 7)
+    mask = holdout_mask(len(texts), HOLDOUT_FRACTION, HOLDOUT_SEED)
     training_sets = [normalize(t) for t, m in zip(texts, mask, strict=True) if not m]
     training = corpus_from_word_lists([w for w in training_sets if w])
     held_ids = [i for i, m in zip(ids, mask, strict=True) if m]

@@ -70,7 +70,7 @@ from core.formatting import format_table
 from core.sampling.hash_fraction import hash_fraction_mask
 from core.subscriptions.workloads import TopicModel, Workload, fit_topics
 from core.text import normalize_arrow
-from spark_jobs.jobs.sampling import HOLDOUT_SEED
+from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
 from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
@@ -689,7 +689,7 @@ def run(config: SubscriptionsBenchConfig) -> list[dict[str, Any]]:
     print(f"corpus: {config.corpus}")
     tweets = read_tweets(config.corpus, config.max_posts)
     # the platform's hold-out (learn leaves these posts out, evaluate judges on them)
-    held = hash_fraction_mask(pa.array(tweets.ids), 0.2, HOLDOUT_SEED)
+    held = hash_fraction_mask(pa.array(tweets.ids), HOLDOUT_FRACTION, HOLDOUT_SEED)
     words = normalize_arrow(pa.array([t for t, h in zip(tweets.texts, held, strict=True) if not h]))
     training = corpus_from_arrow_lists(words)
     training = training.select(np.diff(training.indptr) > 0)

@@ -33,7 +33,12 @@ from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.replay import replay
 from core.routing.evaluate import evaluate_table
-from core.sampling.hash_fraction import hash_fraction_mask, spark_xxhash64
+from core.sampling.hash_fraction import (
+    HOLDOUT_FRACTION,
+    HOLDOUT_SEED,
+    hash_fraction_mask,
+    spark_xxhash64,
+)
 from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
 from core.shedding.post_value import ValueTable
@@ -123,7 +128,7 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
     judge_lines(lines)
     judged = judge_lines(_received(lines))
     post_ids = judged.post_id.filter(judged.accepted)
-    hash_fraction_mask(post_ids, 0.2, 7)
+    hash_fraction_mask(post_ids, HOLDOUT_FRACTION, HOLDOUT_SEED)
     spark_xxhash64(0, post_ids)
     cache = MatcherCache("predicate")
     texts_in = judged.text.filter(judged.accepted)

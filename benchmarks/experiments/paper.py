@@ -22,6 +22,7 @@ from benchmarks.machine import machine_summary
 from core.corpus import Corpus, holdout_mask
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
+from core.sampling.hash_fraction import HOLDOUT_FRACTION
 from core.subscriptions.workloads import Workload
 from s3tm.cli.commands import load_corpus
 
@@ -52,7 +53,7 @@ PANELS = [
 def prepare(corpus_path: Path, seed: int, lda_iterations: int) -> Workloads:
     print(f"machine: {machine_summary()}", flush=True)
     loaded = load_corpus(str(corpus_path))
-    mask = holdout_mask(loaded.corpus.n_posts, 0.2, seed)
+    mask = holdout_mask(loaded.corpus.n_posts, HOLDOUT_FRACTION, seed)
     training, held_out = loaded.corpus.select(~mask), loaded.corpus.select(mask)
     print(
         f"corpus {corpus_path.name}: {training.n_posts:,} training / {held_out.n_posts:,} "

@@ -54,11 +54,11 @@ from core.placement.lasp import Placement, moved_subscriptions, place_subscripti
 from core.replay import matcher_work
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
+from core.sampling.hash_fraction import HOLDOUT_FRACTION
 from core.subscriptions.workloads import Workload, as_workload
 
-# of each window's posts, held out from learning to judge the policy's choice (the learn
-# job's default --holdout-fraction)
-HELD_OUT_FRACTION = 0.2
+# of each window's posts, HOLDOUT_FRACTION are held out from learning to judge the
+# policy's choice (the learn job's default --holdout-fraction)
 # recent: the window's latest posts (learn on the past, judge on what came after it);
 # random: a hash sample of them (the same week's topics on both sides)
 JUDGES = ("recent", "random")
@@ -86,12 +86,12 @@ def _held_out(window: Window, judge: str, seed: int) -> np.ndarray:
     """The posts of ``window`` held out from learning to judge the policy's choice."""
     n = window.posts.n_posts
     if judge == "recent" and window.seconds is not None:
-        # the latest HELD_OUT_FRACTION of the posts by time (ties by position: stable)
-        latest = np.argsort(window.seconds, kind="stable")[n - round(HELD_OUT_FRACTION * n) :]
+        # the latest HOLDOUT_FRACTION of the posts by time (ties by position: stable)
+        latest = np.argsort(window.seconds, kind="stable")[n - round(HOLDOUT_FRACTION * n) :]
         held = np.zeros(n, dtype=bool)
         held[latest] = True
         return held
-    return holdout_mask(n, HELD_OUT_FRACTION, seed)
+    return holdout_mask(n, HOLDOUT_FRACTION, seed)
 
 
 def _build_seconds(placement: Placement, subs: Corpus, matchers: Sequence[int]) -> float:

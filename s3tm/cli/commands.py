@@ -21,6 +21,7 @@ from core.routing.evaluate import Evaluation, evaluate_table
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import LearnerManifest, RoutingTable
+from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 
 log = logging.getLogger("s3tm")
 
@@ -114,13 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="file of subscriptions/words, one per line; "
         "learn on their words only (default: every word is subscribed)",
     )
-    p.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=0.2,
-        help="posts kept out of learning for `evaluate` (0 = learn on all)",
-    )
-    p.add_argument("--split-seed", type=int, default=7, help="seed of the hold-out split")
+    add_holdout_options(p)
     p.add_argument("--seed", type=int, default=0, help="seed of hot-word version dealing")
     p.add_argument("--out", required=True, help="output directory of the routing table")
     p.set_defaults(handler=run_learn)
@@ -175,6 +170,19 @@ def run_demo_corpus(args: argparse.Namespace) -> int:
             f"burst: '{burst_word(spec, burst)}' from day {day} ({spec.burst_share:.0%} of posts)"
         )
     return 0
+
+
+def add_holdout_options(p: argparse.ArgumentParser) -> None:
+    """``--holdout-fraction`` and ``--split-seed``: the platform's hold-out by default."""
+    p.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=HOLDOUT_FRACTION,
+        help="posts kept out of learning to evaluate on (0 = learn on all)",
+    )
+    p.add_argument(
+        "--split-seed", type=int, default=HOLDOUT_SEED, help="seed of the hold-out split"
+    )
 
 
 def _holdout_split(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus, np.ndarray | None]:

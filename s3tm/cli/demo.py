@@ -20,6 +20,7 @@ from core.errors import InvalidArgumentError
 from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
 from core.routing.evaluate import evaluate_table
+from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from s3tm.cli.commands import load_corpus
 
 log = logging.getLogger("s3tm")
@@ -68,7 +69,7 @@ def run_demo(args: argparse.Namespace) -> int:
     log.info("writing a %d-post synthetic corpus to %s ...", args.posts, corpus_path)
     write_demo_corpus(corpus_path, SyntheticCorpusSpec(n_posts=args.posts, seed=args.seed))
     loaded = load_corpus(str(corpus_path))
-    mask = holdout_mask(loaded.corpus.n_posts, 0.2, args.seed + 7)
+    mask = holdout_mask(loaded.corpus.n_posts, HOLDOUT_FRACTION, args.seed + HOLDOUT_SEED)
     training, held_out = loaded.corpus.select(~mask), loaded.corpus.select(mask)
     rows: list[list[object]] = []
     for n in nodes:

@@ -26,7 +26,7 @@ from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from spark_jobs.common import exit_process, job_main, log
-from spark_jobs.jobs.sampling import holdout_filter
+from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, holdout_filter
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
@@ -179,7 +179,7 @@ def evaluate_version(
         day=day,
         start=start,
         end=end,
-        holdout_fraction=float(params.get("holdout_fraction", 0.2)),
+        holdout_fraction=float(params.get("holdout_fraction", HOLDOUT_FRACTION)),
     )
     # word lists straight from Arrow: 2M held-out posts as Python lists took gigabytes
     posts = corpus_from_arrow_lists(words.toArrow()["words"])

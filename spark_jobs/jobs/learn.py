@@ -59,7 +59,7 @@ from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
 from spark_jobs.common import exit_process, job_main, log, window_start
-from spark_jobs.jobs.sampling import HOLDOUT_SEED
+from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
     add_candidate,
@@ -195,7 +195,7 @@ class LearnConfig:
     start: dt.date | None = None
     end: dt.date | None = None
     window_days: int = 0
-    holdout_fraction: float = 0.2
+    holdout_fraction: float = HOLDOUT_FRACTION
     subscribed: Literal["auto", "registry", "all"] = "auto"
     seed: int = 0
     live_hot_words: float = 6.0

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
+from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
+
+__all__ = ["HOLDOUT_FRACTION", "HOLDOUT_SEED", "hash_fraction_filter", "holdout_filter"]
 
 _BUCKETS = 1 << 30
 
@@ -20,9 +23,6 @@ def hash_fraction_filter(fraction: float, seed: int, column: str = "post_id") ->
         raise InvalidArgumentError(f"fraction must be in [0, 1], got {fraction}")
     bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(column)), F.lit(_BUCKETS))
     return bucket < F.lit(int(fraction * _BUCKETS))
-
-
-HOLDOUT_SEED = 7  # the hold-out split of learn and evaluate: the same posts on both sides
 
 
 def holdout_filter(fraction: float) -> Column:

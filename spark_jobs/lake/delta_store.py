@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     import contextlib
 
     import deltalake
-    import pyarrow.compute as pc
 
 log = logging.getLogger("spark_jobs.lake.delta_io")
 
@@ -131,20 +130,9 @@ class DeltaStore:
         return self.delta_table(name).transaction_version(app_id) if self.exists(name) else None
 
     # -- reads on the driver (arrow_reads) --------------------------------------------------
-    def read_arrow(
-        self,
-        name: str,
-        version: int | None = None,
-        *,
-        columns: Sequence[str] | None = None,
-        where: pc.Expression | None = None,
-        partitions: Mapping[str, object] | None = None,
-    ) -> pa.Table:
-        """The table as a pyarrow Table, on the driver (small tables, or the columns, rows
-        and partitions asked for: :func:`arrow_reads.read_arrow`)."""
-        return arrow_reads.read_arrow(
-            self, name, version, columns=columns, where=where, partitions=partitions
-        )
+    # the table as a pyarrow Table, on the driver (small tables, or the columns, rows and
+    # partitions asked for): ``store.read_arrow(name, version, columns=, where=, partitions=)``
+    read_arrow = arrow_reads.read_arrow
 
     def recent_rows(self, name: str, columns: Sequence[str], limit: int) -> pa.Table:
         """Up to ``limit`` rows of ``columns`` from the table's newest files (a sample)."""
