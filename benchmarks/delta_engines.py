@@ -29,6 +29,7 @@ from pathlib import Path
 
 from benchmarks.machine import machine_summary
 from core.errors import InputDataError
+from spark_jobs.settings import env_name
 
 ENGINES = ("spark", "rs")
 STEP_LINE = re.compile(r"^(\w+)\s+([\d,]+\.\d+)(?:\s|$)")
@@ -78,8 +79,8 @@ def run_chain(engine: str, landing: Path, work: Path, run: int, nodes: int) -> E
     lakehouse = work / f"lake-{engine}-{run}"
     phrases = (work / "phrases.txt").read_text().splitlines()
     add_subscriptions(Lakehouse(None, lakehouse, engine="rs"), phrases, "bench")
-    env = {**os.environ, "S3TM_DELTA_ENGINE": engine}
-    env["S3TM_SPARK_LOG_LEVEL"] = "ERROR"
+    env = {**os.environ, env_name("delta_engine"): engine}
+    env[env_name("spark_log_level")] = "ERROR"
     out = _s3tm(
         ["pipeline", "--master", "local[2]", "--lakehouse", str(lakehouse),
          "--landing", str(landing), "--batch-id", "1", "--nodes", str(nodes),

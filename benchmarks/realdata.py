@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from spark_jobs.settings import settings
 
 TIMED_CORPUS_NAME = "tweets-ira-timed.jsonl.gz"
 REAL_CORPUS_NAME = "tweets-tweeteval.jsonl.gz"
@@ -16,8 +17,9 @@ def real_corpus_path(name: str = REAL_CORPUS_NAME) -> Path | None:
     ``../shared/data`` from the project checkout.
     """
     candidates = []
-    if os.environ.get("S3TM_SHARED_DATA"):
-        candidates.append(Path(os.environ["S3TM_SHARED_DATA"]))
+    shared = settings().shared_data
+    if shared is not None:
+        candidates.append(shared)
     candidates.append(Path.cwd().parent / "shared" / "data")
     candidates.append(Path(__file__).resolve().parents[1].parent / "shared" / "data")
     for folder in candidates:

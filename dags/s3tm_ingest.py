@@ -22,16 +22,14 @@ from airflow.sdk import Param, dag
 
 from s3tm.orchestration.dag_support import (
     BATCH_ID_TEMPLATE,
-    DEFAULT_ARGS,
-    DEFAULT_KAFKA_BOOTSTRAP,
-    DEFAULT_LAKEHOUSE,
-    DEFAULT_LANDING,
-    DEFAULT_POSTS_SOURCE,
-    DEFAULT_POSTS_TOPIC,
     cron_schedule,
+    dag_defaults,
     spark_job,
 )
 from schemas.assets import asset
+
+# the deployment's settings when the file is parsed
+DEFAULTS = dag_defaults()
 
 
 @dag(
@@ -40,23 +38,23 @@ from schemas.assets import asset
     schedule=cron_schedule("0 * * * *"),
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    default_args=DEFAULTS.default_args,
     tags=["s3tm", "ingest", "spark"],
     doc_md=__doc__,
     params={
         "source": Param(
-            DEFAULT_POSTS_SOURCE,
+            DEFAULTS.posts_source,
             enum=["files", "kafka"],
             description="landing files, or the posts topic on Kafka",
         ),
         "landing": Param(
-            DEFAULT_LANDING, type="string", description="landing directory or s3:// prefix"
+            DEFAULTS.landing, type="string", description="landing directory or s3:// prefix"
         ),
         "kafka_bootstrap": Param(
-            DEFAULT_KAFKA_BOOTSTRAP, type="string", description="Kafka brokers, host:port[,...]"
+            DEFAULTS.kafka_bootstrap, type="string", description="Kafka brokers, host:port[,...]"
         ),
-        "kafka_topic": Param(DEFAULT_POSTS_TOPIC, type="string", description="the posts topic"),
-        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string", description="lakehouse root"),
+        "kafka_topic": Param(DEFAULTS.posts_topic, type="string", description="the posts topic"),
+        "lakehouse": Param(DEFAULTS.lakehouse, type="string", description="lakehouse root"),
         "sample_rate": Param(1.0, type="number", minimum=0.0001, maximum=1.0),
     },
 )

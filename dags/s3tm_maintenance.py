@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule
+from s3tm.orchestration.dag_support import (
+    cron_schedule,
+    dag_defaults,
+)
+
+# the deployment's settings when the file is parsed
+DEFAULTS = dag_defaults()
 
 
 @dag(
@@ -24,11 +30,11 @@ from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron
     schedule=cron_schedule("0 3 * * *"),
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    default_args=DEFAULTS.default_args,
     tags=["s3tm", "maintenance", "delta"],
     doc_md=__doc__,
     params={
-        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
+        "lakehouse": Param(DEFAULTS.lakehouse, type="string"),
         "keep_days": Param(
             {},
             type="object",

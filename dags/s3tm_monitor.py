@@ -28,8 +28,14 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 
-from s3tm.orchestration.dag_support import DEFAULT_ARGS, DEFAULT_LAKEHOUSE, cron_schedule
+from s3tm.orchestration.dag_support import (
+    cron_schedule,
+    dag_defaults,
+)
 from schemas.assets import asset, signal
+
+# the deployment's settings when the file is parsed
+DEFAULTS = dag_defaults()
 
 
 @dag(
@@ -37,7 +43,7 @@ from schemas.assets import asset, signal
     schedule=cron_schedule("0 * * * *"),
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    default_args=DEFAULTS.default_args,
     tags=["s3tm", "monitor", "routing"],
     doc_md=__doc__,
     params={
@@ -55,7 +61,7 @@ from schemas.assets import asset, signal
             minimum=0,
             description="the remap it asks for learns on these last days (0: the remap's own)",
         ),
-        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
+        "lakehouse": Param(DEFAULTS.lakehouse, type="string"),
     },
 )
 def s3tm_monitor() -> None:

@@ -35,16 +35,18 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 
 from s3tm.orchestration.dag_support import (
-    DEFAULT_ARGS,
-    DEFAULT_LAKEHOUSE,
-    DEFAULT_MATCHERS,
     cron_schedule,
+    dag_defaults,
     spark_job,
 )
 from schemas.assets import asset, signal
 
 # the learning window this run uses: the `learning_window` task's result
 WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
+
+
+# the deployment's settings when the file is parsed
+DEFAULTS = dag_defaults()
 
 
 @dag(
@@ -55,12 +57,12 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
     ),
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    default_args=DEFAULTS.default_args,
     tags=["s3tm", "remap", "spark", "routing"],
     doc_md=__doc__,
     params={
         "nodes": Param(
-            DEFAULT_MATCHERS,
+            DEFAULTS.matchers,
             type="integer",
             minimum=1,
             description="matchers N (default: the deployment's S3TM_MATCHERS)",
@@ -105,7 +107,7 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
             description="also write gold.cooccurrence (word pairs per day, for SQL users: no "
             "learner reads it, and on a day's sample it is the slowest step)",
         ),
-        "lakehouse": Param(DEFAULT_LAKEHOUSE, type="string"),
+        "lakehouse": Param(DEFAULTS.lakehouse, type="string"),
     },
 )
 def s3tm_remap() -> None:

@@ -23,10 +23,13 @@ import os
 import signal
 import time
 
+from spark_jobs.settings import env_name
+
 log = logging.getLogger(__name__)
 
-ENV = "S3TM_CRASH"
-DRIVER_PID_ENV = "S3TM_STREAM_DRIVER_PID"
+# read straight from the environment, not through settings(): a point is checked often
+ENV = env_name("crash")
+DRIVER_PID_ENV = env_name("stream_driver_pid")
 DRIVER_POINTS = (
     "before-plan",
     "after-plan",

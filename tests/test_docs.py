@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from spark_jobs.settings import PlatformSettings, env_name, settings_table
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
 CODE = ("core", "spark_jobs", "s3tm", "benchmarks", "dags", "docker", "tests", "infra")
@@ -23,18 +25,28 @@ def _code_variables() -> set[str]:
     return found
 
 
-def _table_variables() -> set[str]:
+def _variables_section() -> str:
     text = (REPO / "docs" / "OPERATIONS.md").read_text()
     section = text[text.index("## Environment variables") :]
-    section = section[: section.index("\n## ")]
-    return set(re.findall(r"^\| `(S3TM_[A-Z0-9_]+)` \|", section, flags=re.MULTILINE))
+    return section[: section.index("\n## ")]
 
 
-def test_every_variable_the_code_reads_is_in_the_table() -> None:
-    in_code, in_table = _code_variables(), _table_variables()
-    assert len(in_table) >= 20  # the table was found and parsed
-    assert in_code - in_table == set(), "not in OPERATIONS.md's table"
-    assert in_table - in_code == set(), "in the table, read by nothing"
+def _table_variables() -> set[str]:
+    return set(re.findall(r"^\| `(S3TM_[A-Z0-9_]+)` \|", _variables_section(), flags=re.M))
+
+
+def test_every_variable_the_code_reads_is_in_the_tables() -> None:
+    """The settings' variables (named from their fields) and any other the code spells out."""
+    declared = {env_name(field) for field in PlatformSettings.model_fields}
+    in_code, in_table = _code_variables() | declared, _table_variables()
+    assert len(in_table) >= 20  # the tables were found and parsed
+    assert in_code - in_table == set(), "not in OPERATIONS.md's tables"
+    assert in_table - in_code == set(), "in the tables, read by nothing"
+
+
+def test_the_settings_table_is_the_declarations_rendering() -> None:
+    """Each setting's row (default and meaning) is what spark_jobs/settings.py declares."""
+    assert settings_table() in _variables_section()
 
 
 def test_results_is_a_reference_of_at_most_500_lines() -> None:

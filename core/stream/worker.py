@@ -6,13 +6,12 @@ snapshot's epoch changes. A cache keeps one routing version: a newer one replace
 
 The index is the access-predicate matcher (paper 000) by default: `s3tm bench matcher`
 measured it faster than the trie in every scenario, and it builds in one sort, so an epoch
-change rebuilds it. ``index_kind="trie"`` (env ``S3TM_MATCHER_INDEX=trie``) keeps the trie of
-paper 001, whose subscriptions are inserted and deleted in place per epoch.
+change rebuilds it. ``index_kind="trie"`` (the stream: ``S3TM_MATCHER_INDEX=trie``) keeps the
+trie of paper 001, whose subscriptions are inserted and deleted in place per epoch.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import zlib
 from collections import OrderedDict
@@ -230,8 +229,8 @@ class MatcherCache:
     :class:`core.stream.held.HeldMatcher`): only the matchers this worker's tasks run are
     ever read."""
 
-    def __init__(self, index_kind: str | None = None, bases: BaseStore | None = None) -> None:
-        kind = index_kind or os.environ.get("S3TM_MATCHER_INDEX", "predicate")
+    def __init__(self, index_kind: str = "predicate", bases: BaseStore | None = None) -> None:
+        kind = index_kind
         if kind not in INDEX_KINDS:
             raise InvalidArgumentError(
                 f"matcher index must be one of {', '.join(INDEX_KINDS)}, not {kind!r}"

@@ -5,15 +5,12 @@ jars ``make setup`` resolved, with the posts' topic; what ``s3tm produce`` write
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from s3tm.cli.text import plain
 
-# the broker's defaults without importing it (command registration stays light)
-DEFAULT_DIR, DEFAULT_PORT = Path(".kafka"), 9092
-
-DIR_ENV = "S3TM_KAFKA_DIR"
+# the broker's port without importing it (command registration stays light)
+DEFAULT_PORT = 9092
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a.add_argument(
             "--dir",
             type=Path,
-            default=Path(os.environ.get(DIR_ENV) or DEFAULT_DIR),
-            help=f"the broker's folder: config, data, log (default ${DIR_ENV} or .kafka)",
+            help="the broker's folder: config, data, log (default $S3TM_KAFKA_DIR or .kafka)",
         )
         a.add_argument(
             "--port",
@@ -53,8 +49,10 @@ def _run(args: argparse.Namespace) -> int:
 
     logging.getLogger("kafka").setLevel(logging.WARNING)  # the client's connection chatter
     from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
+    from spark_jobs.settings import settings
 
-    broker = KafkaBroker(BrokerSettings(folder=args.dir, port=args.port))
+    folder = args.dir or settings().kafka_dir
+    broker = KafkaBroker(BrokerSettings(folder=folder, port=args.port))
     if args.action == "start":
         was = broker.status().running
         status = broker.start()

@@ -6,7 +6,6 @@ on 127.0.0.1 unless ``--host`` says otherwise; ``show`` prints one scrape and ex
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 
@@ -29,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a = actions.add_parser(action, help=text, description=text)
         a.add_argument(
             "--lakehouse",
-            default=os.environ.get("S3TM_LAKEHOUSE"),
+            default=None,
             help="lakehouse root, a folder or s3:// URI (default $S3TM_LAKEHOUSE or ./lakehouse)",
         )
         if action == "serve":

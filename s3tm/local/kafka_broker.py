@@ -34,8 +34,9 @@ import psutil
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs.kafka_security import LOGIN_MODULES, KafkaSecurity, jaas_quoted
 from spark_jobs.lake.jars import KAFKA_BROKER, classpath
+from spark_jobs.settings import PlatformSettings
 
-DEFAULT_DIR = Path(".kafka")
+DEFAULT_DIR: Path = PlatformSettings.model_fields["kafka_dir"].default
 DEFAULT_PORT = 9092
 START_TIMEOUT_S = 90.0
 # the line that names the port a listener bound, one per listener

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from core.errors import S3TMError
+from spark_jobs.settings import env_name
 
 REPO = Path(__file__).resolve().parents[2]
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -64,9 +65,10 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
                 }
             ),
             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-            "S3TM_LAKEHOUSE": str(lakehouse),
-            "S3TM_LANDING": str(landing),
-            "S3TM_TASK_RETRIES": os.environ.get("S3TM_TASK_RETRIES", "0"),
+            env_name("lakehouse"): str(lakehouse),
+            env_name("landing"): str(landing),
+            # the demo's tasks fail at once unless retries were asked for
+            env_name("task_retries"): os.environ.get(env_name("task_retries"), "0"),
         }
     )
     return env

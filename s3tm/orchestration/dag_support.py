@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from spark_jobs.settings import env_name, settings
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "spark_jobs" / "jobs"
@@ -19,27 +22,50 @@ JOBS = REPO / "spark_jobs" / "jobs"
 # drivers spark-submit starts and their executors. Absent in the image, whose Spark holds
 # the jars (and whose spark-defaults.conf then applies).
 SPARK_PROPERTIES = REPO / ".jars" / "spark-defaults.conf"
-DEFAULT_LAKEHOUSE = os.environ.get("S3TM_LAKEHOUSE", str(REPO / "lakehouse"))
-DEFAULT_LANDING = os.environ.get("S3TM_LANDING", str(REPO / "landing"))
-# Where learning posts come from: landing files, or the posts topic (a Kafka deployment:
-# compose and Kubernetes set S3TM_POSTS_SOURCE=kafka beside KAFKA_BOOTSTRAP/POSTS_TOPIC)
-DEFAULT_POSTS_SOURCE = os.environ.get("S3TM_POSTS_SOURCE") or "files"
-DEFAULT_KAFKA_BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP") or "localhost:9092"
-DEFAULT_POSTS_TOPIC = os.environ.get("POSTS_TOPIC") or "posts"
 SPARK_CONN_ID = "spark_default"
-# N matchers: the deployment says it once (compose: POSTS_PARTITIONS; Kubernetes:
-# s3tm-config), the remap DAG's `nodes` defaults to it
-DEFAULT_MATCHERS = int(os.environ.get("S3TM_MATCHERS") or 16)
+
+
+@dataclass(frozen=True)
+class DagDefaults:
+    """What the DAGs' Params default to, from the deployment's environment when a DAG file
+    is parsed (:func:`dag_defaults`)."""
+
+    lakehouse: str
+    landing: str
+    # where learning posts come from: landing files, or the posts topic (a Kafka
+    # deployment: compose and Kubernetes set S3TM_POSTS_SOURCE=kafka beside
+    # KAFKA_BOOTSTRAP and POSTS_TOPIC)
+    posts_source: str
+    kafka_bootstrap: str
+    posts_topic: str
+    # N matchers: the deployment says it once (compose: POSTS_PARTITIONS; Kubernetes:
+    # s3tm-config), the remap DAG's `nodes` defaults to it
+    matchers: int
+    default_args: dict[str, Any]
+
+
+def dag_defaults() -> DagDefaults:
+    """The DAGs' defaults now (the repository's lakehouse and landing folders unless set)."""
+    platform = settings()
+    return DagDefaults(
+        lakehouse=platform.lakehouse or str(REPO / "lakehouse"),
+        landing=platform.landing or str(REPO / "landing"),
+        posts_source=platform.posts_source,
+        kafka_bootstrap=os.environ.get("KAFKA_BOOTSTRAP") or "localhost:9092",
+        posts_topic=os.environ.get("POSTS_TOPIC") or "posts",
+        matchers=platform.matchers,
+        default_args={
+            "owner": "s3tm-platform",
+            "retries": platform.task_retries,
+            "retry_delay": timedelta(minutes=2),
+        },
+    )
+
+
 # The ingest batch id of a run: its run_after time to the second. Not ``logical_date``: a
 # run triggered from the UI or the REST API has none (the template then failed), and two
 # manual runs in one minute must not share a batch id (the second would be skipped).
 BATCH_ID_TEMPLATE = "{{ dag_run.run_after.strftime('%Y%m%d%H%M%S') }}"
-
-DEFAULT_ARGS: dict[str, Any] = {
-    "owner": "s3tm-platform",
-    "retries": int(os.environ.get("S3TM_TASK_RETRIES", "2")),
-    "retry_delay": timedelta(minutes=2),
-}
 
 
 def cron_schedule(expression: str) -> Any:
@@ -64,7 +90,7 @@ def application_path(job: str) -> str:
     with ``S3TM_SPARK_APPLICATION_SCHEME=local`` a ``local://`` URI, the form Kubernetes
     cluster deploy mode needs for a file inside the image (set by the Helm values)."""
     path = JOBS / f"{job}.py"
-    scheme = os.environ.get("S3TM_SPARK_APPLICATION_SCHEME", "")
+    scheme = settings().spark_application_scheme
     return f"{scheme}://{path}" if scheme else str(path)
 
 
@@ -74,7 +100,7 @@ FORWARDED_ENV = (
     "AWS_ENDPOINT_URL",
     "AWS_REGION",
     "AWS_ALLOW_HTTP",
-    "S3TM_LAKEHOUSE",
+    env_name("lakehouse"),
     # Kafka's TLS and SASL settings (spark_jobs/kafka_security.py), not its credentials:
     # those reach drivers from a Secret (spark-defaults' secretKeyRef)
     "KAFKA_SECURITY_PROTOCOL",
@@ -88,8 +114,9 @@ def submit_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
     forwarded variables, for drivers (``spark.kubernetes.driverEnv``) and executors."""
     env = dict(os.environ if environ is None else environ)
     conf: dict[str, str] = {}
-    if env.get("S3TM_IMAGE"):
-        conf["spark.kubernetes.container.image"] = env["S3TM_IMAGE"]
+    image = env.get(env_name("image"))
+    if image:
+        conf["spark.kubernetes.container.image"] = image
     for name in FORWARDED_ENV:
         if env.get(name):
             conf[f"spark.kubernetes.driverEnv.{name}"] = env[name]
@@ -116,7 +143,7 @@ def spark_job(
         env_vars={
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "S3TM_LAKEHOUSE": "{{ params.lakehouse }}",
+            env_name("lakehouse"): "{{ params.lakehouse }}",
         },
         properties_file=str(SPARK_PROPERTIES) if SPARK_PROPERTIES.is_file() else None,
         conf=submit_conf(),

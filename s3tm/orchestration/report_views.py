@@ -16,14 +16,13 @@ callers get 401, a user who may not read the DAG's runs 403.
 from __future__ import annotations
 
 import html
-import os
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
-from s3tm.orchestration.dag_support import DEFAULT_LAKEHOUSE
+from s3tm.orchestration.dag_support import dag_defaults
 from s3tm.orchestration.report_charts import report_html
 from s3tm.orchestration.reports import read_report
 
@@ -59,7 +58,7 @@ def run_report(dag_id: str, run_id: str) -> HTMLResponse:
             "s3tm_maintenance do.</p>",
             404,
         )
-    root = os.environ.get("S3TM_LAKEHOUSE", DEFAULT_LAKEHOUSE)
+    root = dag_defaults().lakehouse
     page = read_report(root, kind, run_id, ".html")
     if page is not None:
         return HTMLResponse(page)

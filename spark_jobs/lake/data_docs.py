@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import InputDataError
+from spark_jobs.settings import env_name, settings
 
 REPO = Path(__file__).resolve().parents[2]
 ASSET_LIST = Path(__file__).with_name("data_docs_assets.json")  # package data: read at run time
-ASSETS_DIR_ENV = "S3TM_WEB_ASSETS_DIR"
+ASSETS_DIR_ENV = env_name("web_assets_dir")
 REGISTRY = os.environ.get("NPM_CONFIG_REGISTRY", "https://registry.npmjs.org").rstrip("/")
 VENDOR = "static/vendor"
 # Great Expectations' logo, with the data context's id as a query (add_data_context_id_to_url)
@@ -69,7 +70,7 @@ class AssetList:
 
 def assets_dir() -> Path:
     """Where ``make setup`` put the assets (``$S3TM_WEB_ASSETS_DIR``, else ``.web/data-docs``)."""
-    return Path(os.environ.get(ASSETS_DIR_ENV) or REPO / ".web" / "data-docs")
+    return settings().web_assets_dir
 
 
 def _tarball_url(name: str, version: str) -> str:

@@ -16,7 +16,6 @@ metadata, locks, Arrow reads and writes on the driver) with a Spark session for 
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,6 +44,7 @@ from spark_jobs.lake.table_files import (
     local_path,
     overwrite_predicate,
 )
+from spark_jobs.settings import env_name, settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,11 +74,7 @@ def _metric(metrics: Mapping[str, object], *names: str) -> int | None:
     return None
 
 
-ENGINE_ENV = "S3TM_DELTA_ENGINE"
-# The engine of the jobs' DataFrame writes where both can serve: the delta-rs bridge, the
-# faster of the two on the remap chain (`s3tm bench delta-engines`: 0.78x delta-spark's time
-# at 200k posts, 0.88x at 1M, docs/RESULTS.md "Delta engines").
-DEFAULT_ENGINE: Engine = "rs"
+ENGINE_ENV = env_name("delta_engine")
 
 
 def _session_has_delta(spark: SparkSession | None) -> bool:
@@ -95,15 +91,12 @@ def _session_has_delta(spark: SparkSession | None) -> bool:
 
 
 def configured_engine() -> Engine:
-    """``$S3TM_DELTA_ENGINE`` (``rs`` or ``spark``), else :data:`DEFAULT_ENGINE`.
+    """``$S3TM_DELTA_ENGINE``: ``rs`` (the default) or ``spark``.
 
     Raises:
         InvalidArgumentError: another value.
     """
-    value = os.environ.get(ENGINE_ENV, "").strip() or DEFAULT_ENGINE
-    if value not in ("rs", "spark"):
-        raise InvalidArgumentError(f"{ENGINE_ENV}={value!r}: expected 'rs' or 'spark'")
-    return "spark" if value == "spark" else "rs"
+    return settings().delta_engine
 
 
 class Lakehouse(DeltaStore):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
@@ -33,6 +32,7 @@ from spark_jobs.lake.table_files import (
     local_path,
     overwrite_predicate,
 )
+from spark_jobs.settings import env_name, settings
 
 if TYPE_CHECKING:
     import contextlib
@@ -42,14 +42,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_jobs.lake.delta_io")
 
 DEFAULT_LAKEHOUSE = "lakehouse"
-LAKEHOUSE_ENV = "S3TM_LAKEHOUSE"
+LAKEHOUSE_ENV = env_name("lakehouse")
 # rows per Parquet row group of a driver-side write (see write_arrow)
 ROW_GROUP_ROWS = 65_536
 
 
 def default_lakehouse() -> str:
     """``$S3TM_LAKEHOUSE`` or ``./lakehouse`` (a local path or an ``s3://`` URI)."""
-    return storage.normalise_root(os.environ.get(LAKEHOUSE_ENV, DEFAULT_LAKEHOUSE))
+    return storage.normalise_root(settings().lakehouse or DEFAULT_LAKEHOUSE)
 
 
 class DeltaStore:

@@ -14,15 +14,16 @@ import os
 from pathlib import Path
 
 from core.errors import InvalidArgumentError
+from spark_jobs.settings import env_name, settings
 
-JARS_DIR_ENV = "S3TM_JARS_DIR"
+JARS_DIR_ENV = env_name("jars_dir")
 REPO = Path(__file__).resolve().parents[2]
 SPARK, KAFKA_BROKER = "spark", "kafka-broker"
 
 
 def jars_dir() -> Path:
     """Where ``make setup`` wrote the classpath files (``$S3TM_JARS_DIR``, else ``.jars``)."""
-    return Path(os.environ.get(JARS_DIR_ENV) or REPO / ".jars")
+    return settings().jars_dir
 
 
 def classpath(profile: str = SPARK) -> list[str]:

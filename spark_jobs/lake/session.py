@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from spark_jobs.lake import jars
+from spark_jobs.settings import settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,17 +28,25 @@ if TYPE_CHECKING:
 DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.default.parallelism": "4",
-    "spark.driver.memory": os.environ.get("S3TM_DRIVER_MEMORY", "4g"),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
-    "spark.ui.enabled": os.environ.get("S3TM_SPARK_UI", "false"),
     # Delta-rs commits the files Spark writes: no _SUCCESS markers or summary files.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "true",
 }
+
+
+def local_defaults() -> dict[str, str]:
+    """The defaults, with the driver's memory and the UI from the environment's settings."""
+    platform = settings()
+    return {
+        **DEFAULTS,
+        "spark.driver.memory": platform.driver_memory,
+        "spark.ui.enabled": str(platform.spark_ui).lower(),
+    }
 
 
 def properties_file(environ: Mapping[str, str]) -> dict[str, str]:
@@ -154,7 +163,8 @@ def build_session(
     # Executors must run the same interpreter (the one with ``core`` installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    chosen = master or os.environ.get("S3TM_SPARK_MASTER")
+    platform = settings()
+    chosen = master or platform.spark_master
     given = given_settings(os.environ)
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (it starts Python with a gateway port), the master it was given
@@ -163,7 +173,7 @@ def build_session(
         builder = builder.master(chosen or "local[*]")
     master = chosen or given.get("spark.master") or "local[*]"
     defaults = {
-        **DEFAULTS,
+        **local_defaults(),
         "spark.ui.showConsoleProgress": console_progress(),
         **jars.spark_classpath_conf(),
     }
@@ -178,10 +188,10 @@ def build_session(
     defaults.update(s3a_settings(os.environ))
     # what spark-submit, spark-defaults.conf, the operator or the connection gave wins;
     # the caller's own ``conf`` (a test's, a benchmark's) wins over everything
-    settings = {k: v for k, v in defaults.items() if k not in given}
-    settings.update(conf or {})
-    for key, value in settings.items():
+    chosen_conf = {k: v for k, v in defaults.items() if k not in given}
+    chosen_conf.update(conf or {})
+    for key, value in chosen_conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel(os.environ.get("S3TM_SPARK_LOG_LEVEL", "WARN"))
+    session.sparkContext.setLogLevel(platform.spark_log_level)
     return session

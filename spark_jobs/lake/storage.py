@@ -16,13 +16,13 @@ from a Kubernetes Secret, a compose ``.env`` file or an Airflow connection.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from core.errors import InvalidArgumentError
+from spark_jobs.settings import settings
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 # ``s3a`` is Spark's spelling of ``s3``; both name the same objects.
 OBJECT_STORE_SCHEMES = ("s3", "s3a")
 SPARK_SCHEME = {"s3": "s3a"}
-STATE_ENV = "S3TM_STATE_DIR"
 
 
 def is_remote(location: str | Path) -> bool:
@@ -89,7 +88,7 @@ def delta_storage_options(location: str) -> dict[str, str] | None:
     """
     if not is_remote(location):
         return None
-    return {"conditional_put": os.environ.get("S3TM_S3_CONDITIONAL_PUT", "etag")}
+    return {"conditional_put": settings().s3_conditional_put}
 
 
 def fs_path(location: str) -> str:
@@ -114,8 +113,7 @@ def local_state_dir(location: str) -> Path:
     when local, else ``$S3TM_STATE_DIR/<bucket>/<prefix>`` (default ``~/.cache/s3tm``)."""
     if not is_remote(location):
         return Path(location)
-    base = Path(os.environ.get(STATE_ENV) or Path.home() / ".cache" / "s3tm")
-    return base / location.split("://", 1)[1]
+    return settings().state_dir / location.split("://", 1)[1]
 
 
 # what S3 answers a conditional put that lost (412, or 409 for two at once) and a read of

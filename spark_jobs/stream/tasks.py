@@ -60,6 +60,7 @@ from core.stream.worker import (
 )
 from spark_jobs import failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
+from spark_jobs.settings import settings
 from spark_jobs.stream.health import SKETCH_SPEC
 from spark_jobs.stream.matcher_bases import FileBases
 
@@ -102,7 +103,9 @@ def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
     return [value.as_buffer() for value in payloads]
 
 
-CACHE = MatcherCache(bases=FileBases())
+# made when a Python worker first imports this module for a task (the stream's index kind
+# from its environment)
+CACHE = MatcherCache(settings().matcher_index, bases=FileBases())
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
 

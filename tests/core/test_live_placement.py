@@ -365,8 +365,8 @@ def test_the_predicate_index_follows_every_epoch(sets, data) -> None:
 def test_an_unknown_index_kind_is_refused(monkeypatch) -> None:
     with pytest.raises(InvalidArgumentError, match="matcher index must be one of"):
         MatcherCache("btree")
-    monkeypatch.setenv("S3TM_MATCHER_INDEX", "trie")
-    assert MatcherCache().index_kind == "trie"
+    assert MatcherCache().index_kind == "predicate"
+    assert MatcherCache("trie").index_kind == "trie"
 
 
 @settings(max_examples=examples(60), deadline=None)
