@@ -1,21 +1,254 @@
-"""``s3tm bench learn|quality``."""
+"""``s3tm bench ...``: each benchmark's options declared once, as a dataclass (see
+:mod:`s3tm.cli.options`)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from core.errors import InputDataError, InvalidArgumentError
 from core.subscriptions.workloads import Workload, as_workload
-from s3tm.cli.commands import add_holdout_options
+from s3tm.cli.options import (
+    CompareOptions,
+    CorpusOption,
+    HoldoutOptions,
+    OutOption,
+    add_command,
+)
 
-BENCH_OUT = "docs/bench"
+PROG = "s3tm bench"
 
 
-def _add_out(p: argparse.ArgumentParser) -> None:
-    """``--out``, declared once for every benchmark: where its CSV (and PNG) go."""
-    p.add_argument("--out", default=BENCH_OUT, help="directory for the CSV (and PNG, if any)")
+@dataclass(frozen=True, kw_only=True)
+class LearnBench(OutOption, CompareOptions):
+    """learning time vs corpus size (paper Fig. 9)"""
+
+    sizes: str = "125000,250000,500000,1000000"
+    """comma-separated numbers of synthetic posts"""
+    nodes: int = 256
+    """number of matchers N"""
+    repeats: int = 3
+    """timed runs of each point (the median is reported)"""
+    seed: int = 0
+    """seed of the corpus and subscriptions"""
+    algorithms: str = "salb,salb2"
+    """with --compare: the learners timed on each side"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatcherBench(OutOption, CompareOptions, CorpusOption):
+    """access-predicate vs trie vs counting matcher kernels, posts/s per core"""
+
+    synthetic_subscriptions: int = 1_000_000
+    """subscriptions of the synthetic scenario"""
+    repeats: int = 3
+    """timed runs of each point (the median is reported)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangesBench(OutOption):
+    """a round of subscription changes' cost to the stream's tasks (--compare)"""
+
+    compare: str
+    """the revision to compare with"""
+    subscriptions: int = 600_000
+    """one matcher's subscriptions"""
+    posts: int = 50_000
+    """texts a route task encodes"""
+    runs: int = 3
+    """alternating runs (median reported)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizingBench(OutOption, CorpusOption):
+    """matcher memory per 100k subscriptions (DEPLOY.md)"""
+
+    subscriptions: str = "100000,1000000"
+    """synthetic sizes"""
+    nodes: int = 16
+    """matchers (N)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SketchBench(OutOption, CorpusOption):
+    """the stream's hot-word sketch vs exact counts"""
+
+    nodes: str = "16,64,256"
+    """N values (threshold 1/(2N))"""
+    batch_posts: int = 10_000
+    """posts per batch"""
+    tasks: int = 4
+    """route tasks per batch"""
+    window: int = 5
+    """batches in the sliding window"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NormaliseBench(OutOption, CorpusOption):
+    """the fast normaliser vs normalize() per text"""
+
+    posts: int = 140_000
+    """texts read from the corpus"""
+    batch_posts: int = 20_000
+    """posts per batch"""
+    runs: int = 3
+    """alternating runs (median reported)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DropBench(OutOption, CorpusOption):
+    """a drop level's cost per raw line, against --compare REV"""
+
+    lines: int = 1_000_000
+    """raw lines dropped from"""
+    fraction: float = 0.75
+    """share of the lines dropped"""
+    repeats: int = 5
+    """timed calls per run (best kept)"""
+    compare: str | None = None
+    """the git revision to beat (one core)"""
+    runs: int = 3
+    """alternating runs per side"""
+    spark: bool = False
+    """instead: wall time per line in the stream's shape on --master (the JVM reading the
+    lines, handing them to Python, dropping them there)"""
+    master: str = "local[*]"
+    """Spark master with --spark"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnJobBench(OutOption, CompareOptions):
+    """[spark] learn job time and driver memory"""
+
+    posts: str = "1000000"
+    """posts learned on; several (1000000,3000000,10000000): one run each, a table and
+    docs/bench/learn_job_scale.csv"""
+    nodes: int = 64
+    """number of matchers N"""
+    seed: int = 0
+    """seed of the corpus and subscriptions"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainBench(OutOption):
+    """[spark] the whole remap chain on N posts: time and memory per step"""
+
+    posts: int = 1_000_000
+    """posts in the corpus"""
+    subscriptions: int = 100_000
+    """subscriptions drawn"""
+    nodes: int = 16
+    """number of matchers N"""
+    algorithm: str = "salb2"
+    """the learner (the DAG's default)"""
+    master: str = "local[2]"
+    """Spark master"""
+    seed: int = 0
+    """seed of the corpus and subscriptions"""
+    workdir: str = "/tmp/s3tm-chain"
+    """corpus (kept, reused per size) and scratch lakehouse"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeltaEnginesBench(OutOption):
+    """[spark] the remap chain with delta-spark vs the delta-rs bridge"""
+
+    posts: int = 200_000
+    """demo posts the chain ingests"""
+    runs: int = 2
+    """alternating runs per engine"""
+    nodes: int = 16
+    """number of matchers N"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamBench(OutOption, CompareOptions, CorpusOption):
+    """[spark] streaming matcher posts/s end to end"""
+
+    workloads: str = "tweet,topic"
+    """tweet and/or topic"""
+    nodes: int = 16
+    """number of matchers N"""
+    subscriptions: int = 100_000
+    """subscriptions registered"""
+    posts: str = "tweet=1400000,topic=240000"
+    """posts streamed: one number, or per workload (topic-based subscriptions match ~213
+    times per post in docs/bench/stream.csv, so their batches are output-bound)"""
+    file_posts: str = "tweet=200000,topic=20000"
+    """posts per landed file = per micro-batch: one number, or per workload"""
+    master: str | None = None
+    """Spark master (default local[*])"""
+    seed: int = 0
+    """seed of the corpus and subscriptions"""
+    matches_table: bool = True
+    """the stream also writes `matches` rows (--no-matches-table: deliveries only, which
+    hold every match; with --compare only the new side, the baseline writes both)"""
+    overload: str | None = None
+    """F[,F...]: feed the stream at F x its measured capacity, one run per factor and drop
+    rule (for example 1.25,1.5,2,3)"""
+    overload_modes: str = "value,random"
+    """with --overload, runs per factor: value (drop the posts of least estimated matches),
+    random (drop at random: the baseline), off (no shedding)"""
+    duration: float = 60.0
+    """with --overload: seconds fed per run"""
+    trigger_seconds: float = 5.0
+    """with --overload: the trigger interval"""
+    file_seconds: float = 1.0
+    """with --overload: a file lands this often"""
+    shedding: str = "yield"
+    """with --overload: the utility of the shedding run"""
+    source: Literal["files", "kafka"] = "files"
+    """with --overload: posts arrive as landed files, or on a Kafka topic (a broker from
+    the resolved jars; the backlog is the consumer lag)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubscriptionsBench(OutOption):
+    """[spark] the platform at 100k/1M/10M subscriptions: register, learn, place,
+    validate, evaluate, publish, stream (real tweets)"""
+
+    sizes: str = "100000,1000000,10000000"
+    """comma-separated subscription counts (tweet-based, drawn from the posts)"""
+    nodes: int = 16
+    """number of matchers N"""
+    batch_posts: int = 50_000
+    """posts a stream batch reads (one file)"""
+    changes: int = 10_000
+    """subscription changes committed between two stream batches, three times (half new,
+    half cancelled)"""
+    corpus: str | None = None
+    """real tweets with times (default: ../shared/data's timed tweets)"""
+    max_posts: int | None = None
+    """read at most this many posts of the corpus"""
+    algorithm: str = "salb2"
+    """the learner (the platform's)"""
+    workload: str = "tweet"
+    """tweet (training posts' word sets) or topic (LDA topics' word sets)"""
+    stream: bool = True
+    """stream held-out posts through the published version (--no-stream: the remap's steps
+    only; topic-based subscriptions at 10M match ~20k times per post)"""
+    master: str | None = None
+    """Spark master (default local[*])"""
+    seed: int = 0
+    """seed of the subscriptions"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class QualityBench(OutOption, HoldoutOptions):
+    """hash vs SALB vs SALB+split on the real corpus"""
+
+    corpus: str | None = None
+    """corpus file (default: ../shared/data/tweets-tweeteval)"""
+    nodes: str = "4,16,64,256"
+    """number of matchers N"""
+    topic_words: int = 500
+    """words per LDA topic of the topic-based subscriptions"""
+    topic_pool: int = 3000
+    """most frequent words the topic model draws from"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,274 +256,36 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "bench", help="benchmarks: print measured figures, write CSV/PNG (checkout)"
     )
     kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-
-    p = kinds.add_parser("learn", help="learning time vs corpus size (paper Fig. 9)")
-    p.add_argument(
-        "--sizes",
-        default="125000,250000,500000,1000000",
-        help="comma-separated numbers of synthetic posts",
-    )
-    p.add_argument("--nodes", type=int, default=256, help="number of matchers N")
-    p.add_argument(
-        "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    _add_out(p)
-    p.add_argument(
-        "--algorithms",
-        default="salb,salb2",
-        help="with --compare: the learners timed on each side (default salb,salb2)",
-    )
-    _compare_arguments(p)
-    p.set_defaults(handler=_run_learn)
-
-    p = kinds.add_parser(
-        "matcher", help="access-predicate vs trie vs counting matcher kernels, posts/s per core"
-    )
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument(
-        "--synthetic-subscriptions",
-        type=int,
-        default=1_000_000,
-        help="subscriptions of the synthetic scenario",
-    )
-    p.add_argument(
-        "--repeats", type=int, default=3, help="timed runs of each point (the median is reported)"
-    )
-    _add_out(p)
-    _compare_arguments(p)
-    p.set_defaults(handler=_run_matcher)
-
-    p = kinds.add_parser(
-        "changes", help="a round of subscription changes' cost to the stream's tasks (--compare)"
-    )
-    p.add_argument("--compare", required=True, metavar="REV", help="the revision to compare with")
-    p.add_argument("--subscriptions", type=int, default=600_000, help="one matcher's subscriptions")
-    p.add_argument("--posts", type=int, default=50_000, help="texts a route task encodes")
-    p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
-    _add_out(p)
-    p.set_defaults(handler=_run_changes)
-
-    p = kinds.add_parser("sizing", help="matcher memory per 100k subscriptions (DEPLOY.md)")
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--subscriptions", default="100000,1000000", help="synthetic sizes")
-    p.add_argument("--nodes", type=int, default=16, help="matchers (N)")
-    _add_out(p)
-    p.set_defaults(handler=_run_sizing)
-
-    p = kinds.add_parser("sketch", help="the stream's hot-word sketch vs exact counts")
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--nodes", default="16,64,256", help="N values (threshold 1/(2N))")
-    p.add_argument("--batch-posts", type=int, default=10_000, help="posts per batch")
-    p.add_argument("--tasks", type=int, default=4, help="route tasks per batch")
-    p.add_argument("--window", type=int, default=5, help="batches in the sliding window")
-    _add_out(p)
-    p.set_defaults(handler=_run_sketch)
-
-    p = kinds.add_parser("normalise", help="the fast normaliser vs normalize() per text")
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--posts", type=int, default=140_000, help="texts read from the corpus")
-    p.add_argument("--batch-posts", type=int, default=20_000, help="posts per batch")
-    p.add_argument("--runs", type=int, default=3, help="alternating runs (median reported)")
-    _add_out(p)
-    p.set_defaults(handler=_run_normalise)
-
-    p = kinds.add_parser("drop", help="a drop level's cost per raw line, against --compare REV")
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--lines", type=int, default=1_000_000, help="raw lines dropped from")
-    p.add_argument("--fraction", type=float, default=0.75, help="share of the lines dropped")
-    p.add_argument("--repeats", type=int, default=5, help="timed calls per run (best kept)")
-    p.add_argument("--compare", metavar="REV", help="the git revision to beat (one core)")
-    p.add_argument("--runs", type=int, default=3, help="alternating runs per side")
-    p.add_argument(
-        "--spark",
-        action="store_true",
-        help="instead: wall time per line in the stream's shape on --master (the JVM reading "
-        "the lines, handing them to Python, dropping them there)",
-    )
-    p.add_argument("--master", default="local[*]", help="Spark master with --spark")
-    _add_out(p)
-    p.set_defaults(handler=_run_drop)
-
-    p = kinds.add_parser("learn-job", help="[spark] learn job time and driver memory")
-    p.add_argument(
-        "--posts",
-        default="1000000",
-        help="posts learned on; several (1000000,3000000,10000000): one run each, a table "
-        "and docs/bench/learn_job_scale.csv",
-    )
-    p.add_argument("--nodes", type=int, default=64, help="number of matchers N")
-    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    _add_out(p)
-    _compare_arguments(p)
-    p.set_defaults(handler=_run_learn_job)
-
-    p = kinds.add_parser(
-        "chain", help="[spark] the whole remap chain on N posts: time and memory per step"
-    )
-    p.add_argument("--posts", type=int, default=1_000_000, help="posts in the corpus")
-    p.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions drawn")
-    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    p.add_argument("--algorithm", default="salb2", help="the learner (the DAG's default)")
-    p.add_argument("--master", default="local[2]", help="Spark master")
-    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    p.add_argument(
-        "--workdir",
-        default="/tmp/s3tm-chain",
-        help="corpus (kept, reused per size) and scratch lakehouse",
-    )
-    _add_out(p)
-    p.set_defaults(handler=_run_chain)
-
-    p = kinds.add_parser(
-        "delta-engines", help="[spark] the remap chain with delta-spark vs the delta-rs bridge"
-    )
-    p.add_argument("--posts", type=int, default=200_000, help="demo posts the chain ingests")
-    p.add_argument("--runs", type=int, default=2, help="alternating runs per engine")
-    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    _add_out(p)
-    p.set_defaults(handler=_run_delta_engines)
-
-    p = kinds.add_parser("stream", help="[spark] streaming matcher posts/s end to end")
-    p.add_argument("--corpus", help="real corpus (default: ../shared/data tweets if present)")
-    p.add_argument("--workloads", default="tweet,topic", help="tweet and/or topic")
-    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    p.add_argument("--subscriptions", type=int, default=100_000, help="subscriptions registered")
-    p.add_argument(
-        "--posts",
-        default="tweet=1400000,topic=240000",
-        help="posts streamed: one number, or per workload (topic-based subscriptions match "
-        "~213 times per post in docs/bench/stream.csv, so their batches are output-bound)",
-    )
-    p.add_argument(
-        "--file-posts",
-        default="tweet=200000,topic=20000",
-        help="posts per landed file = per micro-batch: one number, or per workload",
-    )
-    p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--seed", type=int, default=0, help="seed of the corpus and subscriptions")
-    p.add_argument(
-        "--matches-table",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the stream also writes `matches` rows (--no-matches-table: deliveries only, "
-        "which hold every match; with --compare only the new side, the baseline writes both)",
-    )
-    _add_out(p)
-    _compare_arguments(p)
-    over = p.add_argument_group("overload (--overload F[,F...])")
-    over.add_argument(
-        "--overload",
-        metavar="F[,F...]",
-        help="feed the stream at F x its measured capacity, one run per factor and drop "
-        "rule (for example 1.25,1.5,2,3)",
-    )
-    over.add_argument(
-        "--overload-modes",
-        default="value,random",
-        help="runs per factor: value (drop the posts of least estimated matches), random "
-        "(drop at random: the baseline), off (no shedding)",
-    )
-    over.add_argument("--duration", type=float, default=60.0, help="seconds fed per run")
-    over.add_argument("--trigger-seconds", type=float, default=5.0, help="the trigger interval")
-    over.add_argument("--file-seconds", type=float, default=1.0, help="a file lands this often")
-    over.add_argument("--shedding", default="yield", help="the utility of the shedding run")
-    over.add_argument(
-        "--source",
-        choices=("files", "kafka"),
-        default="files",
-        help="posts arrive as landed files, or on a Kafka topic (a broker from the resolved "
-        "jars; the backlog is the consumer lag)",
-    )
-    p.set_defaults(handler=_run_stream)
-
-    p = kinds.add_parser(
-        "subscriptions",
-        help="[spark] the platform at 100k/1M/10M subscriptions: register, learn, place, "
-        "validate, evaluate, publish, stream (real tweets)",
-    )
-    p.add_argument(
-        "--sizes",
-        default="100000,1000000,10000000",
-        help="comma-separated subscription counts (tweet-based, drawn from the posts)",
-    )
-    p.add_argument("--nodes", type=int, default=16, help="number of matchers N")
-    p.add_argument(
-        "--batch-posts", type=int, default=50_000, help="posts a stream batch reads (one file)"
-    )
-    p.add_argument(
-        "--changes",
-        type=int,
-        default=10_000,
-        help="subscription changes committed between two stream batches, three times (half new, "
-        "half cancelled)",
-    )
-    p.add_argument(
-        "--corpus", help="real tweets with times (default: ../shared/data's timed tweets)"
-    )
-    p.add_argument("--max-posts", type=int, help="read at most this many posts of the corpus")
-    p.add_argument(
-        "--algorithm", default="salb2", help="the learner (default salb2, the platform's)"
-    )
-    p.add_argument(
-        "--workload",
-        default="tweet",
-        help="tweet (training posts' word sets) or topic (LDA topics' word sets)",
-    )
-    p.add_argument(
-        "--stream",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="stream held-out posts through the published version (--no-stream: the remap's "
-        "steps only; topic-based subscriptions at 10M match ~20k times per post)",
-    )
-    p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--seed", type=int, default=0, help="seed of the subscriptions")
-    _add_out(p)
-    p.set_defaults(handler=_run_subscriptions)
-
-    p = kinds.add_parser("quality", help="hash vs SALB vs SALB+split on the real corpus")
-    p.add_argument("--corpus", help="corpus file (default: ../shared/data/tweets-tweeteval)")
-    p.add_argument("--nodes", default="4,16,64,256", help="number of matchers N")
-    add_holdout_options(p)
-    p.add_argument(
-        "--topic-words",
-        type=int,
-        default=500,
-        help="words per LDA topic of the topic-based subscriptions",
-    )
-    p.add_argument(
-        "--topic-pool",
-        type=int,
-        default=3000,
-        help="most frequent words the topic model draws from",
-    )
-    _add_out(p)
-    p.set_defaults(handler=_run_quality)
+    # each command's help is its options' docstring
+    command = functools.partial(add_command, kinds, prog=PROG)
+    command("learn", LearnBench, _run_learn)
+    command("matcher", MatcherBench, _run_matcher)
+    command("changes", ChangesBench, _run_changes)
+    command("sizing", SizingBench, _run_sizing)
+    command("sketch", SketchBench, _run_sketch)
+    command("normalise", NormaliseBench, _run_normalise)
+    command("drop", DropBench, _run_drop)
+    command("learn-job", LearnJobBench, _run_learn_job)
+    command("chain", ChainBench, _run_chain)
+    command("delta-engines", DeltaEnginesBench, _run_delta_engines)
+    command("stream", StreamBench, _run_stream)
+    command("subscriptions", SubscriptionsBench, _run_subscriptions)
+    command("quality", QualityBench, _run_quality)
 
 
-def _compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--compare",
-        metavar="REV",
-        help="also run it at git revision REV (a worktree), alternating runs, and print the ratio",
-    )
-    p.add_argument("--runs", type=int, default=3, help="runs per side with --compare (default 3)")
-
-
-def _check_runs(args: argparse.Namespace) -> None:
+def _check_runs(args: CompareOptions | ChangesBench) -> None:
     if args.runs < 1:
         raise InputDataError("--runs must be at least 1")
 
 
-def _run_delta_engines(args: argparse.Namespace) -> int:
+def _run_delta_engines(args: DeltaEnginesBench) -> int:
     from benchmarks.delta_engines import bench_delta_engines
 
     bench_delta_engines(args.posts, args.runs, args.nodes, Path(args.out))
     return 0
 
 
-def _run_sizing(args: argparse.Namespace) -> int:
+def _run_sizing(args: SizingBench) -> int:
     from benchmarks import sizing
     from benchmarks.realdata import real_corpus_path
 
@@ -300,7 +295,7 @@ def _run_sizing(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_changes(args: argparse.Namespace) -> int:
+def _run_changes(args: ChangesBench) -> int:
     from benchmarks.compare import compare_changes
 
     _check_runs(args)
@@ -316,7 +311,7 @@ def _run_changes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_matcher(args: argparse.Namespace) -> int:
+def _run_matcher(args: MatcherBench) -> int:
     from benchmarks import matcher
     from benchmarks.realdata import real_corpus_path
 
@@ -338,7 +333,7 @@ def _run_matcher(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_sketch(args: argparse.Namespace) -> int:
+def _run_sketch(args: SketchBench) -> int:
     from benchmarks import sketch
     from benchmarks.realdata import real_corpus_path
     from s3tm.cli.demo import parse_int_list
@@ -359,7 +354,7 @@ def _run_sketch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_normalise(args: argparse.Namespace) -> int:
+def _run_normalise(args: NormaliseBench) -> int:
     from benchmarks import normalise
     from benchmarks.realdata import real_corpus_path
 
@@ -376,7 +371,7 @@ def _run_normalise(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_drop(args: argparse.Namespace) -> int:
+def _run_drop(args: DropBench) -> int:
     from benchmarks.compare import compare_drop
     from benchmarks.realdata import real_corpus_path
 
@@ -413,7 +408,7 @@ def _run_drop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_stream(args: argparse.Namespace) -> int:
+def _run_stream(args: StreamBench) -> int:
     from benchmarks import stream as bench_stream
     from benchmarks.realdata import real_corpus_path
     from core.subscriptions.workloads import parse_workloads
@@ -501,7 +496,7 @@ def per_workload(value: str, workloads: Sequence[Workload], option: str) -> dict
     return {w: chosen[w] for w in workloads}
 
 
-def _run_subscriptions(args: argparse.Namespace) -> int:
+def _run_subscriptions(args: SubscriptionsBench) -> int:
     from benchmarks import subscriptions
     from benchmarks.realdata import timed_corpus_path
     from s3tm.cli.demo import parse_int_list
@@ -534,7 +529,7 @@ def _run_subscriptions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_chain(args: argparse.Namespace) -> int:
+def _run_chain(args: ChainBench) -> int:
     from benchmarks import chain
 
     if args.posts < 1 or args.subscriptions < 1 or args.nodes < 1:
@@ -554,7 +549,7 @@ def _run_chain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_learn_job(args: argparse.Namespace) -> int:
+def _run_learn_job(args: LearnJobBench) -> int:
     from benchmarks import learn_job as bench_learn_job
     from s3tm.cli.demo import parse_int_list
 
@@ -581,7 +576,7 @@ def _run_learn_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_learn(args: argparse.Namespace) -> int:
+def _run_learn(args: LearnBench) -> int:
     from benchmarks import learn_time
     from s3tm.cli.demo import parse_int_list
 
@@ -611,7 +606,7 @@ def _run_learn(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_quality(args: argparse.Namespace) -> int:
+def _run_quality(args: QualityBench) -> int:
     from benchmarks import quality
     from benchmarks.realdata import real_corpus_path
     from s3tm.cli.demo import parse_int_list

@@ -348,8 +348,8 @@ def run_size(
     config: SubscriptionsBenchConfig,
     topics: TopicModel | None = None,
 ) -> dict[str, Any]:
+    from core.remap_options import DEFAULT_MARGIN
     from core.subscriptions.workloads import topic_subscriptions, tweet_subscriptions
-    from spark_jobs.jobs.publish import DEFAULT_MARGIN
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.subscription_store import cancel_subscriptions, register_word_sets
     from spark_jobs.stream.config import StreamConfig

@@ -34,6 +34,14 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 
+from core.remap_options import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    DEFAULT_FULL_REMAP_GAIN,
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_MOVED,
+    DEFAULT_SPLIT,
+)
 from s3tm.orchestration.dag_support import (
     cron_schedule,
     dag_defaults,
@@ -68,11 +76,11 @@ DEFAULTS = dag_defaults()
             description="matchers N (default: the deployment's S3TM_MATCHERS)",
         ),
         "algorithm": Param(
-            "salb2",
-            enum=["salb2", "salb", "hash", "gC", "gFC", "gFCL", "gNFCL"],
+            DEFAULT_ALGORITHM,
+            enum=list(ALGORITHMS),
             description="learner: salb2 (SALB or METIS, then restreaming; splits) or a baseline",
         ),
-        "split": Param(True, type="boolean", description="split hot words"),
+        "split": Param(DEFAULT_SPLIT, type="boolean", description="split hot words"),
         "incremental": Param(
             True,
             type="boolean",
@@ -80,14 +88,14 @@ DEFAULTS = dag_defaults()
             "a full remap when it gains more than full_remap_gain",
         ),
         "max_moved": Param(
-            0.1,
+            DEFAULT_MAX_MOVED,
             type="number",
             minimum=0,
             maximum=1,
             description="incremental: the most subscriptions (fraction) a remap re-places",
         ),
         "full_remap_gain": Param(
-            0.1,
+            DEFAULT_FULL_REMAP_GAIN,
             type="number",
             minimum=0,
             description="incremental: learn from scratch when that gains more than this",
@@ -96,7 +104,7 @@ DEFAULTS = dag_defaults()
             7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
         ),
         "margin": Param(
-            0.02,  # spark_jobs.jobs.publish.DEFAULT_MARGIN (a test holds them equal)
+            DEFAULT_MARGIN,
             type="number",
             minimum=0,
             description="required gain over the published version (over hash when none is)",

@@ -48,9 +48,10 @@ from core.corpus import holdout_mask
 from core.corpus.arrays import Corpus
 from core.errors import InvalidArgumentError
 from core.learn import align_to_published, learn_mapping, remap_incremental
-from core.learn.api import DEFAULT_FULL_REMAP_GAIN, DEFAULT_PENALTY, gain_of_full_remap
+from core.learn.api import DEFAULT_PENALTY, gain_of_full_remap
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
+from core.remap_options import DEFAULT_FULL_REMAP_GAIN
 from core.replay import matcher_work
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.learn.api import (
-        ALGORITHMS,
         SPLITTING_ALGORITHMS,
         LearnedMapping,
         algorithm_label,
@@ -24,9 +23,10 @@ if TYPE_CHECKING:
     from core.learn.problem import LearningProblem, build_problem
     from core.learn.salb import SalbResult, learn_salb
     from core.learn.split import SplitPlan, plan_split
+    from core.remap_options import ALGORITHMS
 
 _MODULE_OF = {
-    "ALGORITHMS": "core.learn.api",
+    "ALGORITHMS": "core.remap_options",
     "SPLITTING_ALGORITHMS": "core.learn.api",
     "LearnedMapping": "core.learn.api",
     "algorithm_label": "core.learn.api",

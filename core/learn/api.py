@@ -21,8 +21,9 @@ from core.learn.match_weight import match_weights, subscription_frequencies
 from core.learn.problem import LearningProblem, build_problem
 from core.learn.salb import learn_salb
 from core.learn.salb2 import learn_salb2
-from core.learn.wordnet import WORDNET_VARIANTS, learn_wordnet
+from core.learn.wordnet import learn_wordnet
 from core.placement.lasp import place_subscriptions
+from core.remap_options import ALGORITHMS
 from core.replay import matcher_work
 from core.routing.hashing import hash_matchers
 from core.routing.table import LearnerManifest, RoutingTable
@@ -30,13 +31,9 @@ from core.routing.table import LearnerManifest, RoutingTable
 log = logging.getLogger(__name__)
 
 Algorithm = Literal["hash", "salb", "salb2", "gC", "gFC", "gFCL", "gNFCL"]
-ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
 # score a move loses per subscription it re-places (the LDG score is in posts: a move must
 # gather this many more of the token's posts per subscription it moves)
 DEFAULT_PENALTY = 1.0
-# an incremental remap stands unless learning from scratch beats its throughput on posts
-# neither learned from by more than this (the remap DAG's ``full_remap_gain``)
-DEFAULT_FULL_REMAP_GAIN = 0.1
 
 
 def gain_of_full_remap(full_throughput: float, incremental_throughput: float) -> float:

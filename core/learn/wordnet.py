@@ -24,11 +24,11 @@ import scipy.sparse as sp
 
 from core.errors import InvalidArgumentError
 from core.learn.problem import LearningProblem
+from core.remap_options import WORDNET_VARIANTS
 
 log = logging.getLogger(__name__)
 
 WordNetVariant = Literal["gC", "gFC", "gFCL", "gNFCL"]
-WORDNET_VARIANTS: tuple[str, ...] = ("gC", "gFC", "gFCL", "gNFCL")
 _MAX_WEIGHT = 2**30  # METIS idx_t is 32-bit in pymetis' build: keep sums representable
 
 

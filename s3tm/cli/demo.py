@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.corpus import holdout_mask
@@ -22,33 +23,36 @@ from core.learn import algorithm_label, learn_mapping
 from core.routing.evaluate import evaluate_table
 from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from s3tm.cli.commands import load_corpus
+from s3tm.cli.options import add_command
 
 log = logging.getLogger("s3tm")
 
 DEMO_ALGORITHMS = (("hash", False), ("salb", False), ("salb", True), ("salb2", True))
 
 
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    """generate a corpus, learn hash/SALB/SALB+split/salb2, compare"""
+
+    posts: int = 100_000
+    """posts in the generated corpus"""
+    nodes: str = "16,64,256"
+    """comma-separated N values"""
+    seed: int = 0
+    """seed of the corpus, the hold-out and the learners"""
+    out: str = "demo-output"
+    """directory for corpus and mappings"""
+    airflow: bool = True
+    """the Airflow half: its DAGs remap the corpus (--no-airflow: only the quick core
+    comparison, no Spark, no Airflow)"""
+    airflow_nodes: int = 16
+    """N for the Airflow remap run"""
+    subscriptions: int = 2000
+    """topic-based subscriptions registered before the remap run"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="generate a corpus, learn hash/SALB/SALB+split/salb2, compare")
-    p.add_argument("--posts", type=int, default=100_000, help="posts in the generated corpus")
-    p.add_argument("--nodes", default="16,64,256", help="comma-separated N values")
-    p.add_argument(
-        "--seed", type=int, default=0, help="seed of the corpus, the hold-out and the learners"
-    )
-    p.add_argument("--out", default="demo-output", help="directory for corpus and mappings")
-    p.add_argument(
-        "--no-airflow",
-        action="store_true",
-        help="only the quick core comparison (no Spark, no Airflow)",
-    )
-    p.add_argument("--airflow-nodes", type=int, default=16, help="N for the Airflow remap run")
-    p.add_argument(
-        "--subscriptions",
-        type=int,
-        default=2000,
-        help="topic-based subscriptions registered before the remap run",
-    )
-    p.set_defaults(handler=run_demo)
+    add_command(sub, "demo", DemoOptions, run_demo, prog="s3tm")
 
 
 def parse_int_list(text: str, name: str) -> list[int]:
@@ -61,7 +65,7 @@ def parse_int_list(text: str, name: str) -> list[int]:
     return values
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: DemoOptions) -> int:
     nodes = parse_int_list(args.nodes, "--nodes")
     out = Path(args.out)
     corpus_path = out / "corpus.jsonl.gz"
@@ -115,7 +119,7 @@ def run_demo(args: argparse.Namespace) -> int:
         f"\ncorpus: {corpus_path}\nmappings: {out / 'mappings'}/<algorithm>-N<N> "
         "(evaluate one with `s3tm evaluate --mapping DIR --corpus FILE`)"
     )
-    if not args.no_airflow:
+    if args.airflow:
         # Airflow, Spark and Delta only load here: part 1 stays fast without them.
         from s3tm.orchestration.airflow_demo import run as run_airflow_demo
 

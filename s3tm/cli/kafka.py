@@ -5,12 +5,43 @@ jars ``make setup`` resolved, with the posts' topic; what ``s3tm produce`` write
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
+from s3tm.cli.options import add_command
 from s3tm.cli.text import plain
 
 # the broker's port without importing it (command registration stays light)
 DEFAULT_PORT = 9092
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaOptions:
+    dir: Path | None = None
+    """the broker's folder: config, data, log (default $S3TM_KAFKA_DIR or .kafka)"""
+    port: int = DEFAULT_PORT
+    """the client port on 127.0.0.1 (0: one the broker picks, printed and kept for restarts;
+    the KRaft controller always binds a port of its own choosing)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaStart(KafkaOptions):
+    """start the broker in the background and create the topic"""
+
+    topic: str = "posts"
+    """the topic to create"""
+    partitions: int = 4
+    """the topic's partitions"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaStop(KafkaOptions):
+    """stop the broker"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaStatus(KafkaOptions):
+    """say whether the broker runs, and where"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -18,33 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "kafka", help="a local Kafka broker (KRaft) for the stream", description=plain(__doc__)
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for action, text in (
-        ("start", "start the broker in the background and create the topic"),
-        ("stop", "stop the broker"),
-        ("status", "say whether the broker runs, and where"),
-    ):
-        a = actions.add_parser(action, help=text, description=text)
-        a.add_argument(
-            "--dir",
-            type=Path,
-            help="the broker's folder: config, data, log (default $S3TM_KAFKA_DIR or .kafka)",
-        )
-        a.add_argument(
-            "--port",
-            type=int,
-            default=DEFAULT_PORT,
-            help="the client port on 127.0.0.1 (0: one the broker picks, printed and kept "
-            "for restarts; the KRaft controller always binds a port of its own choosing)",
-        )
-        if action == "start":
-            a.add_argument("--topic", default="posts", help="the topic to create")
-            a.add_argument(
-                "--partitions", type=int, default=4, help="the topic's partitions (default 4)"
-            )
-        a.set_defaults(handler=_run)
+    add_command(actions, "start", KafkaStart, _run, prog="s3tm kafka")
+    add_command(actions, "stop", KafkaStop, _run, prog="s3tm kafka")
+    add_command(actions, "status", KafkaStatus, _run, prog="s3tm kafka")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: KafkaOptions) -> int:
     import logging
 
     logging.getLogger("kafka").setLevel(logging.WARNING)  # the client's connection chatter
@@ -53,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
 
     folder = args.dir or settings().kafka_dir
     broker = KafkaBroker(BrokerSettings(folder=folder, port=args.port))
-    if args.action == "start":
+    if isinstance(args, KafkaStart):
         was = broker.status().running
         status = broker.start()
         created = broker.create_topic(args.topic, args.partitions)
@@ -69,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
             f" --kafka-topic {args.topic}"
         )
         return 0
-    if args.action == "stop":
+    if isinstance(args, KafkaStop):
         stopped = broker.stop()
         print(f"kafka: {'stopped' if stopped else 'not running'} ({broker.folder})")
         return 0

@@ -5,50 +5,45 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from dataclasses import dataclass
+from typing import Annotated
 
-from s3tm.cli.text import plain
+import tyro
+
+from s3tm.cli.options import add_command
+from spark_jobs.lake.maintenance import COMPACTED_TABLES, MaintenancePolicy
+
+_DEFAULTS = MaintenancePolicy()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintainOptions:
+    """compact, apply retention, checkpoint and vacuum the Delta tables"""
+
+    lakehouse: str | None = None
+    """lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)"""
+    tables: str = ",".join(COMPACTED_TABLES)
+    """comma-separated tables"""
+    keep_days: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """TABLE=DAYS: delete rows older than DAYS days (0 keeps all; repeatable); the defaults
+    are the policy's"""
+    vacuum_hours: int = _DEFAULTS.vacuum_hours
+    """vacuum retention in hours (at least 1)"""
+    dry_run: bool = False
+    """report only; change nothing"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from spark_jobs.lake.maintenance import COMPACTED_TABLES, MaintenancePolicy
-
-    defaults = MaintenancePolicy()
-    p = sub.add_parser(
-        "maintain",
-        help="compact, apply retention, checkpoint and vacuum the Delta tables",
-        description=plain(__doc__),
-    )
-    p.add_argument("--lakehouse", default=None, help="lakehouse root (default: ./lakehouse)")
-    p.add_argument(
-        "--tables",
-        default=",".join(COMPACTED_TABLES),
-        help="comma-separated tables (default: %(default)s)",
-    )
-    p.add_argument(
-        "--keep-days",
-        action="append",
-        default=[],
-        metavar="TABLE=DAYS",
-        help="delete rows older than DAYS days (0 keeps all); defaults: "
-        + ", ".join(f"{t}={d}" for t, d in defaults.keep_days.items()),
-    )
-    p.add_argument(
-        "--vacuum-hours",
-        type=int,
-        default=defaults.vacuum_hours,
-        help="vacuum retention in hours (default: %(default)s, at least 1)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="report only; change nothing")
-    p.set_defaults(handler=_run)
+    add_command(sub, "maintain", MaintainOptions, _run, prog="s3tm")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: MaintainOptions) -> int:
     from core.formatting import format_table
     from s3tm.orchestration.maintenance_tasks import parse_keep_days, run_maintenance
     from spark_jobs.lake.delta_io import default_lakehouse
-    from spark_jobs.lake.maintenance import REPORT_HEADER, MaintenancePolicy, keep_days_with
+    from spark_jobs.lake.maintenance import REPORT_HEADER, keep_days_with
 
-    keep = keep_days_with(parse_keep_days(args.keep_days))
+    keep = keep_days_with(parse_keep_days(list(args.keep_days)))
     policy = MaintenancePolicy(
         tables=tuple(t.strip() for t in args.tables.split(",") if t.strip()),
         keep_days=keep,

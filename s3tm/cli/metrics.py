@@ -8,10 +8,31 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from dataclasses import dataclass
 
+from s3tm.cli.options import add_command
 from s3tm.cli.text import plain
 
 DEFAULT_PORT = 9108  # the exporter port Prometheus' wiki lists for s3tm
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsShow:
+    """print the metrics once"""
+
+    lakehouse: str | None = None
+    """lakehouse root, a folder or s3:// URI (default $S3TM_LAKEHOUSE or ./lakehouse)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsServe(MetricsShow):
+    """serve /metrics until stopped (SIGINT or SIGTERM)"""
+
+    host: str = "127.0.0.1"
+    """the address to listen on (0.0.0.0 opens it to the network: see docs/OPERATIONS.md on
+    who may scrape it)"""
+    port: int = DEFAULT_PORT
+    """0: a free port the exporter binds (printed)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,33 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description=plain(__doc__),
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for action, text in (
-        ("serve", "serve /metrics until stopped (SIGINT or SIGTERM)"),
-        ("show", "print the metrics once"),
-    ):
-        a = actions.add_parser(action, help=text, description=text)
-        a.add_argument(
-            "--lakehouse",
-            default=None,
-            help="lakehouse root, a folder or s3:// URI (default $S3TM_LAKEHOUSE or ./lakehouse)",
-        )
-        if action == "serve":
-            a.add_argument(
-                "--host",
-                default="127.0.0.1",
-                help="the address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the "
-                "network: see docs/OPERATIONS.md on who may scrape it)",
-            )
-            a.add_argument(
-                "--port",
-                type=int,
-                default=DEFAULT_PORT,
-                help="default 9108; 0: a free port the exporter binds (printed)",
-            )
-        a.set_defaults(handler=_run)
+    add_command(actions, "serve", MetricsServe, _run, prog="s3tm metrics")
+    add_command(actions, "show", MetricsShow, _run, prog="s3tm metrics")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: MetricsShow) -> int:
     from s3tm.monitoring.exporter import exposition, serve
     from spark_jobs.lake.delta_io import Lakehouse
 
@@ -58,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
             "the stream or a remap writes there",
             flush=True,
         )
-    if args.action == "show":
+    if not isinstance(args, MetricsServe):
         print(exposition(lakehouse), end="")
         return 0
     serving = serve(lakehouse, args.host, args.port)

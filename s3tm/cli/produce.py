@@ -7,25 +7,35 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from s3tm.cli.text import plain
+from s3tm.cli.options import add_command
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProduceOptions:
+    """replay a corpus into Kafka"""
+
+    corpus: Path
+    """JSON-lines file (.gz or plain)"""
+    bootstrap: str = "localhost:9092"
+    """Kafka bootstrap servers"""
+    topic: str = "posts"
+    """Kafka topic to write the posts to"""
+    rate: float = 0.0
+    """posts per second (0: as fast as it goes)"""
+    loop: int = 1
+    """times to replay the file (0: forever)"""
+    connect_timeout: float = 30.0
+    """seconds to reach the brokers"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("produce", help="replay a corpus into Kafka", description=plain(__doc__))
-    p.add_argument("--corpus", type=Path, required=True, help="JSON-lines file (.gz or plain)")
-    p.add_argument("--bootstrap", default="localhost:9092", help="Kafka bootstrap servers")
-    p.add_argument("--topic", default="posts", help="Kafka topic to write the posts to")
-    p.add_argument("--rate", type=float, default=0.0, help="posts per second (0: as fast as)")
-    p.add_argument("--loop", type=int, default=1, help="times to replay the file (0: forever)")
-    p.add_argument(
-        "--connect-timeout", type=float, default=30.0, help="seconds to reach the brokers"
-    )
-    p.set_defaults(handler=_run)
+    add_command(sub, "produce", ProduceOptions, _run, prog="s3tm")
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: ProduceOptions) -> int:
     import itertools
 
     from kafka import KafkaProducer

@@ -49,10 +49,16 @@ from core.learn import (
     align_to_published,
     learn_mapping,
 )
-from core.learn.api import DEFAULT_FULL_REMAP_GAIN, Algorithm
+from core.learn.api import Algorithm
 from core.learn.remap_params import RemapChoice
 from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
+from core.remap_options import (
+    DEFAULT_ALGORITHM,
+    DEFAULT_FULL_REMAP_GAIN,
+    DEFAULT_MAX_MOVED,
+    DEFAULT_SPLIT,
+)
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
@@ -187,10 +193,10 @@ class LearnConfig:
     params and ``s3tm learn-version`` fill the same fields."""
 
     nodes: int = 16
-    algorithm: Algorithm = "salb2"
-    split: bool = True
+    algorithm: Algorithm = DEFAULT_ALGORITHM  # type: ignore[assignment]
+    split: bool = DEFAULT_SPLIT
     incremental: bool = False
-    max_moved: float = 0.1
+    max_moved: float = DEFAULT_MAX_MOVED
     full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN
     start: dt.date | None = None
     end: dt.date | None = None
@@ -329,7 +335,7 @@ def learn_version(
     seed: int,
     live_hot_hours: float = 0.0,
     incremental: bool = False,
-    max_moved: float = 0.1,
+    max_moved: float = DEFAULT_MAX_MOVED,
     full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN,
 ) -> LearnSummary:
     """Learn and write one candidate version; returns its summary."""

@@ -34,9 +34,6 @@ from spark_jobs.lake.routing_store import (
     versions,
 )
 
-# the remap's gate: a candidate publishes when it beats the routing in force by this much
-DEFAULT_MARGIN = 0.02
-
 if TYPE_CHECKING:
     from schemas.rows import VersionChanges, VersionParams, VersionRow
     from spark_jobs.lake.delta_io import Lakehouse

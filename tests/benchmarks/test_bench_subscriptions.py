@@ -74,7 +74,7 @@ def test_topic_subscriptions_without_the_stream_measure_the_remap_and_its_gate(t
     """``--workload topic --no-stream``: the remap's steps and the gate's verdict on the
     figure it read (hash routing is the floor: published only x1.02 above it), no stream
     columns, the table in its own file."""
-    from spark_jobs.jobs.publish import DEFAULT_MARGIN
+    from core.remap_options import DEFAULT_MARGIN
 
     rows = subscriptions.run(_config(tmp_path, workload="topic", stream=False))
     (row,) = rows

@@ -58,23 +58,36 @@ def test_the_remap_dags_n_follows_the_deployment(tmp_path):
         assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
 
 
-def test_the_remap_dags_margin_is_the_publish_gates_default():
-    """The `margin` param's default is the gate's (spark_jobs.jobs.publish.DEFAULT_MARGIN),
-    which the benchmarks publish with: one value, held equal here."""
+def test_the_remap_dags_params_default_to_the_declarations():
+    """Each remap Param with a counterpart defaults to what the learn job's config and the
+    publish gate declare (core.remap_options), and the learn job's command line to the
+    same: one value each, whichever way a remap is started."""
+    import argparse
     import json
     import subprocess
     import sys
 
-    from spark_jobs.jobs.publish import DEFAULT_MARGIN
+    from core.remap_options import ALGORITHMS, DEFAULT_MARGIN
+    from spark_jobs.jobs.learn import LearnConfig, add_arguments
 
     script = (
         "import json, sys\n"
         "sys.path.insert(0, 'dags')\n"
         "import s3tm_remap\n"
-        "print(json.dumps(s3tm_remap.s3tm_remap().params.dump()['margin']))\n"
+        "dag = s3tm_remap.s3tm_remap()\n"
+        "print(json.dumps({'defaults': dag.params.dump(),\n"
+        "                  'enum': dag.params.get_param('algorithm').schema['enum']}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == DEFAULT_MARGIN
+    dag = json.loads(done.stdout.strip().splitlines()[-1])
+    job = LearnConfig()
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    command_line = parser.parse_args([])
+    for name in ("algorithm", "split", "max_moved", "full_remap_gain"):
+        assert dag["defaults"][name] == getattr(job, name) == getattr(command_line, name), name
+    assert dag["defaults"]["margin"] == DEFAULT_MARGIN
+    assert dag["enum"] == list(ALGORITHMS)

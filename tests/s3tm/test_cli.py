@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -272,6 +274,38 @@ def _parsers(parser, path: str = "s3tm"):
                 yield from _parsers(sub, f"{path} {name}")
 
 
+def field_docs(options: type) -> dict[str, str]:
+    """The string under each field of a dataclass and of the dataclasses it extends."""
+    import ast
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for klass in reversed(options.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body  # type: ignore[attr-defined]
+        for field, under in itertools.pairwise(body):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(under, ast.Expr)
+                and isinstance(under.value, ast.Constant)
+                and isinstance(under.value.value, str)
+            ):
+                docs[field.target.id] = under.value.value
+    return docs
+
+
+def test_field_docs_reads_the_strings_under_the_fields() -> None:
+    from benchmarks.cli import QualityBench
+
+    docs = field_docs(QualityBench)
+    assert docs["topic_pool"] == "most frequent words the topic model draws from"
+    assert docs["split_seed"] == "seed of the hold-out split"  # from HoldoutOptions
+    assert docs["out"].startswith("directory for the CSV")  # from OutOption
+
+
 def test_every_option_has_plain_help() -> None:
     """Each option and argument of every command says what it is, and --help shows no
     reStructuredText (the module docstrings' double backquotes and roles)."""
@@ -291,6 +325,15 @@ def test_every_option_has_plain_help() -> None:
                 undocumented.append(f"{path} {name}")
             elif "``" in action.help:
                 markup.append(f"{path} {name}")
+        # options declared as a dataclass (s3tm.cli.options): each field's docstring
+        options = parser.get_default("options_type")
+        if options is not None:
+            docs = field_docs(options)
+            for field in dataclasses.fields(options):
+                if not docs.get(field.name):
+                    undocumented.append(f"{path} --{field.name.replace('_', '-')}")
+                elif "``" in docs[field.name]:
+                    markup.append(f"{path} --{field.name.replace('_', '-')}")
     assert len(list(_parsers(build_parser()))) > 40  # the walk reaches the nested commands
     assert undocumented == []
     assert markup == []

@@ -1,0 +1,19 @@
+"""The remap's options that the learn job, the publish gate, the command line and the remap
+DAG share, each declared once. Plain constants, no numpy: a DAG file reads them while it is
+parsed (``tests/test_layers.py``)."""
+
+from __future__ import annotations
+
+# the learners: the platform's (salb2, salb, hash) and the METIS-based baselines
+WORDNET_VARIANTS: tuple[str, ...] = ("gC", "gFC", "gFCL", "gNFCL")
+ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
+DEFAULT_ALGORITHM = "salb2"
+# hot words get versions on several matchers (paper Sect. 5.1; salb2 needs it)
+DEFAULT_SPLIT = True
+# an incremental remap re-places at most this share of the active subscriptions
+DEFAULT_MAX_MOVED = 0.1
+# an incremental remap stands unless learning from scratch beats its throughput on posts
+# neither learned from by more than this
+DEFAULT_FULL_REMAP_GAIN = 0.1
+# the gate: a candidate publishes when it beats the routing in force by this much
+DEFAULT_MARGIN = 0.02
