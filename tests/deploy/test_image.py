@@ -141,13 +141,13 @@ def test_numba_kernels_load_from_the_image_with_no_compile(platform_image, conta
         changed = _ok(_run(container_engine, "diff", name))
     finally:
         _run(container_engine, "rm", "-f", name)
-    loaded = len(re.findall(r"\[cache\] data loaded", out))
+    loaded = set(re.findall(r"\[cache\] data loaded from '([^']+)'", out))
     saved = re.findall(r"\[cache\] data saved to (\S+)", out)
-    # one data file per compiled signature, each the build cached and this run loaded
+    # one data file per compiled signature: what this run loaded are files the build cached
     cached = _ok(_run(container_engine, "run", "--rm", platform_image, "find",
                       "/opt/s3tm/numba-cache", "-name", "*.nbc")).split()  # fmt: skip
     assert not saved, f"compiled and saved: {saved[:5]}"
-    assert loaded == len(cached), f"loaded {loaded} of the {len(cached)} cached"
+    assert loaded and loaded <= set(cached), f"loaded {sorted(loaded - set(cached))[:5]}"
     assert "numba-cache/" not in changed, changed
 
 
