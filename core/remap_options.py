@@ -4,10 +4,13 @@ parsed (``tests/test_layers.py``)."""
 
 from __future__ import annotations
 
-# the learners: the platform's (salb2, salb, hash) and the METIS-based baselines
-WORDNET_VARIANTS: tuple[str, ...] = ("gC", "gFC", "gFCL", "gNFCL")
-ALGORITHMS: tuple[str, ...] = ("hash", "salb", "salb2", *WORDNET_VARIANTS)
-DEFAULT_ALGORITHM = "salb2"
+from typing import Final, Literal, get_args
+
+# the learners: the platform's (hash, salb, salb2) and the METIS-based baselines
+Algorithm = Literal["hash", "salb", "salb2", "gC", "gFC", "gFCL", "gNFCL"]
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+WORDNET_VARIANTS: tuple[str, ...] = ALGORITHMS[3:]
+DEFAULT_ALGORITHM: Final = "salb2"
 # hot words get versions on several matchers (paper Sect. 5.1; salb2 needs it)
 DEFAULT_SPLIT = True
 # an incremental remap re-places at most this share of the active subscriptions

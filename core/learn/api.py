@@ -8,7 +8,6 @@ import math
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -23,14 +22,13 @@ from core.learn.salb import learn_salb
 from core.learn.salb2 import learn_salb2
 from core.learn.wordnet import learn_wordnet
 from core.placement.lasp import place_subscriptions
-from core.remap_options import ALGORITHMS
+from core.remap_options import ALGORITHMS, Algorithm
 from core.replay import matcher_work
 from core.routing.hashing import hash_matchers
 from core.routing.table import LearnerManifest, RoutingTable
 
 log = logging.getLogger(__name__)
 
-Algorithm = Literal["hash", "salb", "salb2", "gC", "gFC", "gFCL", "gNFCL"]
 # score a move loses per subscription it re-places (the LDG score is in posts: a move must
 # gather this many more of the token's posts per subscription it moves)
 DEFAULT_PENALTY = 1.0

@@ -230,12 +230,11 @@ class MatcherCache:
     ever read."""
 
     def __init__(self, index_kind: str = "predicate", bases: BaseStore | None = None) -> None:
-        kind = index_kind
-        if kind not in INDEX_KINDS:
+        if index_kind not in INDEX_KINDS:
             raise InvalidArgumentError(
-                f"matcher index must be one of {', '.join(INDEX_KINDS)}, not {kind!r}"
+                f"matcher index must be one of {', '.join(INDEX_KINDS)}, not {index_kind!r}"
             )
-        self.index_kind = kind
+        self.index_kind = index_kind
         self.bases = bases
         self._version: tuple[str, int] | None = None
         self._held: dict[int, HeldMatcher] = {}

@@ -49,7 +49,6 @@ from core.learn import (
     align_to_published,
     learn_mapping,
 )
-from core.learn.api import Algorithm
 from core.learn.remap_params import RemapChoice
 from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
@@ -58,6 +57,7 @@ from core.remap_options import (
     DEFAULT_FULL_REMAP_GAIN,
     DEFAULT_MAX_MOVED,
     DEFAULT_SPLIT,
+    Algorithm,
 )
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
@@ -193,7 +193,7 @@ class LearnConfig:
     params and ``s3tm learn-version`` fill the same fields."""
 
     nodes: int = 16
-    algorithm: Algorithm = DEFAULT_ALGORITHM  # type: ignore[assignment]
+    algorithm: Algorithm = DEFAULT_ALGORITHM
     split: bool = DEFAULT_SPLIT
     incremental: bool = False
     max_moved: float = DEFAULT_MAX_MOVED

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.formatting import format_table
-from core.learn.api import Algorithm
+from core.remap_options import Algorithm
 from spark_jobs.common import exit_process, job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
