@@ -24,7 +24,6 @@ them, so this demo runs a service's health check itself while it waits for the s
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
 import json
@@ -64,15 +63,19 @@ class DemoFailed(Exception):
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """out: the demo's folder (env file, corpus, logs); posts: the corpus, a third learned
-    from before the stream starts; matchers: N (the topic's partitions); subscriptions:
-    registered before the first remap; keep: leave the containers running."""
+    """Run the platform as the compose file deploys it: a remap learned on the standalone
+    cluster, the stream on it, and what each service did."""
 
-    out: Path
+    out: Path = Path("cluster-demo-output")
+    """folder of the env file, the corpus and the logs"""
     posts: int = 30_000
+    """posts in the corpus (a third learned from before the stream starts)"""
     matchers: int = 4
+    """N (the topic's partitions)"""
     subscriptions: int = 500
+    """subscriptions registered before the first remap"""
     keep: bool = False
+    """leave the containers running"""
 
 
 def say(text: str) -> None:
@@ -558,15 +561,9 @@ def print_applications(port: str) -> None:
 
 
 def parse(argv: list[str] | None = None) -> DemoConfig:
-    defaults = DemoConfig(out=Path("cluster-demo-output"))
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=defaults.out, help="folder of the env file and logs")
-    p.add_argument("--posts", type=int, default=defaults.posts, help="posts in the corpus")
-    p.add_argument("--matchers", type=int, default=defaults.matchers, help="N (partitions)")
-    p.add_argument("--subscriptions", type=int, default=defaults.subscriptions)
-    p.add_argument("--keep", action="store_true", help="leave the containers running")
-    args = p.parse_args(argv)
-    return DemoConfig(args.out, args.posts, args.matchers, args.subscriptions, args.keep)
+    import tyro
+
+    return tyro.cli(DemoConfig, args=argv, prog="docker/cluster_demo.py")
 
 
 def _interrupt(signum: int, frame: object) -> None:

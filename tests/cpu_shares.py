@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,14 @@ def leave(folder: Path, root: Path = CPU_V1) -> None:
     """Back to the root cgroup; the worker's folder goes once nothing is left in it."""
     with contextlib.suppress(OSError):
         (root / "cgroup.procs").write_text(str(os.getpid()))
-        folder.rmdir()  # EBUSY while a process the worker started still runs: left
+    # EBUSY while a process the worker started still runs (one exiting on a loaded machine
+    # takes a moment): tried for up to 2 s, then left
+    for _ in range(20):
+        try:
+            folder.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
 
 
 def pytest_configure(config: pytest.Config) -> None:

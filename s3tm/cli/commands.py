@@ -8,20 +8,23 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
+import tyro
 
 from core.corpus import Corpus, holdout_mask
 from core.corpus.io import read_corpus, read_word_list
 from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.formatting import format_table
-from core.learn import ALGORITHMS, SPLITTING_ALGORITHMS, algorithm_label, learn_mapping
+from core.learn import algorithm_label, learn_mapping
+from core.remap_options import DEFAULT_ALGORITHM, DEFAULT_SPLIT, Algorithm
 from core.routing.evaluate import Evaluation, evaluate_table
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import LearnerManifest, RoutingTable
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from s3tm.cli.options import HoldoutOptions, add_command
 
 log = logging.getLogger("s3tm")
 
@@ -44,98 +47,85 @@ def load_corpus(path: str, *, text_column: str = "text", fmt: str = "auto") -> L
     return LoadedCorpus(path, corpus, corpus.fingerprint())
 
 
-def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", required=True, help="JSON lines (.jsonl[.gz]) or CSV file")
-    parser.add_argument("--text-column", default="text", help="field holding the text")
-    parser.add_argument(
-        "--format",
-        default="auto",
-        choices=["auto", "jsonl", "csv"],
-        help="corpus file format (auto: by the file name)",
-    )
+@dataclass(frozen=True, kw_only=True)
+class CorpusFileOptions:
+    corpus: str
+    """JSON lines (.jsonl[.gz]) or CSV file"""
+    text_column: str = "text"
+    """field holding the text"""
+    format: Literal["auto", "jsonl", "csv"] = "auto"
+    """corpus file format (auto: by the file name)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoCorpusOptions:
+    """write a seeded synthetic corpus (JSON lines)"""
+
+    out: str
+    """output file (.jsonl or .jsonl.gz), or a directory with --posts-per-file"""
+    posts: int = 100_000
+    """posts to generate"""
+    words: int = 100_000
+    """vocabulary size"""
+    days: int = 7
+    """posts span this many days (created_at, drift)"""
+    topic_drift: float = 0.25
+    """per-day std. dev. of each topic's log-popularity (0: no drift)"""
+    burst_day: Annotated[tuple[int, ...], tyro.conf.UseAppendAction] = ()
+    """a new word bursts on this day (0-based; repeatable)"""
+    burst_share: float = 0.15
+    """share of the burst day's posts"""
+    seed: int = 0
+    """seed: the same arguments give the same file"""
+    posts_per_file: int | None = None
+    """write --out as a directory of gzipped files of this many posts each (a landing
+    directory the ingest reads in parallel; default: one file)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnOptions(CorpusFileOptions, HoldoutOptions):
+    """learn a word -> matcher mapping from a corpus"""
+
+    nodes: int
+    """number of matchers N"""
+    out: str
+    """output directory of the routing table"""
+    algorithm: Algorithm = DEFAULT_ALGORITHM
+    """the learner (salb2: the platform's default)"""
+    split: bool = DEFAULT_SPLIT
+    """split hot words (paper Sect. 5.1), as the platform's learn job does; salb2 needs it,
+    --no-split learns a mapping as its paper prints it"""
+    subscribed_words: str | None = None
+    """file of subscriptions/words, one per line; learn on their words only (default: every
+    word is subscribed)"""
+    seed: int = 0
+    """seed of hot-word version dealing"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateOptions(CorpusFileOptions):
+    """spread, loads, imbalance, throughput vs hash"""
+
+    mapping: str
+    """directory written by `s3tm learn`"""
+    posts: Literal["auto", "holdout", "all"] = "auto"
+    """auto: the held-out posts when CORPUS is the training corpus, else all posts"""
+    seed: int = 0
+    """seed of split-word version choice"""
+    per_matcher: bool = False
+    """print every matcher's load"""
+    json: bool = False
+    """print JSON instead of a table"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the core commands to the ``s3tm`` parser."""
-    p = sub.add_parser("demo-corpus", help="write a seeded synthetic corpus (JSON lines)")
-    p.add_argument("--posts", type=int, default=100_000, help="posts to generate")
-    p.add_argument("--words", type=int, default=100_000, help="vocabulary size")
-    p.add_argument(
-        "--days", type=int, default=7, help="posts span this many days (created_at, drift)"
-    )
-    p.add_argument(
-        "--topic-drift",
-        type=float,
-        default=0.25,
-        help="per-day std. dev. of each topic's log-popularity (0: no drift)",
-    )
-    p.add_argument(
-        "--burst-day",
-        type=int,
-        action="append",
-        default=[],
-        help="a new word bursts on this day (0-based; repeatable)",
-    )
-    p.add_argument("--burst-share", type=float, default=0.15, help="share of the burst day's posts")
-    p.add_argument(
-        "--seed", type=int, default=0, help="seed: the same arguments give the same file"
-    )
-    p.add_argument(
-        "--posts-per-file",
-        type=int,
-        default=None,
-        help="write --out as a directory of gzipped files of this many posts each (a landing "
-        "directory the ingest reads in parallel; default: one file)",
-    )
-    p.add_argument(
-        "--out",
-        required=True,
-        help="output file (.jsonl or .jsonl.gz), or a directory with --posts-per-file",
-    )
-    p.set_defaults(handler=run_demo_corpus)
-
-    p = sub.add_parser("learn", help="learn a word -> matcher mapping from a corpus")
-    _add_corpus_options(p)
-    p.add_argument("--nodes", type=int, required=True, help="number of matchers N")
-    p.add_argument(
-        "--algorithm",
-        choices=ALGORITHMS,
-        required=True,
-        help="the learner (salb2: the platform's default)",
-    )
-    p.add_argument(
-        "--split",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="split hot words (paper Sect. 5.1; default: on for salb2, which needs it, off "
-        "for the others)",
-    )
-    p.add_argument(
-        "--subscribed-words",
-        help="file of subscriptions/words, one per line; "
-        "learn on their words only (default: every word is subscribed)",
-    )
-    add_holdout_options(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of hot-word version dealing")
-    p.add_argument("--out", required=True, help="output directory of the routing table")
-    p.set_defaults(handler=run_learn)
-
-    p = sub.add_parser("evaluate", help="spread, loads, imbalance, throughput vs hash")
-    _add_corpus_options(p)
-    p.add_argument("--mapping", required=True, help="directory written by `s3tm learn`")
-    p.add_argument(
-        "--posts",
-        choices=["auto", "holdout", "all"],
-        default="auto",
-        help="auto: the held-out posts when CORPUS is the training corpus, else all posts",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of split-word version choice")
-    p.add_argument("--per-matcher", action="store_true", help="print every matcher's load")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(handler=run_evaluate)
+    add_command(sub, "demo-corpus", DemoCorpusOptions, run_demo_corpus, prog="s3tm")
+    add_command(sub, "learn", LearnOptions, run_learn, prog="s3tm")
+    add_command(sub, "evaluate", EvaluateOptions, run_evaluate, prog="s3tm")
 
 
-def run_demo_corpus(args: argparse.Namespace) -> int:
+def run_demo_corpus(args: DemoCorpusOptions) -> int:
     spec = SyntheticCorpusSpec(
         n_posts=args.posts,
         n_words=args.words,
@@ -172,19 +162,6 @@ def run_demo_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_holdout_options(p: argparse.ArgumentParser) -> None:
-    """``--holdout-fraction`` and ``--split-seed``: the platform's hold-out by default."""
-    p.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=HOLDOUT_FRACTION,
-        help="posts kept out of learning to evaluate on (0 = learn on all)",
-    )
-    p.add_argument(
-        "--split-seed", type=int, default=HOLDOUT_SEED, help="seed of the hold-out split"
-    )
-
-
 def _holdout_split(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus, np.ndarray | None]:
     if fraction == 0:
         return corpus, None
@@ -192,7 +169,7 @@ def _holdout_split(corpus: Corpus, fraction: float, seed: int) -> tuple[Corpus, 
     return corpus.select(~mask), mask
 
 
-def run_learn(args: argparse.Namespace) -> int:
+def run_learn(args: LearnOptions) -> int:
     if args.nodes < 1:
         raise InvalidArgumentError(f"--nodes must be >= 1, got {args.nodes}")
     if not 0.0 <= args.holdout_fraction < 1.0:
@@ -200,7 +177,7 @@ def run_learn(args: argparse.Namespace) -> int:
     subscribed = read_word_list(args.subscribed_words) if args.subscribed_words else None
     loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
     training, _ = _holdout_split(loaded.corpus, args.holdout_fraction, args.split_seed)
-    split = args.split if args.split is not None else args.algorithm in SPLITTING_ALGORITHMS
+    split = args.split
     log.info(
         "learning %s with N=%d on %d posts ...",
         algorithm_label(args.algorithm, split),
@@ -313,7 +290,7 @@ def render_evaluation(
     return "\n".join(lines)
 
 
-def run_evaluate(args: argparse.Namespace) -> int:
+def run_evaluate(args: EvaluateOptions) -> int:
     table = RoutingTable.load(args.mapping)
     loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
     posts, description = select_evaluation_posts(table, loaded, args.posts)
