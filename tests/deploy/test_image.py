@@ -171,8 +171,8 @@ def test_productions_login_is_fabs_with_the_secrets_admin(platform_image, contai
     config = next(d for d in documents if d["metadata"]["name"] == "s3tm-airflow-config")["data"]
     api = next(d for d in documents if d["kind"] == "Deployment"
                and d["metadata"]["name"] == "airflow-api-server")  # fmt: skip
-    (init,) = api["spec"]["template"]["spec"]["initContainers"]
-    assert init["command"][:2] == ["bash", "-ec"]
+    init = api["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["args"][:2] == ["bash", "-ec"]
     password = "a-generated-password-7"
     check = (
         "import json, time, urllib.error, urllib.request\n"
@@ -205,7 +205,7 @@ def test_productions_login_is_fabs_with_the_secrets_admin(platform_image, contai
     env = {
         "AIRFLOW__CORE__AUTH_MANAGER": config["AIRFLOW__CORE__AUTH_MANAGER"],
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": "/tmp/login/passwords.json",
-        "INIT": init["command"][2],
+        "INIT": init["args"][2],
         "CHECK": check,
     }
     options = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]

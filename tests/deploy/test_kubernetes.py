@@ -85,7 +85,7 @@ def test_the_exporter_is_scraped_by_annotation_and_runs_the_platform_image() -> 
     annotations = pod["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     container = pod["spec"]["containers"][0]
-    command = container["command"]
+    command = container["args"]  # the image's entrypoint runs it
     assert command[:3] == ["s3tm", "metrics", "serve"]
     assert annotations["prometheus.io/port"] == command[command.index("--port") + 1]
     matcher = yaml.safe_load((K8S / "base" / "matcher.yaml").read_text())
@@ -259,7 +259,8 @@ def test_airflow_runs_compose_s_processes_with_compose_s_settings() -> None:
     for component, service in services.items():
         pod = airflow[component]["spec"]["template"]["spec"]
         (container,) = pod["containers"]
-        assert container["command"] == service["command"]
+        # as args: the image's entrypoint (tini, the task pods' image) runs first
+        assert container["args"] == service["command"]
         # compose's health check is the liveness probe
         check = service["healthcheck"]["test"]
         probe = container["livenessProbe"]
@@ -270,10 +271,10 @@ def test_airflow_runs_compose_s_processes_with_compose_s_settings() -> None:
         assert (
             pod["securityContext"]["runAsUser"] == 50000 and pod["securityContext"]["runAsNonRoot"]
         )
-        (init,) = pod["initContainers"]
+        init = pod["initContainers"][0]
         # the scheduler migrates; the others wait for it (prod's API server then makes the
         # admin: the next test)
-        command = " ".join(init["command"])
+        command = " ".join(init["args"])
         migrate = component == "scheduler"
         assert ("airflow db migrate" in command) == migrate, command
         assert ("airflow db check-migrations" in command) != migrate, command
@@ -326,7 +327,14 @@ def test_airflow_on_kubernetes_has_the_login_compose_has():
         if passwords.startswith(m["mountPath"] + "/")
     )
     volume = next(v for v in api["volumes"] if v["name"] == mount["name"])
-    secret = volume["secret"]["secretName"]
+    # the file must be writable (the manager opens it read-write): a folder of the pod's
+    # own, into which an init container copies the Secret's file
+    assert "emptyDir" in volume
+    (copy,) = [c for c in api["initContainers"]
+               if any(m["name"] == mount["name"] for m in c.get("volumeMounts", []))]  # fmt: skip
+    assert copy["args"][0] == "cp" and copy["args"][-1].rstrip("/") == mount["mountPath"]
+    source = next(m for m in copy["volumeMounts"] if copy["args"][1].startswith(m["mountPath"]))
+    secret = next(v for v in api["volumes"] if v["name"] == source["name"])["secret"]["secretName"]
     runbook = (REPO / "docs" / "DEPLOY.md").read_text()
     assert f"create secret generic {secret}" in runbook and "passwords.json" in runbook
     module, _, name = env["AIRFLOW__CORE__AUTH_MANAGER"].rpartition(".")
@@ -343,9 +351,9 @@ def test_production_logs_in_through_fab_with_the_same_secrets_admin():
     api = _airflow(documents)["api-server"]["spec"]["template"]["spec"]
     env = _environment(api["containers"][0], documents)
     assert env["AIRFLOW__CORE__AUTH_MANAGER"].startswith("airflow.providers.fab.auth_manager.")
-    (init,) = api["initContainers"]
-    assert "airflow users create --username admin --role Admin" in init["command"][-1]
-    assert "db check-migrations" in init["command"][-1]  # after the scheduler's migration
+    init = api["initContainers"][0]
+    assert "airflow users create --username admin --role Admin" in init["args"][-1]
+    assert "db check-migrations" in init["args"][-1]  # after the scheduler's migration
     passwords = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
     (mount,) = [m for m in init["volumeMounts"] if passwords.startswith(m["mountPath"] + "/")]
     volume = next(v for v in api["volumes"] if v["name"] == mount["name"])
@@ -488,8 +496,8 @@ def test_the_airflow_secret_holds_the_settings_compose_gives_from_its_env_file()
 
 def test_task_pods_submit_spark_jobs_with_no_more_than_a_submission_needs() -> None:
     """Airflow's task pods run as their own service account, not the drivers' `spark`: its
-    Role creates, watches and deletes driver pods and creates their Service and ConfigMap,
-    nothing else; the drivers keep theirs (executors)."""
+    Role creates, watches and deletes driver pods and applies their Service, ConfigMap and
+    NetworkPolicy, nothing else; the drivers keep theirs (executors)."""
     documents = rendered(K8S / "overlays" / "prod")
     account = {
         "name": _airflow(documents)["worker"]["spec"]["template"]["spec"]["serviceAccountName"]
@@ -505,10 +513,15 @@ def test_task_pods_submit_spark_jobs_with_no_more_than_a_submission_needs() -> N
     )  # fmt: skip
     rules = by_kind[("Role", binding["roleRef"]["name"])]["rules"]
     granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    # Spark 4's spark-submit applies the driver's Service, ConfigMap and NetworkPolicy
+    # server-side (a PATCH); the Spark operator's controller submits with the same Role
     assert granted == {
         *{("pods", v) for v in ("create", "get", "list", "watch", "delete")},
-        *{(r, v) for r in ("services", "configmaps") for v in ("create", "get")},
-    }
+        *{(r, v) for r in ("services", "configmaps", "networkpolicies")
+          for v in ("create", "get", "patch")},
+    }  # fmt: skip
+    assert {"kind": "ServiceAccount", "name": "spark-operator-controller",
+            "namespace": "spark-operator"} in binding["subjects"]  # fmt: skip
     conf = by_kind[("ConfigMap", "s3tm-spark-defaults")]["data"]["spark-defaults.conf"]
     assert re.search(r"driver\.serviceAccountName\s+spark\n", conf)
 
