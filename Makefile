@@ -11,7 +11,7 @@ JARS   := .jars
 # Data Docs' CSS, scripts and fonts (spark_jobs/lake/data_docs_assets.json, from npm's registry)
 WEB    := .web/data-docs
 
-.PHONY: setup demo image cluster-demo test-containers k8s-check check test lint typecheck bench-learn bench-quality clean
+.PHONY: setup demo image cluster-demo test-containers k8s-check k8s-demo check test lint typecheck bench-learn bench-quality clean
 
 # podman's settings for the project's containers (runc, no default ulimits: docker/local)
 export CONTAINERS_CONF ?= $(CURDIR)/docker/local/containers.conf
@@ -96,18 +96,27 @@ test-containers: image
 	$(BIN)/python -m pytest -m container tests/deploy && $(BIN)/python docker/cluster_demo.py; \
 	code=$$?; echo "make test-containers: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
+## The platform on a one-node Kubernetes cluster built here (root; infra/k8s/local): the
+## Spark operator from its chart, `kubectl apply -k` of the local overlay, the ingest and
+## remap DAGs run through Airflow's API (their Spark jobs submitted to the cluster), and the
+## matcher's SparkApplication reading the topic on the published version.
+k8s-demo: image
+	@start=$$(date +%s); \
+	$(BIN)/python infra/k8s/local/k8s_demo.py; \
+	code=$$?; echo "make k8s-demo: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
+
 ## The manifests of infra/k8s applied server-side to a kube-apiserver built here (once per
 ## machine, with its kubectl, from their Go module) on etcd (Debian's etcd-server), with
 ## the CRDs they use.
 k8s-check: setup
-	@infra/k8s/local/build-apiserver.sh >/dev/null
+	@infra/k8s/local/build-kubernetes.sh >/dev/null
 	$(BIN)/python -m pytest -m kubernetes tests/deploy
 
 ## Before every commit: lint, types and the quick tier (under 3 minutes on 2 cores).
 check: setup
 	@start=$$(date +%s); \
-	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker && \
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker && \
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker infra/k8s/local && \
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker infra/k8s/local && \
 	$(BIN)/mypy && \
 	S3TM_TEST_TIER=check $(BIN)/python -m pytest -q -m "$(QUICK)" -n $(WORKERS) --dist loadfile --no-loadscope-reorder; \
 	code=$$?; echo "make check: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
@@ -119,8 +128,8 @@ test: setup
 	code=$$?; echo "make test: exit $$code in $$(( $$(date +%s) - start ))s"; exit $$code
 
 lint: setup
-	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker
-	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker
+	$(BIN)/ruff check core schemas spark_jobs s3tm benchmarks dags tests docker infra/k8s/local
+	$(BIN)/ruff format --check core schemas spark_jobs s3tm benchmarks dags tests docker infra/k8s/local
 
 typecheck: setup
 	$(BIN)/mypy

@@ -25,7 +25,6 @@ them, so this demo runs a service's health check itself while it waits for the s
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 import secrets
@@ -300,37 +299,6 @@ def completed(engine: Engine, service: str) -> bool:
     return True
 
 
-def write_corpus_parts(out: Path, posts: int, subscriptions: int) -> list[Path]:
-    """The corpus in three JSON-lines parts (learned from, then streamed in two), and
-    ``subscriptions`` two-word phrases of the first part's posts."""
-    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
-    from core.text import normalize
-
-    whole = out / "corpus.jsonl.gz"
-    write_demo_corpus(whole, SyntheticCorpusSpec(n_posts=posts, seed=0))
-    with gzip.open(whole, "rt") as lines:
-        records = lines.readlines()
-    third = len(records) // 3
-    paths = []
-    for name, part in zip(("learn", "live-1", "live-2"),
-                          (records[:third], records[third : 2 * third], records[2 * third :]),
-                          strict=True):  # fmt: skip
-        path = out / f"posts-{name}.jsonl"
-        path.write_text("".join(part))
-        path.chmod(0o644)
-        paths.append(path)
-    phrases: dict[str, None] = {}
-    for line in records[:third]:
-        words = normalize(json.loads(line)["text"])
-        if len(words) >= 2:
-            phrases[" ".join(sorted(words[:2]))] = None
-        if len(phrases) >= subscriptions:
-            break
-    (out / "subscriptions.txt").write_text("\n".join(phrases) + "\n")
-    (out / "subscriptions.txt").chmod(0o644)
-    return paths
-
-
 def in_platform(engine: Engine, out: Path, *argv: str) -> None:
     """A one-off container of the platform image on the compose network, with the demo's
     folder at /demo (what an operator's ``compose run`` does)."""
@@ -462,6 +430,7 @@ def run(config: DemoConfig) -> int:
 def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, Any],
              values: dict[str, str]) -> None:  # fmt: skip
     from s3tm.orchestration.airflow_api import AirflowApi
+    from s3tm.orchestration.airflow_demo import write_corpus_parts
 
     learn, live_1, live_2 = write_corpus_parts(out, config.posts, config.subscriptions)
     produce = ["s3tm", "produce", "--bootstrap", "kafka:9092", "--topic", TOPIC, "--corpus"]

@@ -8,6 +8,7 @@ against hash, the report and the Data Docs).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -262,3 +263,35 @@ def summarize_monitor(lakehouse_root: Path | str) -> None:
             f"s3tm_monitor: {check['decision']}"
             + "".join(f"\n  - {c}" for c in check["conditions"] or [])
         )
+
+
+def write_corpus_parts(out: Path, posts: int, subscriptions: int) -> list[Path]:
+    """The corpus in three JSON-lines parts (learned from, then streamed in two), and
+    ``subscriptions`` two-word phrases of the first part's posts in ``subscriptions.txt``
+    (the container and Kubernetes demos)."""
+    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+    from core.text import normalize
+
+    whole = out / "corpus.jsonl.gz"
+    write_demo_corpus(whole, SyntheticCorpusSpec(n_posts=posts, seed=0))
+    with gzip.open(whole, "rt") as lines:
+        records = lines.readlines()
+    third = len(records) // 3
+    paths = []
+    for name, part in zip(("learn", "live-1", "live-2"),
+                          (records[:third], records[third : 2 * third], records[2 * third :]),
+                          strict=True):  # fmt: skip
+        path = out / f"posts-{name}.jsonl"
+        path.write_text("".join(part))
+        path.chmod(0o644)
+        paths.append(path)
+    phrases: dict[str, None] = {}
+    for line in records[:third]:
+        words = normalize(json.loads(line)["text"])
+        if len(words) >= 2:
+            phrases[" ".join(sorted(words[:2]))] = None
+        if len(phrases) >= subscriptions:
+            break
+    (out / "subscriptions.txt").write_text("\n".join(phrases) + "\n")
+    (out / "subscriptions.txt").chmod(0o644)
+    return paths

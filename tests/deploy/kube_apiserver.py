@@ -1,5 +1,5 @@
 """A real Kubernetes API server on loopback for the manifests' tests: kube-apiserver built
-here from its Go module (``infra/k8s/local/build-apiserver.sh``) on Debian's etcd, with a
+here from its Go module (``infra/k8s/local/build-kubernetes.sh``) on Debian's etcd, with a
 token file, a service-account key pair and RBAC, and the CRDs of tests/deploy/crds
 installed. The kubectl of the same release, built beside it, talks to it through a
 kubeconfig of its own.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = Path(__file__).resolve().parent / "crds"
-BUILD = REPO / "infra" / "k8s" / "local" / "build-apiserver.sh"
+BUILD = REPO / "infra" / "k8s" / "local" / "build-kubernetes.sh"
 START_TIMEOUT_S = 120.0
 
 
@@ -105,7 +105,17 @@ class KubeApiServer:
             log,
         )
         self.kubectl("apply", "--server-side", "-f", str(CRDS))
-        self.kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd", "--all")
+        # `kubectl wait` errs on a CRD whose status has no conditions yet (just created):
+        # asked again until every CRD is established
+        _wait(
+            "the CRDs",
+            lambda: self.kubectl(
+                "wait", "--for", "condition=established", "--timeout=10s", "crd", "--all",
+                check=False,
+            ).returncode == 0,
+            self._processes[-1],
+            log,
+        )  # fmt: skip
         return self
 
     def _spawn(self, argv: list[str], log: Path) -> None:

@@ -20,7 +20,9 @@ def _rendered(server, target: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-@pytest.mark.parametrize("target", ["base", "overlays/dev", "overlays/prod"])
+@pytest.mark.parametrize(
+    "target", ["base", "overlays/dev", "overlays/prod", "overlays/local", "local/services"]
+)
 def test_the_api_server_accepts_and_stores_every_object(kube_apiserver, target):
     documents = _rendered(kube_apiserver, K8S / target)
     # base and prod share the namespace s3tm, and a Job's pod template is immutable: prod's

@@ -116,27 +116,50 @@ class OneNode:
         (self.folder / "logs").mkdir(exist_ok=True)
         self._stop_leftovers()
         token = self._certificates()
-        self._spawn("etcd", [
-            "etcd", "--data-dir", str(self.folder / "etcd"), "--name", NODE_NAME,
-            "--listen-client-urls", "http://127.0.0.1:2379",
-            "--advertise-client-urls", "http://127.0.0.1:2379",
-            "--listen-peer-urls", "http://127.0.0.1:2380",
-            "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
-            "--initial-cluster", f"{NODE_NAME}=http://127.0.0.1:2380"])  # fmt: skip
+        self._spawn(
+            "etcd",
+            [
+                "etcd",
+                "--data-dir",
+                str(self.folder / "etcd"),
+                "--name",
+                NODE_NAME,
+                "--listen-client-urls",
+                "http://127.0.0.1:2379",
+                "--advertise-client-urls",
+                "http://127.0.0.1:2379",
+                "--listen-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-advertise-peer-urls",
+                "http://127.0.0.1:2380",
+                "--initial-cluster",
+                f"{NODE_NAME}=http://127.0.0.1:2380",
+            ],
+        )
         wait_until("etcd", lambda: _answers("127.0.0.1", 2379), 60, 0.5)
         pki = self.folder / "pki"
-        self._spawn("kube-apiserver", [
-            str(self.bin / "kube-apiserver"), "--etcd-servers=http://127.0.0.1:2379",
-            "--bind-address=0.0.0.0", f"--advertise-address={self.address}",
-            "--secure-port=6443", f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}", f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=Node,RBAC", f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
-            "--kubelet-preferred-address-types=InternalIP",
-            "--feature-gates=WatchList=false"])  # fmt: skip
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin / "kube-apiserver"),
+                "--etcd-servers=http://127.0.0.1:2379",
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={self.address}",
+                "--secure-port=6443",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={pki / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--feature-gates=WatchList=false",
+            ],
+        )
         self.kubeconfig = self.folder / "kubeconfig"
         self.kubeconfig.write_text(
             "apiVersion: v1\nkind: Config\ncurrent-context: s3tm-node\n"
@@ -146,22 +169,45 @@ class OneNode:
             "contexts: [{name: s3tm-node, context: {cluster: s3tm-node, user: admin}}]\n"
         )
         self.kubeconfig.chmod(0o600)
-        wait_until("kube-apiserver", lambda: self.kubectl(
-            "get", "--raw", "/readyz", check=False).returncode == 0, 120)  # fmt: skip
+        wait_until(
+            "kube-apiserver",
+            lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+            120,
+        )
         kubeconfig = f"--kubeconfig={self.kubeconfig}"
-        self._spawn("kube-controller-manager", [
-            str(self.bin / "kube-controller-manager"), kubeconfig, "--leader-elect=false",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}", "--bind-address=127.0.0.1"])  # fmt: skip
-        self._spawn("kube-scheduler", [
-            str(self.bin / "kube-scheduler"), kubeconfig, "--leader-elect=false",
-            "--bind-address=127.0.0.1"])  # fmt: skip
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin / "kube-controller-manager"),
+                kubeconfig,
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--bind-address=127.0.0.1",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.bin / "kube-scheduler"),
+                kubeconfig,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+            ],
+        )
         self._containerd()
         self._kubelet()
         subprocess.run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"], check=True)
-        self._spawn("kube-proxy", [
-            str(self.bin / "kube-proxy"), kubeconfig, "--proxy-mode=iptables",
-            f"--cluster-cidr={POD_CIDR}", f"--hostname-override={NODE_NAME}"])  # fmt: skip
+        self._spawn(
+            "kube-proxy",
+            [
+                str(self.bin / "kube-proxy"),
+                kubeconfig,
+                "--proxy-mode=iptables",
+                f"--cluster-cidr={POD_CIDR}",
+                f"--hostname-override={NODE_NAME}",
+            ],
+        )
         wait_until(f"node {NODE_NAME} Ready", self._node_ready, 180)
         return self
 
@@ -170,8 +216,13 @@ class OneNode:
         the service-account key pair and the admin's token."""
         pki = self.folder / "pki"
         pki.mkdir(exist_ok=True)
-        names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 "kubernetes.default.svc.cluster.local", "localhost"]  # fmt: skip
+        names = [
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "localhost",
+        ]
         ips = [API_SERVICE_IP, "127.0.0.1", self.address]
         (pki / "san.cnf").write_text(
             "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName="
@@ -182,13 +233,52 @@ class OneNode:
         def openssl(*argv: str) -> None:
             subprocess.run(["openssl", *argv], cwd=pki, check=True, capture_output=True)
 
-        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-                "-out", "ca.crt", "-days", "30", "-subj", "/CN=s3tm-node-ca")  # fmt: skip
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key",
-                "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver")  # fmt: skip
-        openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", "apiserver.crt", "-days", "30",
-                "-extfile", "san.cnf", "-extensions", "ext")  # fmt: skip
+        openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=s3tm-node-ca",
+        )
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "apiserver.key",
+            "-out",
+            "apiserver.csr",
+            "-subj",
+            "/CN=kube-apiserver",
+        )
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            "apiserver.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "apiserver.crt",
+            "-days",
+            "30",
+            "-extfile",
+            "san.cnf",
+            "-extensions",
+            "ext",
+        )
         openssl("genrsa", "-out", "sa.key", "2048")
         openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
         token = secrets.token_hex(16)
@@ -198,17 +288,37 @@ class OneNode:
     def _containerd(self) -> None:
         config = self.folder / "containerd"
         config.mkdir(exist_ok=True)
-        spec = json.loads(subprocess.run(["ctr", "oci", "spec"], capture_output=True,
-                                         text=True, check=True).stdout)  # fmt: skip
+        spec = json.loads(
+            subprocess.run(
+                ["ctr", "oci", "spec"], capture_output=True, text=True, check=True
+            ).stdout
+        )
         (config / "base-spec.json").write_text(json.dumps(spec))
         cni = config / "cni"
         cni.mkdir(exist_ok=True)
-        (cni / "10-s3tm.conflist").write_text(json.dumps({
-            "cniVersion": "1.0.0", "name": "s3tm-node", "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True,
-                 "hairpinMode": True, "ipam": {"type": "host-local",
-                 "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-                {"type": "portmap", "capabilities": {"portMappings": True}}]}))  # fmt: skip
+        (cni / "10-s3tm.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "s3tm-node",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": BRIDGE,
+                            "isGateway": True,
+                            "ipMasq": True,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": POD_CIDR}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                            },
+                        },
+                        {"type": "portmap", "capabilities": {"portMappings": True}},
+                    ],
+                }
+            )
+        )
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         (config / "config.toml").write_text(f"""version = 2
 root = "{config / "root"}"
@@ -257,15 +367,27 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
 """)
-        self._spawn("kubelet", [
-            str(self.bin / "kubelet"), f"--kubeconfig={self.kubeconfig}",
-            f"--config={config}", f"--root-dir={self.folder / 'kubelet'}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={self.address}"])  # fmt: skip
+        self._spawn(
+            "kubelet",
+            [
+                str(self.bin / "kubelet"),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={config}",
+                f"--root-dir={self.folder / 'kubelet'}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={self.address}",
+            ],
+        )
 
     def _node_ready(self) -> bool:
-        done = self.kubectl("get", "node", NODE_NAME, "-o",
-                            "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
-                            check=False)  # fmt: skip
+        done = self.kubectl(
+            "get",
+            "node",
+            NODE_NAME,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+            check=False,
+        )
         return done.stdout.strip() == "True"
 
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -297,15 +419,23 @@ resolvConf: /etc/resolv.conf
         for image, program in ((PAUSE_IMAGE, "pause"), (COREDNS_IMAGE, "coredns")):
             tar = self.folder / f"{program}.tar"
             subprocess.run(["tar", "-C", str(self.bin), "-cf", str(tar), program], check=True)
-            subprocess.run(["podman", "import", "--change", f'ENTRYPOINT ["/{program}"]',
-                            str(tar), image], check=True, capture_output=True, env=env)  # fmt: skip
+            subprocess.run(
+                ["podman", "import", "--change", f'ENTRYPOINT ["/{program}"]', str(tar), image],
+                check=True,
+                capture_output=True,
+                env=env,
+            )
             tar.unlink()
 
     def install_dns(self) -> None:
         """CoreDNS as the cluster's DNS, from the Kubernetes release's own add-on manifest
         (its placeholders filled as the release's scripts fill them)."""
-        module = subprocess.run(["go", "mod", "download", "-json", "k8s.io/kubernetes@v1.34.2"],
-                                capture_output=True, text=True, check=True)  # fmt: skip
+        module = subprocess.run(
+            ["go", "mod", "download", "-json", "k8s.io/kubernetes@v1.34.2"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         addon = Path(json.loads(module.stdout)["Dir"]) / "cluster/addons/dns/coredns"
         manifest = (addon / "coredns.yaml.base").read_text()
         for placeholder, value in {
@@ -316,33 +446,47 @@ resolvConf: /etc/resolv.conf
             manifest = manifest.replace(placeholder, value)
         manifest = manifest.replace("registry.k8s.io/coredns/coredns:v1.12.1", COREDNS_IMAGE)
         self.kubectl("apply", "--server-side", "-f", "-", input_text=manifest)
-        self.kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns",
-                     "--timeout=180s")  # fmt: skip
+        self.kubectl(
+            "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=180s"
+        )
 
     # -- clients ----------------------------------------------------------------------------
-    def kubectl(self, *argv: str, check: bool = True, input_text: str | None = None,
-                timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        return self._run([str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *argv],
-                         check, input_text, timeout)  # fmt: skip
+    def kubectl(
+        self, *argv: str, check: bool = True, input_text: str | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return self._run(
+            [str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *argv],
+            check,
+            input_text,
+            timeout,
+        )
 
     def helm(self, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        return self._run([str(self.bin / "helm"), f"--kubeconfig={self.kubeconfig}", *argv],
-                         True, None, timeout)  # fmt: skip
+        return self._run(
+            [str(self.bin / "helm"), f"--kubeconfig={self.kubeconfig}", *argv], True, None, timeout
+        )
 
-    def ctr(self, *argv: str, check: bool = True, stdin: object = None
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        done = subprocess.run(["ctr", "--address", str(RUN / "containerd.sock"), "-n", "k8s.io",
-                               *argv], stdin=stdin, capture_output=True, text=True,
-                              check=False)  # type: ignore[call-overload]  # fmt: skip
+    def ctr(
+        self, *argv: str, check: bool = True, stdin: object = None
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["ctr", "--address", str(RUN / "containerd.sock"), "-n", "k8s.io", *argv],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # type: ignore[call-overload]
         if check and done.returncode != 0:
             raise ClusterError(f"ctr {' '.join(argv)}: {done.stderr[-2000:]}")
         return done  # type: ignore[no-any-return]
 
     @staticmethod
-    def _run(argv: list[str], check: bool, input_text: str | None, timeout: float
-             ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        done = subprocess.run(argv, input=input_text, capture_output=True, text=True,
-                              check=False, timeout=timeout)  # fmt: skip
+    def _run(
+        argv: list[str], check: bool, input_text: str | None, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            argv, input=input_text, capture_output=True, text=True, check=False, timeout=timeout
+        )
         if check and done.returncode != 0:
             raise ClusterError(f"{Path(argv[0]).name} {' '.join(argv[2:])}: {done.stderr[-3000:]}")
         return done
@@ -368,16 +512,18 @@ resolvConf: /etc/resolv.conf
 
     def _stop_leftovers(self) -> None:
         """What a cluster leaves behind it (this one's, or one killed before it stopped)."""
-        subprocess.run(["pkill", "-9", "-f", "containerd-shim-runc-v2 -namespace k8s.io"],
-                       check=False)  # fmt: skip
+        subprocess.run(
+            ["pkill", "-9", "-f", "containerd-shim-runc-v2 -namespace k8s.io"], check=False
+        )
         mounts = Path("/proc/mounts").read_text().split("\n")
         for line in sorted(mounts, key=len, reverse=True):
             parts = line.split()
             if len(parts) > 1 and parts[1].startswith((str(self.folder), str(RUN))):
                 subprocess.run(["umount", "-l", parts[1]], check=False, capture_output=True)
         if hasattr(self, "bin") and (self.bin / "kube-proxy").exists():
-            subprocess.run([str(self.bin / "kube-proxy"), "--cleanup"], check=False,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                [str(self.bin / "kube-proxy"), "--cleanup"], check=False, capture_output=True
+            )
         subprocess.run(["ip", "link", "delete", BRIDGE], check=False, capture_output=True)
         for netns in Path("/var/run/netns").glob("cni-*"):
             subprocess.run(["ip", "netns", "delete", netns.name], check=False, capture_output=True)
