@@ -29,7 +29,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -535,22 +534,13 @@ def parse(argv: list[str] | None = None) -> DemoConfig:
     return tyro.cli(DemoConfig, args=argv, prog="docker/cluster_demo.py")
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM stops the demo as Ctrl-C does: its containers are removed."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
+    from s3tm.orchestration.airflow_demo import run_until_done
+
     config = parse(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return run(config)
-    except DemoFailed as failure:
-        print(f"\ncluster demo failed: {failure}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ncluster demo: interrupted; its containers are removed", file=sys.stderr)
-        return 130
+    return run_until_done(
+        "cluster demo", lambda: run(config), (DemoFailed,), cleaned_up="its containers are removed"
+    )
 
 
 if __name__ == "__main__":

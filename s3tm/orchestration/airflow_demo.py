@@ -12,9 +12,11 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import S3TMError
@@ -295,3 +297,28 @@ def write_corpus_parts(out: Path, posts: int, subscriptions: int) -> list[Path]:
     (out / "subscriptions.txt").write_text("\n".join(phrases) + "\n")
     (out / "subscriptions.txt").chmod(0o644)
     return paths
+
+
+def run_until_done(
+    name: str,
+    body: Callable[[], int],
+    failures: tuple[type[Exception], ...],
+    *,
+    cleaned_up: str,
+) -> int:
+    """A demo's ``main``: ``body``'s exit code; 1 with the message of one of ``failures``;
+    130 on Ctrl-C or SIGTERM (both stop it the same way, after ``body``'s clean-up, which
+    ``cleaned_up`` names)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return body()
+    except failures as failure:
+        print(f"\n{name} failed: {failure}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted; {cleaned_up}", file=sys.stderr)
+        return 130

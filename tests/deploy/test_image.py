@@ -213,3 +213,15 @@ def test_productions_login_is_fabs_with_the_secrets_admin(platform_image, contai
     (users,) = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
     assert [(u["username"], u["roles"]) for u in users] == [("admin", ["Admin"])], users
     assert "TOKEN (201, True) (401, False)" in out, out[-2000:]
+
+
+def test_the_spark_applications_job_file_is_in_the_image(platform_image, container_engine):
+    """The matcher's SparkApplication names its job as a path inside the image (local://):
+    the operator's spark-submit hands it to the driver, which runs it there."""
+    matcher = next(
+        d for d in rendered(REPO / "infra" / "k8s" / "overlays" / "prod")
+        if d["kind"] == "SparkApplication"
+    )  # fmt: skip
+    path = matcher["spec"]["mainApplicationFile"].removeprefix("local://")
+    assert path != matcher["spec"]["mainApplicationFile"], "a file inside the image: local://"
+    _ok(_run(container_engine, "run", "--rm", platform_image, "test", "-f", path))

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -470,23 +469,18 @@ def report(node: OneNode, batches: list[dict[str, Any]], total: int) -> None:
     say(f"Spark drivers the DAGs' tasks submitted: {len(drivers)} ({', '.join(drivers)})")
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     import tyro
 
+    from s3tm.orchestration.airflow_demo import run_until_done
+
     config = tyro.cli(K8sDemoConfig, args=argv, prog="infra/k8s/local/k8s_demo.py")
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return run(config)
-    except (DemoFailed, ClusterError) as failure:
-        print(f"\nk8s demo failed: {failure}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nk8s demo: interrupted; the cluster is stopped", file=sys.stderr)
-        return 130
+    return run_until_done(
+        "k8s demo",
+        lambda: run(config),
+        (DemoFailed, ClusterError),
+        cleaned_up="the cluster is stopped",
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -40,6 +41,7 @@ POD_CIDR = "10.244.0.0/24"
 SERVICE_CIDR = "10.96.0.0/16"
 API_SERVICE_IP = "10.96.0.1"
 DNS_SERVICE_IP = "10.96.0.10"
+MIN_FREE_GIB = 15
 BRIDGE = "s3tmk8s0"
 RUN = Path("/run/s3tm-node")
 CNI_BIN = Path("/usr/lib/cni")
@@ -77,10 +79,15 @@ def wait_until(what: str, ready: Callable[[], bool], timeout_s: float, poll_s: f
 
 def host_address() -> str:
     """The address pods reach this machine at (the API server advertises it): the source
-    of the default route."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.255", 9))  # no packet is sent: the route is looked up
+    of the default route, else the first global IPv4 address."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("198.51.100.1", 9))  # no packet is sent: the route is looked up
         return str(probe.getsockname()[0])
+    listed = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                            capture_output=True, text=True, check=False).stdout.split()  # fmt: skip
+    if "inet" not in listed:
+        raise ClusterError("no IPv4 address for the API server to advertise")
+    return listed[listed.index("inet") + 1].split("/")[0]
 
 
 def missing_programs() -> list[str]:
@@ -111,6 +118,14 @@ class OneNode:
         if built.returncode != 0:
             raise ClusterError(f"building Kubernetes failed: {built.stderr[-3000:]}")
         self.bin = Path(built.stdout.strip().splitlines()[-1])
+        self.folder.mkdir(parents=True, exist_ok=True)
+        free_gib = shutil.disk_usage(self.folder).free / 2**30
+        if free_gib < MIN_FREE_GIB:
+            # the images take about 8 GiB unpacked; kubelet taints a node short of disk
+            # (disk-pressure) and schedules nothing on it
+            raise ClusterError(
+                f"{free_gib:.0f} GiB free under {self.folder}: the cluster needs {MIN_FREE_GIB}"
+            )
         self.address = host_address()
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "logs").mkdir(exist_ok=True)
@@ -525,8 +540,26 @@ resolvConf: /etc/resolv.conf
                 [str(self.bin / "kube-proxy"), "--cleanup"], check=False, capture_output=True
             )
         subprocess.run(["ip", "link", "delete", BRIDGE], check=False, capture_output=True)
+        _remove_masquerade_rules()
         for netns in Path("/var/run/netns").glob("cni-*"):
             subprocess.run(["ip", "netns", "delete", netns.name], check=False, capture_output=True)
+
+
+def _remove_masquerade_rules() -> None:
+    """The bridge plugin's NAT rules of pods whose sandbox was killed, not torn down: the
+    POSTROUTING rules commented with the network's name, and the chains they jump to."""
+    rules = subprocess.run(["iptables", "-t", "nat", "-S", "POSTROUTING"], capture_output=True,
+                           text=True, check=False).stdout.splitlines()  # fmt: skip
+    for rule in rules:
+        if 's3tm-node\\"' not in rule or not rule.startswith("-A "):
+            continue
+        argv = shlex.split(rule)
+        subprocess.run(["iptables", "-t", "nat", "-D", *argv[1:]], check=False, capture_output=True)
+        chain = argv[argv.index("-j") + 1]
+        for action in ("-F", "-X"):
+            subprocess.run(
+                ["iptables", "-t", "nat", action, chain], check=False, capture_output=True
+            )
 
 
 def _answers(host: str, port: int) -> bool:
