@@ -407,6 +407,13 @@ def run(config: K8sDemoConfig) -> int:
             f"    Airflow's API at http://{api_ip}:8080 (admin; the password is in the Secret "
             f"s3tm-airflow-login)"
         )
+        with timed("Airflow parses the DAGs"):
+            wait_until(
+                "s3tm_ingest and s3tm_remap in Airflow",
+                lambda: {"s3tm_ingest", "s3tm_remap"} <= set(api.dag_ids()),
+                DAG_TIMEOUT_S,
+                poll_s=10,
+            )
         with timed(f"produce {learn.name} into Kafka"):
             produce(node, learn.name)
         run_dag(api, "s3tm_ingest", {}, "s3tm_ingest: the topic into bronze and silver.posts")
