@@ -527,6 +527,12 @@ resolvConf: /etc/resolv.conf
 
     def _stop_leftovers(self) -> None:
         """What a cluster leaves behind it (this one's, or one killed before it stopped)."""
+        # every process of a pod (kubelet's cgroups: /kubepods/...): a container whose shim
+        # was killed keeps running without it
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if proc.name.isdigit() and "/kubepods" in (proc / "cgroup").read_text():
+                    os.kill(int(proc.name), 9)
         subprocess.run(
             ["pkill", "-9", "-f", "containerd-shim-runc-v2 -namespace k8s.io"], check=False
         )
