@@ -24,7 +24,6 @@ them, so this demo runs a service's health check itself while it waits for the s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -35,12 +34,14 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from s3tm.orchestration.airflow_demo import timed
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
@@ -78,14 +79,6 @@ class DemoConfig:
 
 def say(text: str) -> None:
     print(text, flush=True)
-
-
-@contextlib.contextmanager
-def timed(title: str) -> Iterator[None]:
-    say(f"  {title} ...")
-    started = time.perf_counter()
-    yield
-    say(f"  {title}: done in {time.perf_counter() - started:.0f}s")
 
 
 @dataclass

@@ -8,6 +8,7 @@ against hash, the report and the Data Docs).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from core.errors import S3TMError
@@ -322,3 +323,12 @@ def run_until_done(
     except KeyboardInterrupt:
         print(f"\n{name}: interrupted; {cleaned_up}", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def timed(title: str) -> Iterator[None]:
+    """A demo's step, said when it starts and when it is done, with its wall time."""
+    print(f"  {title} ...", flush=True)
+    started = time.perf_counter()
+    yield
+    print(f"  {title}: done in {time.perf_counter() - started:.0f}s", flush=True)

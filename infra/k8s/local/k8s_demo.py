@@ -14,14 +14,12 @@ the local overlay (dev's settings at one small node's requests).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,8 @@ REPO = HERE.parents[2]
 sys.path[:0] = [str(REPO), str(HERE)]
 
 from one_node import ClusterError, OneNode, say, wait_until  # noqa: E402
+
+from s3tm.orchestration.airflow_demo import timed  # noqa: E402
 
 NAMESPACE = "s3tm-dev"  # the dev overlay's, which the local overlay builds on
 PLATFORM_IMAGE = "localhost/s3tm/platform:0.1.0"
@@ -66,14 +66,6 @@ class K8sDemoConfig:
 
 class DemoFailed(RuntimeError):
     """A step failed; the message says which, and where to look."""
-
-
-@contextlib.contextmanager
-def timed(title: str) -> Iterator[None]:
-    say(f"  {title} ...")
-    started = time.perf_counter()
-    yield
-    say(f"  {title}: done in {time.perf_counter() - started:.0f}s")
 
 
 def podman(*argv: str) -> subprocess.CompletedProcess[str]:
