@@ -437,7 +437,6 @@ def run(config: K8sDemoConfig) -> int:
         say(f"\nk8s demo: done in {time.perf_counter() - started:.0f}s")
         if config.keep:
             say(f"the cluster keeps running: KUBECONFIG={node.kubeconfig}")
-            return 0
         return 0
     finally:
         if not config.keep:
