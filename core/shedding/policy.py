@@ -13,8 +13,9 @@ Per micro-batch, before it is routed:
    0, the fullness is the backlog's work (posts x L(level)), and L(l) comes from the rates
    measured at each level, else from the spreads and the route / match time split;
 3. the level, its cap and (``yield``) the utility weights become the batch's
-   :class:`ShedPlan`; the plan is recorded before the batch runs, and the weights are saved
-   beside the checkpoint, so a replayed batch sheds exactly the same pairs.
+   :class:`ShedPlan`; the plan is recorded before the batch runs, and the weights are kept
+   (the stream's :class:`core.shedding.slot_weights.SlotWeightStore`), so a replayed batch
+   sheds exactly the same pairs.
 
 After the batch: the route tasks' spread histograms, bytes and timings update L(l), the
 capacity and bytes per post; the match tasks' yield counts update the yield estimate.
@@ -23,19 +24,20 @@ capacity and bytes per post; the match tasks' yield counts update the yield esti
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.shedding.controller import SheddingController
 from core.shedding.drop import kept_byte_share
+from core.shedding.drop_cost import DROPPED_POST_COST, DropCostFit
+from core.shedding.input_rate import InputRate
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
+from core.shedding.slot_weights import SlotWeightStore
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.notes import MatchNote, RouteNote
 from core.stream.snapshot import MatcherSnapshot
@@ -62,12 +64,6 @@ DROP_CAP = 2.0
 # passes the last drop level's (m = 2 dropping 45% ~ m = 1 dropping 35%)
 DEEP_CAP = 1.0
 DEEP_FRACTIONS = tuple(round(0.05 * i, 2) for i in range(7, 19))
-# What a dropped post still costs, as a share of a post processed in full: read from the
-# source and handed to a Python worker, its raw bytes scanned for its value (measured at
-# 2x on the real tweets: 1.2 of 7.5 us; the no-op query's rate says the same).
-DROPPED_POST_COST = 0.16
-# Recent batches at drop levels the costs of a kept and a dropped post are fitted on
-DROP_FIT_BATCHES = 8
 # Capacity kept above the input when the controller picks a level. None: the draining term
 # already asks for more than the input whenever posts wait, and the loads come from rates
 # measured a few batches ago; a 5% margin left a 2x run one level high (60% dropped where
@@ -77,9 +73,6 @@ HEADROOM = 1.0
 # files it takes (issue 37: rates measured at levels 20-21 in two slow batches early in a
 # 2x run held the stream at level 22, batches half the trigger, for the rest of the run)
 RATE_MEMORY = 6
-# Plans the input rate is measured over: a file source lands whole files, so one trigger
-# interval's count is off by a file either way (+-20% at 5 files per interval)
-RATE_WINDOW = 3
 # Batches of a routing version whose time says nothing about capacity: the Python workers
 # build the tries of the matchers they meet and fill their token caches. Even after the
 # warm-up job the first batch runs ~1.5x slower than a steady one (bench stream), and under
@@ -150,42 +143,6 @@ class SheddingOptions:
             raise InvalidArgumentError("--latency-budget must be > 0")
 
 
-# -- yield weights kept for replays ------------------------------------------------------------
-def _weights_path(checkpoint: str, batch_id: int) -> Path:
-    return Path(checkpoint) / "s3tm_shedding" / f"yield-weights-{batch_id}.npz"
-
-
-def _slot_names(snapshot: MatcherSnapshot) -> tuple[np.ndarray, np.ndarray]:
-    word_of_slot = np.repeat(np.arange(snapshot.n_words), snapshot.part_count)
-    words = np.array(snapshot.words, dtype=object)[word_of_slot]
-    return words, snapshot.part_matchers
-
-
-def save_weights(checkpoint: str, batch_id: int, snapshot: MatcherSnapshot, w: np.ndarray) -> None:
-    """Keep a batch's weights by (word, matcher): a restarted driver numbers slots anew."""
-    words, matchers = _slot_names(snapshot)
-    path = _weights_path(checkpoint, batch_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp.npz")
-    np.savez(temporary, words=words.astype(str), matchers=matchers, weights=w)
-    temporary.replace(path)
-
-
-def load_weights(checkpoint: str, batch_id: int, snapshot: MatcherSnapshot) -> np.ndarray | None:
-    path = _weights_path(checkpoint, batch_id)
-    if not path.exists():
-        return None
-    with np.load(path) as saved:
-        stored = {
-            (str(w), int(m)): float(x)
-            for w, m, x in zip(saved["words"], saved["matchers"], saved["weights"], strict=True)
-        }
-    words, matchers = _slot_names(snapshot)
-    return np.array(
-        [stored.get((str(w), int(m)), 0.0) for w, m in zip(words, matchers, strict=True)]
-    )
-
-
 # -- the driver's shedding state ----------------------------------------------------------------
 @dataclass(frozen=True)
 class LevelChoice:
@@ -225,10 +182,7 @@ class StreamShedding:
         self.posts_per_byte: float | None = None
         self.stats = YieldStats()
         self._stats_version: tuple[str, int] | None = None
-        # (time, posts landed so far) at the last few plans: the input rate is measured
-        # over them, as files land in whole numbers per trigger interval
-        self._landed: deque[tuple[float, float]] = deque(maxlen=RATE_WINDOW + 1)
-        self._taken_posts = 0.0  # posts the batches so far took from the source
+        self._input_rate = InputRate()
         self._version: int | None = None
         self._version_batches = 0
         # share of a batch's task time spent per post (route, and dispatch: per match), not
@@ -239,9 +193,7 @@ class StreamShedding:
         self.level_rates: dict[int, tuple[float, int]] = {}
         self._batches = 0  # batches learned from
         self._last_level: int | None = None  # the level of the newest measured batch
-        # (level, kept, dropped, seconds) of recent batches at drop levels
-        self._drop_batches: deque[tuple[int, int, int, float]] = deque(maxlen=DROP_FIT_BATCHES)
-        self._drop_batch_lines = 0  # lines of the newest batch at a drop level
+        self.drop_costs = DropCostFit(self.ladder)
 
     @property
     def enabled(self) -> bool:
@@ -281,15 +233,14 @@ class StreamShedding:
         # at them (one fit per cap, so a level never visited is as well known as its
         # neighbours)
         first_drop = self.ladder.cap_levels + 1
-        costs = self._drop_costs(shape)
+        costs = self.drop_costs.costs(shape, self.capacity)
         per_line = None
         if costs is not None and self.capacity:
-            fixed, kept_cost, dropped_cost = costs
             # seconds a line, in a batch as large as the newest one at a drop level
             per_line = (
-                fixed / max(1, self._drop_batch_lines)
-                + (1 - drops) * kept_cost
-                + drops * dropped_cost
+                costs.fixed / max(1, self.drop_costs.batch_lines)
+                + (1 - drops) * costs.kept
+                + drops * costs.dropped
             )
             out[first_drop:] = self.capacity * per_line[first_drop:]
         # where a level ran lately, its measured rate says what its load is
@@ -322,61 +273,6 @@ class StreamShedding:
             if self._batches - seen < RATE_MEMORY
         }
 
-    def _drop_costs(self, shape: np.ndarray) -> tuple[float, np.ndarray, float] | None:
-        """(seconds a batch costs whatever its size, per kept post at each level, per
-        dropped post) at the drop levels. A dropped post costs ``DROPPED_POST_COST`` of a
-        level-0 post; the rest is fitted on the recent batches at drop levels, time = fixed
-        + kept x cost, a cost per cap: the drop levels' and the deep levels' kept posts
-        differ (m = 1 sends each to one matcher and finds fewer matches to dispatch). A cap
-        no recent batch ran at takes a measured cap's cost scaled by the model's ``shape``
-        (a kept post's work per level), until one does.
-
-        The fixed part matters at high levels, where few posts are kept: folded into the
-        kept posts' cost it makes each level down look far dearer than it is. It is fitted
-        on the cap with the most batches; without enough spread in their kept counts to
-        tell the two apart it is taken as 0."""
-        if not self._drop_batches or not self.capacity:
-            return None
-        dropped_cost = DROPPED_POST_COST / self.capacity
-        by_cap: dict[float | None, list[tuple[int, float]]] = {}
-        for level, kept_posts, dropped_posts, seconds in self._drop_batches:
-            by_cap.setdefault(self.ladder.cap(level), []).append(
-                (kept_posts, seconds - dropped_posts * dropped_cost)
-            )
-        if sum(k for runs in by_cap.values() for k, _ in runs) <= 0:
-            return None
-        fixed = 0.0
-        most = max(by_cap.values(), key=len)
-        kept = np.array([k for k, _ in most], dtype=np.float64)
-        spent = np.array([t for _, t in most])
-        if kept.shape[0] >= 3 and kept.std() > 0.05 * kept.mean() and spent.min() > 0:
-            slope, intercept = np.polyfit(kept, spent, 1)
-            if slope > 0:
-                # never more than half of the cheapest batch: the kept posts stay the cost
-                fixed = float(np.clip(intercept, 0.0, 0.5 * spent.min()))
-        measured: dict[float | None, float] = {}
-        for cap, runs in by_cap.items():
-            kept_sum = sum(k for k, _ in runs)
-            cost = sum(t - fixed for _, t in runs) / kept_sum if kept_sum else 0.0
-            if cost > 0:
-                measured[cap] = cost
-        if not measured:
-            return None
-        # the newest batch at a measured cap: what the others scale from
-        reference = next(
-            level
-            for level, *_ in reversed(self._drop_batches)
-            if self.ladder.cap(level) in measured
-        )
-        scale = measured[self.ladder.cap(reference)] / max(float(shape[reference]), 1e-9)
-        kept_cost = np.array(
-            [
-                measured.get(self.ladder.cap(lv), scale * float(shape[lv]))
-                for lv in range(shape.shape[0])
-            ]
-        )
-        return fixed, kept_cost, dropped_cost
-
     def backlog_posts(self, backlog: Backlog | None) -> int | None:
         """Posts landed and not yet processed, this batch's included (what the batch log
         records)."""
@@ -401,17 +297,8 @@ class StreamShedding:
         )
 
     def input_rate(self, split: tuple[float, float], now: float) -> float | None:
-        """Posts/s landed over the last ``RATE_WINDOW`` plans, from (this batch's posts,
-        posts waiting behind it) now; None at the first plan."""
-        batch, waiting = split
-        landed = self._taken_posts + batch + waiting
-        rate = None
-        if self._landed and now > self._landed[0][0]:
-            first_time, first_landed = self._landed[0]
-            rate = max(0.0, (landed - first_landed) / (now - first_time))
-        self._landed.append((now, landed))
-        self._taken_posts += batch
-        return rate
+        """Posts/s landed over the last plans (:class:`InputRate`)."""
+        return self._input_rate.observe(split, now)
 
     def choose(self, backlog: Backlog | None, now: float) -> LevelChoice:
         """The level of the next batch (a new plan; a replay reuses its recorded one).
@@ -459,12 +346,13 @@ class StreamShedding:
         level: int,
         max_spread: float | None,
         snapshot: MatcherSnapshot,
-        checkpoint: str,
+        weights: SlotWeightStore,
         batch_id: int,
         *,
         replayed: bool,
     ) -> ShedPlan:
-        """The batch's plan; yield weights saved first (or, on a replay, loaded)."""
+        """The batch's plan; yield weights saved to ``weights`` first (or, on a replay,
+        loaded from it)."""
         mode = self.options.mode
         if mode == "off" or max_spread is None:
             # the yield estimate learns from a sample even at level 0: counting every
@@ -477,10 +365,10 @@ class StreamShedding:
         values = None
         if mode == "yield":
             self._follow(snapshot)
-            weight = load_weights(checkpoint, batch_id, snapshot) if replayed else None
+            weight = weights.load(batch_id, snapshot) if replayed else None
             if weight is None:
                 weight = self.stats.weights(snapshot.slot_subscriptions)
-                save_weights(checkpoint, batch_id, snapshot, weight)
+                weights.save(batch_id, snapshot, weight)
             if drop > 0 and self.options.drop_rule == "value":
                 # from the saved weights, so a replay ranks the posts as the first run did
                 values = ValueTable.from_words(
@@ -522,7 +410,7 @@ class StreamShedding:
             self.spread_counts = None
             self.level_rates = {}
             self._last_level = None
-            self._drop_batches.clear()
+            self.drop_costs.clear()
         self._version_batches += 1
         posts = sum(n["posts"] for n in route_notes)
         taken = posts + sum(n["dropped_posts"] for n in route_notes)  # input absorbed
@@ -555,8 +443,7 @@ class StreamShedding:
         if taken and seconds > 0 and self._version_batches > WARMUP_BATCHES:
             self._batches += 1
             if level > self.ladder.cap_levels:
-                self._drop_batches.append((level, posts, taken - posts, seconds))
-                self._drop_batch_lines = taken
+                self.drop_costs.record(level, posts, taken - posts, seconds)
             rate = taken / seconds
             # smoothed with the level's last rate while that is fresh, else measured anew
             fresh = self._fresh_rates().get(level)

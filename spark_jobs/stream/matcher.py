@@ -59,6 +59,7 @@ from spark_jobs.stream.pipeline import (
 )
 from spark_jobs.stream.placement_sync import DriverState, PlacementSync
 from spark_jobs.stream.registry_follower import RegistryFollower
+from spark_jobs.stream.shedding_weights import CheckpointWeights
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class StreamMatcher:
         # ``matches`` rows derive from them, core.stream.dispatch.matches_of_deliveries)
         self.outputs = ("matches", "deliveries") if config.matches_table else ("deliveries",)
         self.shedding = StreamShedding(config.shedding_options())
+        self.shedding_weights = CheckpointWeights(config.checkpoint)
         self.health = StreamHealth(config.health_options())
         self.landing = config.landing if config.source == "files" else None
         # what a batch must fit in to keep up (None: available-now, or no trigger)
@@ -223,7 +225,7 @@ class StreamMatcher:
             plan.shedding_level,
             plan.max_spread,
             snapshot,
-            self.checkpoint,
+            self.shedding_weights,
             batch_id,
             replayed=plan.replayed,
         )

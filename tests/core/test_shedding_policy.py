@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 from core.errors import InvalidArgumentError
-from core.shedding.policy import (
-    DROPPED_POST_COST,
-    Backlog,
-    SheddingOptions,
-    StreamShedding,
-)
+from core.shedding.drop_cost import DROPPED_POST_COST
+from core.shedding.policy import Backlog, SheddingOptions, StreamShedding
 
 
 def test_the_ladder_caps_down_to_two_drops_then_drops_at_one_matcher() -> None:
@@ -46,7 +42,7 @@ def test_drop_level_loads_come_from_what_kept_posts_cost() -> None:
     for cap, kept, dropped in [(2.0, 600_000, 400_000), (1.0, 400_000, 600_000)]:
         level = level_at[(cap, dropped / (kept + dropped))]
         seconds = kept * kept_cost[cap] + dropped * dropped_cost
-        shedding._drop_batches.append((level, kept, dropped, seconds))
+        shedding.drop_costs.record(level, kept, dropped, seconds)
     loads = shedding.loads()
     for level in range(ladder.cap_levels + 1, ladder.max_level + 1):
         d = ladder.drop(level)
@@ -62,10 +58,10 @@ def test_a_cap_no_batch_ran_at_takes_a_measured_caps_cost_by_the_model() -> None
     shedding.spread_counts = np.array([0, 100, 300, 400, 200])  # 1 to 4 matchers a post
     ladder = shedding.ladder
     level = ladder.deep_levels - 1  # m = 2, the last drop level
-    shedding._drop_batches.append((level, 550_000, 450_000, 5.0))
-    costs = shedding._drop_costs(np.linspace(1.0, 0.5, ladder.max_level + 1))
+    shedding.drop_costs.record(level, 550_000, 450_000, 5.0)
+    costs = shedding.drop_costs.costs(np.linspace(1.0, 0.5, ladder.max_level + 1), 100_000.0)
     assert costs is not None
-    _, kept_cost, dropped_cost = costs
+    kept_cost, dropped_cost = costs.kept, costs.dropped
     measured = (5.0 - 450_000 * dropped_cost) / 550_000
     assert kept_cost[level] == pytest.approx(measured)
     shape = np.linspace(1.0, 0.5, ladder.max_level + 1)
