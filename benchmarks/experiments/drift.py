@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.experiments.report import print_rows, write_figure
+from benchmarks.experiments.options import Drift, WindowOptions
+from benchmarks.experiments.report import finish_windows
 from benchmarks.experiments.runner import VARIANTS, subscribed_words
 from benchmarks.machine import machine_summary
 from core.corpus.arrays import Corpus
@@ -131,16 +132,11 @@ def time_windows(
 
 
 def load_windows(
-    path: Path,
-    *,
-    window_days: float,
-    min_posts: int,
-    max_windows: int,
-    start: str | None,
-    progress: Any,
+    path: Path, options: WindowOptions, progress: Callable[[str], None]
 ) -> list[Window]:
-    """Read a timestamped corpus and cut it into windows (:func:`time_windows`), printing
-    the machine, the corpus report and the windows."""
+    """Read a timestamped corpus and cut it into the ``options``' windows
+    (:func:`time_windows`), printing the machine, the corpus report and the windows."""
+    start, window_days = options.start, options.window_days
     try:
         first_day = np.datetime64(start, "s") if start else None
     except ValueError:
@@ -153,8 +149,8 @@ def load_windows(
         corpus,
         times,
         window_days=window_days,
-        min_posts=min_posts,
-        max_windows=max_windows,
+        min_posts=options.min_posts,
+        max_windows=options.windows,
         start=first_day,
     )
     progress(
@@ -164,12 +160,12 @@ def load_windows(
     return windows
 
 
-def _subscriptions(
-    posts: Corpus, kind: Workload, count: int, lda_iterations: int, seed: int
-) -> Corpus:
+def _subscriptions(posts: Corpus, kind: Workload, options: WindowOptions) -> Corpus:
+    """``options.subscriptions`` subscriptions of the ``kind`` workload from ``posts``."""
+    count, seed = options.subscriptions, options.seed
     if kind == "tweet":
         return tweet_subscriptions(posts, count, seed)
-    model = fit_topics(posts, max_iter=lda_iterations, seed=seed)
+    model = fit_topics(posts, max_iter=options.lda_iterations, seed=seed)
     return topic_subscriptions(posts, model, count, seed)
 
 
@@ -219,38 +215,22 @@ def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:
 
 
 def drift(
-    path: Path,
-    *,
-    nodes: int,
-    variants: Sequence[str],
-    window_days: float,
-    min_posts: int,
-    max_windows: int,
-    start: str | None = None,
-    workload: Workload,
-    n_subscriptions: int,
-    lda_iterations: int,
-    seed: int,
-    out: Path,
-    as_json: bool = False,
-    progress: Any = print,
+    options: Drift, path: Path, *, progress: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
-    """Run the protocol above; write ``drift.csv`` / ``drift.png`` under ``out``."""
+    """Run the protocol above on the corpus at ``path``; write ``drift.csv`` / ``drift.png``
+    under ``options.out``."""
+    variants = [v for v in options.algorithms.split(",") if v]
+    if "hash" not in variants:
+        variants = ["hash", *variants]
+    nodes, seed, as_json = options.nodes, options.seed, options.json
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise InvalidArgumentError(f"unknown algorithms {unknown}; choose from {list(VARIANTS)}")
-    workload = as_workload(workload)
-    windows = load_windows(
-        path,
-        window_days=window_days,
-        min_posts=min_posts,
-        max_windows=max_windows,
-        start=start,
-        progress=progress,
-    )
+    workload = as_workload(options.workload)
+    windows = load_windows(path, options, progress)
     words: list[frozenset[str]] = []
     for window in windows:
-        subs = _subscriptions(window.posts, workload, n_subscriptions, lda_iterations, seed)
+        subs = _subscriptions(window.posts, workload, options)
         words.append(frozenset(subscribed_words(subs)))
         progress(
             f"  window {window.index}: {subs.n_posts:,} {workload}-based subscriptions, "
@@ -318,21 +298,17 @@ def drift(
                 _evaluate(table, words[k], rest, seed),
                 rest.n_posts,
             )
-    if not as_json:
-        print_rows(rows, COLUMNS)
-    _summarize(rows, progress)
     for row in rows:
         row["workload"] = workload
-    write_figure(
+    return finish_windows(
         rows,
-        out,
-        "drift",
-        progress,
-        x="window",
+        COLUMNS,
+        _summarize,
+        as_json=as_json,
+        out=Path(options.out),
+        name="drift",
+        progress=progress,
         panels=["relative_throughput", "spread", "imbalance"],
         group_by="line",
-        split_by="workload",
         title=f"Drift (Fig. 7i-l): mappings learned on window 0, N={nodes}",
-        log_x=False,
     )
-    return rows

@@ -35,14 +35,15 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.experiments.drift import Window, _subscriptions, load_windows
-from benchmarks.experiments.report import print_rows, write_figure
+from benchmarks.experiments.options import RemapCost
+from benchmarks.experiments.report import finish_windows
 from benchmarks.experiments.runner import subscribed_words
 from core.corpus import holdout_mask
 from core.corpus.arrays import Corpus
@@ -56,7 +57,7 @@ from core.replay import matcher_work
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import HOLDOUT_FRACTION
-from core.subscriptions.workloads import Workload, as_workload
+from core.subscriptions.workloads import as_workload
 
 # of each window's posts, HOLDOUT_FRACTION are held out from learning to judge the
 # policy's choice (the learn job's default --holdout-fraction)
@@ -132,27 +133,14 @@ def _changed_matchers(before: Placement, after: Placement) -> list[int]:
 
 
 def remap_cost(
-    path: Path,
-    *,
-    nodes: int,
-    window_days: float,
-    min_posts: int,
-    max_windows: int,
-    start: str | None = None,
-    workload: Workload,
-    n_subscriptions: int,
-    max_moved: float,
-    lda_iterations: int,
-    seed: int,
-    out: Path,
-    penalty: float | None = None,
-    full_remap_gain: float | None = None,
-    judge: str = "recent",
-    as_json: bool = False,
-    progress: Any = print,
+    options: RemapCost, path: Path, *, progress: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
-    """Run the protocol above; write ``remap_cost.csv`` / ``.png`` under ``out``."""
-    workload = as_workload(workload)
+    """Run the protocol above on the corpus at ``path``; write ``remap_cost.csv`` /
+    ``.png`` under ``options.out``."""
+    workload = as_workload(options.workload)
+    nodes, seed, as_json, judge = options.nodes, options.seed, options.json, options.judge
+    max_moved, penalty = options.max_moved, options.penalty
+    full_remap_gain = options.full_remap_gain
     if not 0.0 <= max_moved <= 1.0:
         raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
     penalty = DEFAULT_PENALTY if penalty is None else penalty
@@ -163,19 +151,12 @@ def remap_cost(
         raise InvalidArgumentError(f"--judge takes {' or '.join(JUDGES)}, got {judge!r}")
     if not full_remap_gain >= 0:  # NaN too
         raise InvalidArgumentError(f"--full-remap-gain must be >= 0, got {full_remap_gain}")
-    windows = load_windows(
-        path,
-        window_days=window_days,
-        min_posts=min_posts,
-        max_windows=max_windows,
-        start=start,
-        progress=progress,
-    )
+    windows = load_windows(path, options, progress)
     if len(windows) < 3:
         raise InvalidArgumentError(
             f"remap-cost needs 3 windows (learn, remap, serve); {len(windows)} qualify"
         )
-    subs = _subscriptions(windows[0].posts, workload, n_subscriptions, lda_iterations, seed)
+    subs = _subscriptions(windows[0].posts, workload, options)
     words = frozenset(subscribed_words(subs))
     # subscriptions per word (a subscription's words are distinct in the corpus rows)
     per_word = Counter(subs.vocabulary[subs.indices].tolist())
@@ -297,22 +278,20 @@ def remap_cost(
                 f"({row['moved_fraction']:.1%}), {len(changed)} matchers changed "
                 f"({row['rebuild_changed_s']:.3f}s to rebuild, all {row['rebuild_all_s']:.3f}s)"
             )
-    if not as_json:
-        print_rows(rows, COLUMNS)
-    _summarize(rows, progress)
-    write_figure(
+    for row in rows:
+        row["workload"] = workload
+    return finish_windows(
         rows,
-        out,
-        "remap_cost",
-        progress,
-        x="window",
+        COLUMNS,
+        _summarize,
+        as_json=as_json,
+        out=Path(options.out),
+        name="remap_cost",
+        progress=progress,
         panels=["relative_throughput", "moved_fraction", "rebuild_changed_s"],
         group_by="remap",
-        split_by="workload",
         title=f"Full vs incremental remap, N={nodes}",
-        log_x=False,
     )
-    return rows
 
 
 def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:

@@ -97,3 +97,37 @@ def write_figure(
     write_csv(rows, out / f"{name}.csv")
     plot_panels(rows, path=out / f"{name}.png", **plot)
     progress(f"wrote {out / f'{name}.csv'} and {out / f'{name}.png'}")
+
+
+def finish_windows(
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    summarize: Callable[[list[dict[str, Any]], Callable[[str], None]], None],
+    *,
+    as_json: bool,
+    out: Path,
+    name: str,
+    progress: Callable[[str], None],
+    panels: Sequence[str],
+    group_by: str,
+    title: str,
+) -> list[dict[str, Any]]:
+    """The end of an experiment over time windows: its table (unless the rows went out as
+    JSON lines), its summary, then ``out/name.csv`` and a panel per figure over the
+    windows."""
+    if not as_json:
+        print_rows(rows, columns)
+    summarize(rows, progress)
+    write_figure(
+        rows,
+        out,
+        name,
+        progress,
+        x="window",
+        panels=list(panels),
+        group_by=group_by,
+        split_by="workload",
+        title=title,
+        log_x=False,
+    )
+    return rows

@@ -23,38 +23,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.matching.dictionary import WordDictionary
 from core.placement.lasp import UNIT_COST, CostModel
+from core.placement.live import PlacedSubscription  # the answer's type, not its logic
 from core.routing.hashing import stable_hash
 from core.routing.table import RoutingTable
 
+# what the placement's calls take: subscription ids, and each one's words or matchers
+Ids = Sequence[int]
+WordSets = Sequence[Sequence[str]]
+MatcherSets = Sequence[Sequence[int]]
 
-@dataclass(frozen=True)
-class PlacedSubscription:
-    word_ids: np.ndarray  # sorted distinct int32 ids in the placement's dictionary
-    matchers: np.ndarray  # int32, one entry unless multicast
 
-
+@dataclass
 class ReferenceLivePlacement:
     """The placed subscriptions of one routing table, the obvious way."""
 
-    def __init__(
-        self,
-        table: RoutingTable,
-        *,
-        cost: CostModel = UNIT_COST,
-        word_frequency: Mapping[str, int] | None = None,
-    ) -> None:
-        self.table = table
-        self.cost = cost
-        self.word_frequency = dict(word_frequency or {})
-        self.dictionary = WordDictionary()
-        self._subs: dict[int, PlacedSubscription] = {}
+    table: RoutingTable
+    cost: CostModel = field(default=UNIT_COST, kw_only=True)
+    word_frequency: Mapping[str, int] = field(default_factory=dict, kw_only=True)
+    dictionary: WordDictionary = field(default_factory=WordDictionary, init=False)
+    _subs: dict[int, PlacedSubscription] = field(default_factory=dict, init=False)
 
     @property
     def n_matchers(self) -> int:
@@ -119,12 +113,7 @@ class ReferenceLivePlacement:
     def _covering(self, word_ids: np.ndarray, matchers: set[int]) -> bool:
         return any(set(self._versions(int(w))) <= matchers for w in word_ids.tolist())
 
-    def adopt(
-        self,
-        sub_ids: Sequence[int],
-        word_sets: Sequence[Sequence[str]],
-        matcher_sets: Sequence[Sequence[int]],
-    ) -> list[int]:
+    def adopt(self, sub_ids: Ids, word_sets: WordSets, matcher_sets: MatcherSets) -> list[int]:
         encoded = self._encode_all(sub_ids, word_sets)
         if len(matcher_sets) != len(sub_ids):
             raise InvalidArgumentError("one matcher set per subscription id is required")
