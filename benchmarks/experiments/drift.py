@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.experiments.options import Drift, WindowOptions
-from benchmarks.experiments.report import finish_windows
+from benchmarks.experiments.report import WindowFigure, finish_windows
 from benchmarks.experiments.runner import VARIANTS, subscribed_words
 from benchmarks.machine import machine_summary
 from core.corpus.arrays import Corpus
@@ -57,6 +57,9 @@ COLUMNS = [
     "spread",
     "imbalance",
 ]
+FIGURE = WindowFigure(
+    "drift", COLUMNS, ("relative_throughput", "spread", "imbalance"), group_by="line"
+)
 
 
 # which mapping a row evaluates -> the suffix of its line in the plot and the summary
@@ -300,15 +303,5 @@ def drift(
             )
     for row in rows:
         row["workload"] = workload
-    return finish_windows(
-        rows,
-        COLUMNS,
-        _summarize,
-        as_json=as_json,
-        out=Path(options.out),
-        name="drift",
-        progress=progress,
-        panels=["relative_throughput", "spread", "imbalance"],
-        group_by="line",
-        title=f"Drift (Fig. 7i-l): mappings learned on window 0, N={nodes}",
-    )
+    title = f"Drift (Fig. 7i-l): mappings learned on window 0, N={nodes}"
+    return finish_windows(rows, FIGURE, _summarize, options, progress, title)

@@ -43,7 +43,7 @@ import numpy as np
 
 from benchmarks.experiments.drift import Window, _subscriptions, load_windows
 from benchmarks.experiments.options import RemapCost
-from benchmarks.experiments.report import finish_windows
+from benchmarks.experiments.report import WindowFigure, finish_windows
 from benchmarks.experiments.runner import subscribed_words
 from core.corpus import holdout_mask
 from core.corpus.arrays import Corpus
@@ -82,6 +82,12 @@ COLUMNS = [
     "rebuild_changed_s",
     "rebuild_all_s",
 ]
+FIGURE = WindowFigure(
+    "remap_cost",
+    COLUMNS,
+    ("relative_throughput", "moved_fraction", "rebuild_changed_s"),
+    group_by="remap",
+)
 
 
 def _held_out(window: Window, judge: str, seed: int) -> np.ndarray:
@@ -278,20 +284,8 @@ def remap_cost(
                 f"({row['moved_fraction']:.1%}), {len(changed)} matchers changed "
                 f"({row['rebuild_changed_s']:.3f}s to rebuild, all {row['rebuild_all_s']:.3f}s)"
             )
-    for row in rows:
-        row["workload"] = workload
-    return finish_windows(
-        rows,
-        COLUMNS,
-        _summarize,
-        as_json=as_json,
-        out=Path(options.out),
-        name="remap_cost",
-        progress=progress,
-        panels=["relative_throughput", "moved_fraction", "rebuild_changed_s"],
-        group_by="remap",
-        title=f"Full vs incremental remap, N={nodes}",
-    )
+    title = f"Full vs incremental remap, N={nodes}"
+    return finish_windows(rows, FIGURE, _summarize, options, progress, title)
 
 
 def _summarize(rows: list[dict[str, Any]], progress: Any) -> None:

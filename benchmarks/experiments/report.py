@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.experiments.options import WindowOptions
 from core.errors import S3TMError
 from core.formatting import format_table
 
@@ -99,33 +101,38 @@ def write_figure(
     progress(f"wrote {out / f'{name}.csv'} and {out / f'{name}.png'}")
 
 
+@dataclass(frozen=True)
+class WindowFigure:
+    """What an experiment over time windows prints and plots: its table's columns, its CSV
+    and PNG's name, a panel per figure, one line per ``group_by``."""
+
+    name: str
+    columns: Sequence[str]
+    panels: Sequence[str]
+    group_by: str
+
+
 def finish_windows(
     rows: list[dict[str, Any]],
-    columns: Sequence[str],
+    figure: WindowFigure,
     summarize: Callable[[list[dict[str, Any]], Callable[[str], None]], None],
-    *,
-    as_json: bool,
-    out: Path,
-    name: str,
+    options: WindowOptions,
     progress: Callable[[str], None],
-    panels: Sequence[str],
-    group_by: str,
     title: str,
 ) -> list[dict[str, Any]]:
     """The end of an experiment over time windows: its table (unless the rows went out as
-    JSON lines), its summary, then ``out/name.csv`` and a panel per figure over the
-    windows."""
-    if not as_json:
-        print_rows(rows, columns)
+    JSON lines), its summary, then ``out/<name>.csv`` and its panels."""
+    if not options.json:
+        print_rows(rows, figure.columns)
     summarize(rows, progress)
     write_figure(
         rows,
-        out,
-        name,
+        Path(options.out),
+        figure.name,
         progress,
         x="window",
-        panels=list(panels),
-        group_by=group_by,
+        panels=list(figure.panels),
+        group_by=figure.group_by,
         split_by="workload",
         title=title,
         log_x=False,
