@@ -61,6 +61,11 @@ NEEDED = {
 }
 
 
+# kubelet's tries to start, and how long it must run to count as started
+KUBELET_STARTS = 4
+KUBELET_SETTLE_S = 5.0
+
+
 class ClusterError(RuntimeError):
     """A step of the cluster failed; the message says which and where its log is."""
 
@@ -382,16 +387,24 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
 """)
-        self._spawn(
-            "kubelet",
-            [
-                str(self.bin / "kubelet"),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--config={config}",
-                f"--root-dir={self.folder / 'kubelet'}",
-                f"--hostname-override={NODE_NAME}",
-                f"--node-ip={self.address}",
-            ],
+        argv = [
+            str(self.bin / "kubelet"),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={config}",
+            f"--root-dir={self.folder / 'kubelet'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={self.address}",
+        ]
+        # containerd answers before its CRI service has recovered its state, and kubelet
+        # exits on "server is not initialized yet" instead of waiting: started again
+        for _ in range(KUBELET_STARTS):
+            self._spawn("kubelet", argv)
+            time.sleep(KUBELET_SETTLE_S)
+            if self._processes["kubelet"].poll() is None:
+                return
+            say("  kubelet exited while starting (its log says why); starting it again")
+        raise ClusterError(
+            f"kubelet exited {KUBELET_STARTS} times while starting: {self.folder}/logs/kubelet.log"
         )
 
     def _node_ready(self) -> bool:
