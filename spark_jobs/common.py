@@ -1,9 +1,10 @@
 """What every job's ``main()`` shares: common arguments, typed configs, the session, errors.
 
-A job is a frozen config dataclass (its options and their defaults: the one definition), an
-``add_arguments(parser)`` that declares the same options for the command line, and a body
-``run(config, lakehouse)``. Parsed options become the config here, at the command line's
-edge: nothing below it sees an ``argparse`` object.
+A job is a frozen config dataclass (its options, their defaults and help: the one
+definition, from which :mod:`spark_jobs.options` derives the command line) and a body
+``run(config, lakehouse)``. A job with actions (``routing list``, ``stream run``) declares
+them with argparse, one subparser each (:func:`action_job_main`). Parsed options become the
+config here, at the command line's edge: nothing below it sees an ``argparse`` object.
 """
 
 from __future__ import annotations
@@ -161,7 +162,36 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
+def _prog(name: str) -> str:
+    # the script spark-submit ran (spark_jobs/jobs/<job>.py, spark_jobs/stream/job.py)
+    return os.path.relpath(sys.argv[0]) if sys.argv[0].endswith(".py") else f"s3tm {name}"
+
+
 def job_main(
+    name: str,
+    description: str,
+    config_type: type[ConfigT],
+    body: JobBody[ConfigT],
+    argv: Sequence[str] | None,
+) -> int:
+    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py``: its
+    options are its config's fields (:mod:`spark_jobs.options`)."""
+    from spark_jobs.options import parse_job
+
+    try:
+        config, session = parse_job(config_type, argv, prog=_prog(name), description=description)
+    except S3TMError as err:
+        print(f"s3tm {name}: error: {err}", file=sys.stderr)
+        return 2
+    return run_job(
+        name,
+        lambda lakehouse: body(config, lakehouse),
+        lakehouse=session.lakehouse,
+        master=session.master,
+    )
+
+
+def action_job_main(
     name: str,
     description: str,
     add_arguments: Callable[[argparse.ArgumentParser], None],
@@ -169,28 +199,28 @@ def job_main(
     body: JobBody[ConfigT],
     argv: Sequence[str] | None,
 ) -> int:
-    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py``."""
-    # The script spark-submit ran (spark_jobs/jobs/<job>.py, spark_jobs/stream/job.py).
-    prog = os.path.relpath(sys.argv[0]) if sys.argv[0].endswith(".py") else f"s3tm {name}"
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """The ``main(argv)`` of a job with actions (``routing list``, ``stream run``): their
+    options declared with argparse, one subparser per action."""
+    parser = argparse.ArgumentParser(prog=_prog(name), description=description)
     add_common_arguments(parser)
     add_arguments(parser)
     return run_parsed(name, spec, body, vars(parser.parse_args(argv)))
 
 
-def add_kafka_arguments(parser: argparse.ArgumentParser, *, bootstrap: str, topic: str) -> None:
-    """``--kafka-bootstrap`` and ``--kafka-topic`` (the stream and the ingest alike). The
-    deployment's settings (compose's .env, Kubernetes' s3tm-config) name the broker and the
-    topic once: ``KAFKA_BOOTSTRAP``, ``POSTS_TOPIC``."""
+def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kafka-bootstrap`` and ``--kafka-topic`` of the stream's argparse command (the
+    ingest's are its config's fields, with the same defaults)."""
+    from spark_jobs.kafka_security import deployment_bootstrap, deployment_topic
+
     parser.add_argument(
         "--kafka-bootstrap",
-        default=os.environ.get("KAFKA_BOOTSTRAP") or bootstrap,
-        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or %(default)s)",
+        default=deployment_bootstrap(),
+        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or localhost:9092)",
     )
     parser.add_argument(
         "--kafka-topic",
-        default=os.environ.get("POSTS_TOPIC") or topic,
-        help="the posts topic (default: $POSTS_TOPIC or %(default)s)",
+        default=deployment_topic(),
+        help="the posts topic (default: $POSTS_TOPIC or posts)",
     )
 
 

@@ -39,6 +39,24 @@ ENV_PASSWORD = "KAFKA_SASL_PASSWORD"
 ENV_CA_FILE = "KAFKA_SSL_CA_FILE"
 
 
+# the broker and the posts topic: the deployment names them once (compose's .env,
+# Kubernetes' s3tm-config), the ingest, the stream and the DAGs default to them
+ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP"
+ENV_TOPIC = "POSTS_TOPIC"
+DEFAULT_BOOTSTRAP = "localhost:9092"
+DEFAULT_TOPIC = "posts"
+
+
+def deployment_bootstrap() -> str:
+    """``$KAFKA_BOOTSTRAP``, else ``localhost:9092`` (``s3tm kafka``'s broker)."""
+    return os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
+
+
+def deployment_topic() -> str:
+    """``$POSTS_TOPIC``, else ``posts``."""
+    return os.environ.get(ENV_TOPIC) or DEFAULT_TOPIC
+
+
 def jaas_quoted(text: str) -> str:
     """A JAAS option value: double-quoted, its backslashes and quotes escaped."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

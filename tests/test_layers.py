@@ -109,6 +109,7 @@ LIGHT_AT_PARSE = [
     "core.remap_options",
     "spark_jobs",
     "spark_jobs.settings",
+    "spark_jobs.kafka_security",  # the deployment's broker and topic: os and core.errors
 ]
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import S3TMError
 from s3tm.cli.text import plain
 from spark_jobs.common import add_common_arguments, run_parsed
 
@@ -62,6 +64,17 @@ def register(sub: argparse._SubParsersAction, only: str | None = None) -> None: 
             sub.add_parser(command, help=f"[spark] {text}")
             continue
         module = importlib.import_module(f"spark_jobs.{module_name}")
+        if not hasattr(module, "add_arguments"):
+            # options derived from the job's config (spark_jobs.options): what follows the
+            # command goes to tyro whole, --help included
+            parser = sub.add_parser(
+                command, help=f"[spark] {text}", add_help=False, prefix_chars="\0"
+            )
+            parser.add_argument(
+                "options", nargs=argparse.REMAINDER, help=f"the options: s3tm {command} --help"
+            )
+            parser.set_defaults(handler=_config_handler(command))
+            continue
         parser = sub.add_parser(
             command,
             help=f"[spark] {text}",
@@ -73,17 +86,47 @@ def register(sub: argparse._SubParsersAction, only: str | None = None) -> None: 
         parser.set_defaults(handler=_handler(command))
 
 
-def _handler(command: str) -> Callable[[argparse.Namespace], int]:
+def _job(command: str) -> tuple[Any, Any, str]:
+    """The job's module, its config spec and its session's name (``ingest``, or ``stream``
+    for ``stream.job``)."""
     module_name, config_name, _ = JOBS[command]
+    module = importlib.import_module(f"spark_jobs.{module_name}")
+    spec: Any = module
+    for part in config_name.split("."):
+        spec = getattr(spec, part)
+    package, leaf = module_name.split(".")
+    return module, spec, package if leaf == "job" else leaf
 
+
+def _config_handler(command: str) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
-        module = importlib.import_module(f"spark_jobs.{module_name}")
-        spec: Any = module
-        for part in config_name.split("."):
-            spec = getattr(spec, part)
-        # The session's app name: the job (``ingest``), or ``stream`` for ``stream.job``.
-        package, leaf = module_name.split(".")
-        name = package if leaf == "job" else leaf
+        from spark_jobs.common import run_job
+        from spark_jobs.options import parse_job
+
+        module, config_type, name = _job(command)
+        try:
+            config, session = parse_job(
+                config_type,
+                args.options,
+                prog=f"s3tm {command}",
+                description=plain(module.__doc__) or "",
+            )
+        except S3TMError as err:
+            print(f"s3tm {name}: error: {err}", file=sys.stderr)
+            return 2
+        return run_job(
+            name,
+            lambda lakehouse: module.run(config, lakehouse),
+            lakehouse=session.lakehouse,
+            master=session.master,
+        )
+
+    return handle
+
+
+def _handler(command: str) -> Callable[[argparse.Namespace], int]:
+    def handle(args: argparse.Namespace) -> int:
+        module, spec, name = _job(command)
         options = vars(args)
         # read-only actions (``routing list``, ``subscribe list``, ``stream status``) read
         # the driver-side tables through delta-rs: no JVM, an answer in about a second

@@ -61,20 +61,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--example", metavar="NAME", help="run one documented example query")
     p.set_defaults(handler=_run)
 
-    from spark_jobs.common import add_common_arguments, config_from
-    from spark_jobs.sql import server
-
+    # its options are its config's fields (spark_jobs.options): tyro parses what follows
     p = sub.add_parser(
         "sql-server",
         help="[spark] a SQL endpoint (Spark Connect) over the lakehouse's tables",
-        description=plain(server.__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+        prefix_chars="\0",
     )
-    add_common_arguments(p)
-    server.add_arguments(p)
-    p.set_defaults(
-        handler=lambda args: server.run_server(config_from(server.ServerConfig, vars(args)))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the options: s3tm sql-server --help")
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from spark_jobs.options import parse_job
+    from spark_jobs.sql import server
+
+    config, session = parse_job(
+        server.ServerConfig,
+        args.options,
+        prog="s3tm sql-server",
+        description=plain(server.__doc__) or "",
     )
+    return server.run_server(config, session)
 
 
 def _run(args: argparse.Namespace) -> int:

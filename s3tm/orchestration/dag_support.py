@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from spark_jobs.kafka_security import deployment_bootstrap, deployment_topic
 from spark_jobs.settings import env_name, settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +52,8 @@ def dag_defaults() -> DagDefaults:
         lakehouse=platform.lakehouse or str(REPO / "lakehouse"),
         landing=platform.landing or str(REPO / "landing"),
         posts_source=platform.posts_source,
-        kafka_bootstrap=os.environ.get("KAFKA_BOOTSTRAP") or "localhost:9092",
-        posts_topic=os.environ.get("POSTS_TOPIC") or "posts",
+        kafka_bootstrap=deployment_bootstrap(),
+        posts_topic=deployment_topic(),
         matchers=platform.matchers,
         default_args={
             "owner": "s3tm-platform",

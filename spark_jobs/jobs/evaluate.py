@@ -9,7 +9,6 @@ deterministic hold-out fraction of the learning window that ``learn`` left out.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import time
@@ -257,23 +256,14 @@ def evaluate_version(
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    """version: the routing version (None: the latest candidate); day: evaluate on this
-    held-out day only (None: every held-out post)."""
+    """The evaluation job's options."""
 
     version: int | None = None
+    """routing version (default: the latest candidate)"""
     day: dt.date | None = None
+    """evaluate on this held-out day only (default: every held-out post)"""
     seed: int = 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
-    parser.add_argument("--day", type=dt.date.fromisoformat, help="held-out day")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=EvaluateConfig.seed,
-        help="seed of the split-word version choice",
-    )
+    """seed of the split-word version choice"""
 
 
 def run(config: EvaluateConfig, lakehouse: Lakehouse) -> int:
@@ -283,7 +273,7 @@ def run(config: EvaluateConfig, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("evaluate", __doc__ or "", add_arguments, EvaluateConfig, run, argv)
+    return job_main("evaluate", __doc__ or "", EvaluateConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ a day range gives the same tables.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -25,13 +24,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """start, end: the day range (None: open); window_days: the last N days present in
-    silver when ``start`` is None (0: all); cooccurrence: also write gold.cooccurrence."""
+    """The graph job's options."""
 
     start: dt.date | None = None
+    """first day (default: all)"""
     end: dt.date | None = None
+    """last day, inclusive (default: all)"""
     window_days: int = 0
-    cooccurrence: bool = False  # no learner reads it; the slowest step at 10M posts
+    """only the last N days present in silver (0: all; --start wins)"""
+    cooccurrence: bool = False
+    """also write gold.cooccurrence (word pairs per day: no learner reads it; at 10M posts
+    it is the largest table and the slowest step)"""
 
 
 def post_words(silver: DataFrame) -> DataFrame:
@@ -77,24 +80,6 @@ def cooccurrence(silver: DataFrame) -> DataFrame:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--start", type=dt.date.fromisoformat, help="first day (default: all)")
-    parser.add_argument("--end", type=dt.date.fromisoformat, help="last day (inclusive)")
-    parser.add_argument(
-        "--window-days",
-        type=int,
-        default=GraphConfig.window_days,
-        help="only the last N days present in silver (0: all; --start wins)",
-    )
-    parser.add_argument(
-        "--cooccurrence",
-        action=argparse.BooleanOptionalAction,
-        default=GraphConfig.cooccurrence,
-        help="also write gold.cooccurrence (word pairs per day: no learner reads it; at 10M "
-        "posts it is the largest table and the slowest step)",
-    )
-
-
 def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
     from pyspark.sql import functions as F
 
@@ -123,7 +108,7 @@ def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("graph", __doc__ or "", add_arguments, GraphConfig, run, argv)
+    return job_main("graph", __doc__ or "", GraphConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ id (Delta transaction), so a retried batch is not written twice.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import re
@@ -19,15 +18,16 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
 
 import pyarrow as pa
+import tyro
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import add_kafka_arguments, exit_process, job_main, log
+from spark_jobs.common import exit_process, job_main, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
-from spark_jobs.kafka_security import KafkaSecurity
+from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deployment_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -37,22 +37,31 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    """source: ``files`` (JSON-lines files in ``landing``, matching ``pattern``) or
-    ``kafka`` (the topic ``kafka_topic`` at ``kafka_bootstrap``, from where the last batch
-    ended); batch_id: monotonic batch number (None: the epoch second now); default_day: the
-    event day of posts without ``created_at`` (None: today, UTC); sample_rate: the fraction
-    of a topic's posts kept in bronze (by post id; landing files are kept whole)."""
+    """The ingest job's options: posts from landing files, or from the posts topic where
+    the last batch ended."""
 
-    landing: str | None = None
-    pattern: str = "*.jsonl*"
-    batch_id: int | None = None
-    default_day: dt.date | None = None
     source: Literal["files", "kafka"] = "files"
-    kafka_bootstrap: str = "localhost:9092"
-    kafka_topic: str = "posts"
-    # TLS and SASL towards the broker: the environment's KAFKA_* settings (kafka_security.py)
-    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
+    """landing files, or the posts topic on Kafka"""
+    landing: str | None = None
+    """directory (or s3:// prefix) of JSON-lines files"""
+    pattern: str = "*.jsonl*"
+    """file glob in the landing directory"""
+    kafka_bootstrap: str = field(default_factory=deployment_bootstrap)
+    """Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or localhost:9092)"""
+    kafka_topic: str = field(default_factory=deployment_topic)
+    """the posts topic (default: $POSTS_TOPIC or posts)"""
     sample_rate: float = 1.0
+    """fraction of the topic's posts kept in bronze, by post id (Kafka only: landing files
+    are kept whole)"""
+    batch_id: int | None = None
+    """monotonic batch number (default: the epoch second now)"""
+    default_day: dt.date | None = None
+    """event day of posts without created_at (default: today, UTC)"""
+    # TLS and SASL towards the broker: the environment's KAFKA_* settings
+    # (kafka_security.py), never a command-line option
+    kafka_security: Annotated[KafkaSecurity, tyro.conf.Suppress] = field(
+        default_factory=KafkaSecurity.from_env
+    )
 
     def __post_init__(self) -> None:
         if self.source not in ("files", "kafka"):
@@ -202,40 +211,6 @@ def landing_files(landing: str | Path, pattern: str) -> list[str]:
     return sorted(p.resolve().as_uri() for p in landing.glob(pattern) if p.is_file())
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--source",
-        choices=("files", "kafka"),
-        default=IngestConfig.source,
-        help="landing files, or the posts topic on Kafka",
-    )
-    parser.add_argument("--landing", help="directory (or s3:// prefix) of JSON-lines files")
-    parser.add_argument(
-        "--pattern", default=IngestConfig.pattern, help="file glob in the landing dir"
-    )
-    add_kafka_arguments(
-        parser, bootstrap=IngestConfig.kafka_bootstrap, topic=IngestConfig.kafka_topic
-    )
-    parser.add_argument(
-        "--sample-rate",
-        type=float,
-        default=IngestConfig.sample_rate,
-        help="fraction of the topic's posts kept in bronze, by post id (Kafka only)",
-    )
-    parser.add_argument(
-        "--batch-id",
-        type=int,
-        default=None,
-        help="monotonic batch number (default: current epoch seconds)",
-    )
-    parser.add_argument(
-        "--default-day",
-        type=dt.date.fromisoformat,
-        default=None,
-        help="event day of posts without created_at (default: today UTC)",
-    )
-
-
 class IngestBatchSummary(TypedDict, total=False):
     """One committed ingest batch (printed as JSON): rows into bronze, rows quarantined
     (None where delta-spark did not count them) and why, and whether the batch had been
@@ -374,7 +349,7 @@ def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("ingest", __doc__ or "", add_arguments, IngestConfig, run, argv)
+    return job_main("ingest", __doc__ or "", IngestConfig, run, argv)
 
 
 if __name__ == "__main__":

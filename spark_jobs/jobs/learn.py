@@ -28,7 +28,6 @@ the learner's own working set (~133 MiB per million posts for SALB).
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import time
@@ -44,7 +43,6 @@ import pyarrow.compute as pc
 from core.corpus.arrays import Corpus, corpus_from_codes
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import (
-    ALGORITHMS,
     algorithm_label,
     align_to_published,
     learn_mapping,
@@ -187,97 +185,46 @@ def training_corpus(edges: pa.Table) -> Corpus:
     )
 
 
-@dataclass(frozen=True)
-class LearnConfig:
+@dataclass(frozen=True, kw_only=True)
+class LearnerOptions:
+    """The learner's options: the learn job's and the pipeline's."""
+
+    nodes: int = 16
+    """number of matchers N"""
+    algorithm: Algorithm = DEFAULT_ALGORITHM
+    """learner (salb2: SALB or METIS, then restreaming; salb is Alg. 1 as printed)"""
+    split: bool = DEFAULT_SPLIT
+    """split hot words"""
+    holdout_fraction: float = HOLDOUT_FRACTION
+    """posts kept out of learning to evaluate on (deterministic per post id)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnConfig(LearnerOptions):
     """The learn job's options (``learn_version`` says what each does); the remap DAG's
     params and ``s3tm learn-version`` fill the same fields."""
 
-    nodes: int = 16
-    algorithm: Algorithm = DEFAULT_ALGORITHM
-    split: bool = DEFAULT_SPLIT
     incremental: bool = False
+    """refine the published version (salb2 only; full remap when none is published, N
+    changed, or a full remap gains more than --full-remap-gain)"""
     max_moved: float = DEFAULT_MAX_MOVED
+    """incremental: re-place at most this fraction of the active subscriptions"""
     full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN
+    """incremental: learn from scratch instead when that gains more than this (relative
+    throughput on the window's held-out posts)"""
     start: dt.date | None = None
+    """first day of the window"""
     end: dt.date | None = None
+    """last day of the window"""
     window_days: int = 0
-    holdout_fraction: float = HOLDOUT_FRACTION
+    """only the last N days present in gold.post_words (0: all)"""
     subscribed: Literal["auto", "registry", "all"] = "auto"
+    """learn on the registry's words (auto: when it has any)"""
     seed: int = 0
+    """learning seed"""
     live_hot_words: float = 6.0
-
-
-def add_learner_arguments(parser: argparse.ArgumentParser) -> None:
-    """The learner's options, declared once: the learn job's and the pipeline's (their
-    defaults are :class:`LearnConfig`'s)."""
-    defaults = LearnConfig
-    parser.add_argument("--nodes", type=int, default=defaults.nodes, help="number of matchers N")
-    parser.add_argument(
-        "--algorithm",
-        choices=ALGORITHMS,
-        default=defaults.algorithm,
-        help="learner (default salb2: SALB or METIS, then restreaming; salb is Alg. 1 as printed)",
-    )
-    parser.add_argument(
-        "--split",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.split,
-        help="split hot words (default on)",
-    )
-    parser.add_argument(
-        "--holdout-fraction",
-        type=float,
-        default=defaults.holdout_fraction,
-        help="posts kept out of learning to evaluate on (deterministic per post id)",
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = LearnConfig
-    add_learner_arguments(parser)
-    parser.add_argument(
-        "--incremental",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.incremental,
-        help="refine the published version (salb2 only; full remap when none is published, "
-        "N changed, or a full remap gains more than --full-remap-gain)",
-    )
-    parser.add_argument(
-        "--max-moved",
-        type=float,
-        default=defaults.max_moved,
-        help="incremental: re-place at most this fraction of the active subscriptions",
-    )
-    parser.add_argument(
-        "--full-remap-gain",
-        type=float,
-        default=defaults.full_remap_gain,
-        help="incremental: learn from scratch instead when that gains more than this "
-        "(relative throughput on the window's held-out posts)",
-    )
-    parser.add_argument("--start", type=dt.date.fromisoformat, help="first day of the window")
-    parser.add_argument("--end", type=dt.date.fromisoformat, help="last day of the window")
-    parser.add_argument(
-        "--window-days",
-        type=int,
-        default=defaults.window_days,
-        help="only the last N days present in gold.post_words (0: all)",
-    )
-    parser.add_argument(
-        "--subscribed",
-        choices=["auto", "registry", "all"],
-        default=defaults.subscribed,
-        help="learn on the registry's words (auto: when it has any)",
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="learning seed")
-    parser.add_argument(
-        "--live-hot-words",
-        type=float,
-        default=defaults.live_hot_words,
-        metavar="HOURS",
-        help="with --split, give the hot words the stream's sketch reported in the last "
-        "HOURS (stream.health) the versions their live share needs (0: off)",
-    )
+    """with --split, give the hot words the stream's sketch reported in the last this many
+    hours (stream.health) the versions their live share needs (0: off)"""
 
 
 def live_hot_words(lakehouse: Lakehouse, hours: float) -> dict[str, float]:
@@ -514,7 +461,7 @@ def run(config: LearnConfig, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("learn", __doc__ or "", add_arguments, LearnConfig, run, argv)
+    return job_main("learn", __doc__ or "", LearnConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ the reason.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
@@ -92,20 +91,12 @@ def normalise(
 
 @dataclass(frozen=True)
 class NormaliseConfig:
-    """sample_rate: the fraction of posts kept (deterministic per post id and seed)."""
+    """The normalise job's options."""
 
     sample_rate: float = 1.0
+    """fraction of posts kept (deterministic per post id and seed)"""
     seed: int = 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sample-rate",
-        type=float,
-        default=NormaliseConfig.sample_rate,
-        help="fraction of posts kept (deterministic per post id)",
-    )
-    parser.add_argument("--seed", type=int, default=NormaliseConfig.seed, help="sampling seed")
+    """sampling seed"""
 
 
 def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:
@@ -158,7 +149,7 @@ def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("normalise", __doc__ or "", add_arguments, NormaliseConfig, run, argv)
+    return job_main("normalise", __doc__ or "", NormaliseConfig, run, argv)
 
 
 if __name__ == "__main__":

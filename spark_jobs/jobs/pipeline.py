@@ -7,7 +7,6 @@ one spark-submit each; this command is for demos, benchmarks and a single machin
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import time
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.formatting import format_table
-from core.remap_options import Algorithm
 from spark_jobs.common import exit_process, job_main
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
@@ -33,54 +31,29 @@ if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
+@dataclass(frozen=True, kw_only=True)
+class PipelineConfig(learn.LearnerOptions):
     """The chain's options: those of ingest, normalise, graph, learn and publish."""
 
     landing: str
+    """directory of JSON-lines files"""
     pattern: str = IngestConfig.pattern
+    """file glob in --landing"""
     default_day: dt.date | None = None
+    """event day of posts without created_at (default: today UTC)"""
     batch_id: int | None = None
+    """the ingest batch number (default: the epoch second now)"""
     sample_rate: float = NormaliseConfig.sample_rate
-    nodes: int = LearnConfig.nodes
-    algorithm: Algorithm = LearnConfig.algorithm
-    split: bool = LearnConfig.split
-    holdout_fraction: float = LearnConfig.holdout_fraction
+    """fraction of posts kept"""
     margin: float | None = None
-    cooccurrence: bool = False  # gold.cooccurrence: for SQL users, the slowest step at scale
+    """publish only when the candidate beats the published version (or hash) by this"""
+    cooccurrence: bool = False
+    """also write gold.cooccurrence (word pairs per day: no learner reads it; the slowest
+    step at scale)"""
     seed: int = 0
+    """every step's seed"""
     report: str | None = None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = PipelineConfig
-    parser.add_argument("--landing", required=True, help="directory of JSON-lines files")
-    parser.add_argument("--pattern", default=defaults.pattern, help="file glob in --landing")
-    parser.add_argument(
-        "--default-day",
-        type=dt.date.fromisoformat,
-        default=None,
-        help="event day of posts without created_at (default: today UTC)",
-    )
-    parser.add_argument("--batch-id", type=int, default=None, help="the ingest batch number")
-    parser.add_argument(
-        "--sample-rate", type=float, default=defaults.sample_rate, help="fraction of posts kept"
-    )
-    learn.add_learner_arguments(parser)  # --nodes, --algorithm, --split, --holdout-fraction
-    parser.add_argument(
-        "--margin",
-        type=float,
-        default=None,
-        help="publish only when the candidate beats the published by this",
-    )
-    parser.add_argument(
-        "--cooccurrence",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.cooccurrence,
-        help="also write gold.cooccurrence (word pairs per day: no learner reads it)",
-    )
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="every step's seed")
-    parser.add_argument("--report", help="write the step table as JSON here")
+    """write the step table as JSON here"""
 
 
 def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
@@ -206,7 +179,7 @@ def _largest(values: Iterable[float | None]) -> float | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("pipeline", __doc__ or "", add_arguments, PipelineConfig, run, argv)
+    return job_main("pipeline", __doc__ or "", PipelineConfig, run, argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ subscriptions that moved."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Sequence
@@ -151,23 +150,14 @@ def place_version(
 
 @dataclass(frozen=True)
 class PlaceConfig:
-    """version: the routing version (None: the latest candidate); unit_cost: f(x) = x
-    instead of fitting the cost model."""
+    """The placement job's options."""
 
     version: int | None = None
+    """routing version (default: the latest candidate)"""
     unit_cost: bool = False
+    """f(x) = x instead of fitting the cost model"""
     seed: int = 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", type=int, help="routing version (default: latest candidate)")
-    parser.add_argument("--unit-cost", action="store_true", help="f(x) = x, no fitting")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=PlaceConfig.seed,
-        help="seed of the placement's tie-breaking and sampling",
-    )
+    """seed of the placement's tie-breaking and sampling"""
 
 
 def run(config: PlaceConfig, lakehouse: Lakehouse) -> int:
@@ -179,7 +169,7 @@ def run(config: PlaceConfig, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("place", __doc__ or "", add_arguments, PlaceConfig, run, argv)
+    return job_main("place", __doc__ or "", PlaceConfig, run, argv)
 
 
 if __name__ == "__main__":

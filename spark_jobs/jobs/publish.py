@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import add_common_arguments, exit_process, job_main
+from spark_jobs.common import action_job_main, add_common_arguments, exit_process
 from spark_jobs.lake.routing_store import (
     PublishGate,
     get_version,
@@ -297,7 +297,7 @@ def run(command: RoutingCommand, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("routing", __doc__ or "", add_arguments, RoutingCommand, run, argv)
+    return action_job_main("routing", __doc__ or "", add_arguments, RoutingCommand, run, argv)
 
 
 if __name__ == "__main__":

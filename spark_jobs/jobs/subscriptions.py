@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from core.errors import InputDataError
-from spark_jobs.common import add_common_arguments, exit_process, job_main, log
+from spark_jobs.common import action_job_main, add_common_arguments, exit_process, log
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
@@ -188,7 +188,9 @@ def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("subscriptions", __doc__ or "", add_arguments, SubscriptionsCommand, run, argv)
+    return action_job_main(
+        "subscriptions", __doc__ or "", add_arguments, SubscriptionsCommand, run, argv
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ TLS only, so a TLS-terminating proxy goes in front of the server (docs/OPERATION
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import logging
 import os
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.options import SessionOptions
 
 log = logging.getLogger("s3tm.sql_server")
 
@@ -52,31 +52,14 @@ TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """host, port: where Spark Connect listens; refresh_seconds: how often new table
-    versions are picked up; lakehouse, master: as every job's (None: the defaults)."""
+    """Where Spark Connect listens, and how fresh the tables it serves are."""
 
     host: str = "127.0.0.1"
+    """address to listen on"""
     port: int = DEFAULT_PORT
+    """Spark Connect port (0: a free one the server binds and prints)"""
     refresh_seconds: float = 10.0
-    lakehouse: str | None = None
-    master: str | None = None
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = ServerConfig
-    parser.add_argument("--host", default=defaults.host, help="address to listen on")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=defaults.port,
-        help="Spark Connect port (default %(default)s; 0: a free one the server binds and prints)",
-    )
-    parser.add_argument(
-        "--refresh-seconds",
-        type=float,
-        default=defaults.refresh_seconds,
-        help="how often new table versions are picked up (default %(default)s)",
-    )
+    """how often new table versions are picked up"""
 
 
 def connect_conf(host: str, port: int, token: str | None = None) -> dict[str, str]:
@@ -184,16 +167,21 @@ def run(config: ServerConfig, lakehouse: Lakehouse) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit spark_jobs/sql/server.py``: the Connect service is started by the
     session settings, so they are set before the session exists."""
-    parser = argparse.ArgumentParser(prog="spark_jobs/sql/server.py", description=__doc__)
-    common.add_common_arguments(parser)
-    add_arguments(parser)
-    return run_server(common.config_from(ServerConfig, vars(parser.parse_args(argv))))
+    from spark_jobs.options import parse_job
+
+    config, session = parse_job(
+        ServerConfig, argv, prog="spark_jobs/sql/server.py", description=__doc__ or ""
+    )
+    return run_server(config, session)
 
 
-def run_server(config: ServerConfig) -> int:
+def run_server(config: ServerConfig, session: SessionOptions | None = None) -> int:
     """Check the port, build the session with the Connect service, serve."""
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
+    from spark_jobs.options import SessionOptions
+
+    session = session or SessionOptions()
 
     token = os.environ.get(TOKEN_ENV) or None
     try:
@@ -201,11 +189,11 @@ def run_server(config: ServerConfig) -> int:
         check_port_free(config.host, config.port)
         spark = build_session(
             "s3tm-sql-server",
-            master=config.master,
+            master=session.master,
             conf=connect_conf(config.host, config.port, token),
         )
         started = time.perf_counter()
-        code = run(config, Lakehouse(spark, config.lakehouse))
+        code = run(config, Lakehouse(spark, session.lakehouse))
     except (InputDataError, InvalidArgumentError) as err:
         print(f"s3tm sql-server: error: {err}", file=sys.stderr, flush=True)
         return 2

@@ -12,7 +12,7 @@ from core.errors import InvalidArgumentError
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES
 from core.shedding.policy import SheddingOptions
 from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
-from spark_jobs.kafka_security import KafkaSecurity
+from spark_jobs.kafka_security import DEFAULT_BOOTSTRAP, DEFAULT_TOPIC, KafkaSecurity
 from spark_jobs.stream.health import HealthOptions
 
 # recent posts that fill a new version's token table ahead of its first batch
@@ -44,8 +44,8 @@ class StreamConfig:
 
     source: Literal["files", "kafka"] = "files"
     landing: str = "landing"
-    kafka_bootstrap: str = "localhost:9092"
-    kafka_topic: str = "posts"
+    kafka_bootstrap: str = DEFAULT_BOOTSTRAP
+    kafka_topic: str = DEFAULT_TOPIC
     # TLS and SASL towards the broker: the environment's KAFKA_* settings (kafka_security.py)
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
     checkpoint: str | None = None
@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where posts come from: JSON-lines files landing in --landing, or Kafka",
     )
     run_p.add_argument("--landing", default=defaults.landing, help="directory of JSON-lines posts")
-    add_kafka_arguments(run_p, bootstrap=defaults.kafka_bootstrap, topic=defaults.kafka_topic)
+    add_kafka_arguments(run_p)
     run_p.add_argument(
         "--checkpoint", help="checkpoint location (default: <lakehouse>/_checkpoints/<query>)"
     )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_jobs import failpoints
-from spark_jobs.common import exit_process, job_main, log
+from spark_jobs.common import action_job_main, exit_process, log
 from spark_jobs.lake.storage import join, spark_uri
 from spark_jobs.stream.config import StreamCommand, add_arguments
 from spark_jobs.stream.matcher import start
@@ -55,7 +55,7 @@ def run(command: StreamCommand, lakehouse: Lakehouse) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     failpoints.arm()
-    return job_main("stream", __doc__ or "", add_arguments, StreamCommand.of, run, argv)
+    return action_job_main("stream", __doc__ or "", add_arguments, StreamCommand.of, run, argv)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def test_a_usage_error_is_recorded_with_its_code(tmp_path):
         [sys.executable, "-m", "benchmarks.job_process", str(figures_path), "place", "--nope"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert done.returncode == 2 and "unrecognized arguments" in done.stderr
+    assert done.returncode == 2 and "Unrecognized options: --nope" in done.stderr
     assert job_process.JobFigures.read(figures_path).exit_code == 2
 
 

@@ -62,13 +62,13 @@ def test_the_remap_dags_params_default_to_the_declarations():
     """Each remap Param with a counterpart defaults to what the learn job's config and the
     publish gate declare (core.remap_options), and the learn job's command line to the
     same: one value each, whichever way a remap is started."""
-    import argparse
     import json
     import subprocess
     import sys
 
     from core.remap_options import ALGORITHMS, DEFAULT_MARGIN
-    from spark_jobs.jobs.learn import LearnConfig, add_arguments
+    from spark_jobs.jobs.learn import LearnConfig
+    from spark_jobs.options import parse_job
 
     script = (
         "import json, sys\n"
@@ -84,9 +84,7 @@ def test_the_remap_dags_params_default_to_the_declarations():
     assert done.returncode == 0, done.stderr[-2000:]
     dag = json.loads(done.stdout.strip().splitlines()[-1])
     job = LearnConfig()
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    command_line = parser.parse_args([])
+    command_line, _ = parse_job(LearnConfig, [], prog="learn", description="")
     for name in ("algorithm", "split", "max_moved", "full_remap_gain"):
         assert dag["defaults"][name] == getattr(job, name) == getattr(command_line, name), name
     assert dag["defaults"]["margin"] == DEFAULT_MARGIN

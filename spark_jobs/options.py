@@ -1,0 +1,62 @@
+"""A Spark job's command line, derived from its config dataclass: each field is an option
+(``max_moved``: ``--max-moved``), and its type, default and the string under it (its help)
+are the option's. tyro parses the command line into the config, beside the options every
+job takes (:class:`SessionOptions`): nothing below the command line sees an ``argparse``
+object, and no option is declared apart from its field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Annotated, Any, TypeVar
+
+ConfigT = TypeVar("ConfigT")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SessionOptions:
+    """Where a job runs: the options of its session, not of the job."""
+
+    lakehouse: str | None = None
+    """lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)"""
+    master: str | None = None
+    """Spark master (default: local[*] or $S3TM_SPARK_MASTER)"""
+
+
+_JOB_OPTIONS: dict[type, type] = {}
+
+
+def job_options(config_type: type) -> type:
+    """The dataclass of a job's whole command line: the fields of ``config_type`` and of
+    :class:`SessionOptions`, both at the top level (``--nodes``, not ``--config.nodes``)."""
+    import tyro
+
+    if config_type in _JOB_OPTIONS:
+        return _JOB_OPTIONS[config_type]
+    flat = tyro.conf.arg(name="")
+    made = _JOB_OPTIONS[config_type] = dataclasses.make_dataclass(
+        f"{config_type.__name__}Options",
+        [
+            ("config", Annotated[config_type, flat]),
+            ("session", Annotated[SessionOptions, flat]),
+        ],
+        frozen=True,
+    )
+    return made
+
+
+def parse_job(
+    config_type: type[ConfigT], argv: Sequence[str] | None, *, prog: str, description: str
+) -> tuple[ConfigT, SessionOptions]:
+    """The job's config and session from ``argv`` (``--help`` prints both; a bad option
+    exits 2, as argparse does; a config that refuses its values raises its error)."""
+    import tyro
+
+    parsed: Any = tyro.cli(
+        job_options(config_type),
+        args=list(argv) if argv is not None else None,
+        prog=prog,
+        description=description,
+    )
+    return parsed.config, parsed.session
