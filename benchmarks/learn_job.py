@@ -70,7 +70,7 @@ def write_edges(lakehouse_root: Path, n_posts: int, seed: int) -> int:
 
 
 def _child(lakehouse_root: str, nodes: int) -> None:
-    from spark_jobs.jobs.learn import learn_version
+    from spark_jobs.jobs.learn import LearnConfig, learn_version
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
     from spark_jobs.peak_rss import driver_jvm_pid, peak_mib
@@ -81,14 +81,14 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     started = time.perf_counter()
     summary = learn_version(
         Lakehouse(spark, lakehouse_root),
-        nodes=nodes,
-        algorithm="salb",
-        split=True,
-        start=None,
-        end=None,
-        holdout_fraction=HOLDOUT_FRACTION,
-        subscribed="all",
-        seed=0,
+        LearnConfig(
+            nodes=nodes,
+            algorithm="salb",
+            split=True,
+            holdout_fraction=HOLDOUT_FRACTION,
+            subscribed="all",
+            live_hot_words=0.0,
+        ),
     )
     wall = time.perf_counter() - started
 

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 from core.errors import InputDataError, S3TMError
 
@@ -189,6 +189,21 @@ def job_main(
         lakehouse=session.lakehouse,
         master=session.master,
     )
+
+
+class JobMain(Protocol):
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def job_entry(
+    name: str, description: str | None, config_type: type[ConfigT], body: JobBody[ConfigT]
+) -> JobMain:
+    """A job module's ``main(argv=None)``: :func:`job_main` of its config and body."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return job_main(name, description or "", config_type, body, argv)
+
+    return main
 
 
 def action_job_main(

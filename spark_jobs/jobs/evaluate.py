@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -24,7 +24,7 @@ from core.routing.evaluate import hash_table
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
-from spark_jobs.common import exit_process, job_main, log
+from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, holdout_filter
 from spark_jobs.lake.routing_store import (
     get_version,
@@ -272,8 +272,7 @@ def run(config: EvaluateConfig, lakehouse: Lakehouse) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("evaluate", __doc__ or "", EvaluateConfig, run, argv)
+main = job_entry("evaluate", __doc__, EvaluateConfig, run)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import exit_process, job_main, log, window_start
+from spark_jobs.common import exit_process, job_entry, log, window_start
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,8 +106,7 @@ def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("graph", __doc__ or "", GraphConfig, run, argv)
+main = job_entry("graph", __doc__, GraphConfig, run)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
@@ -25,7 +25,7 @@ import tyro
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import exit_process, job_main, log
+from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deployment_topic
 
@@ -348,8 +348,7 @@ def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("ingest", __doc__ or "", IngestConfig, run, argv)
+main = job_entry("ingest", __doc__, IngestConfig, run)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ the learner's own working set (~133 MiB per million posts for SALB).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypedDict
 
@@ -62,7 +62,7 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
-from spark_jobs.common import exit_process, job_main, log, window_start
+from spark_jobs.common import exit_process, job_entry, log, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
@@ -226,6 +226,23 @@ class LearnConfig(LearnerOptions):
     """with --split, give the hot words the stream's sketch reported in the last this many
     hours (stream.health) the versions their live share needs (0: off)"""
 
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise InvalidArgumentError(f"--nodes must be >= 1, got {self.nodes}")
+        if self.incremental and self.algorithm != "salb2":
+            raise InvalidArgumentError(
+                "--incremental refines with salb2's restreaming; got --algorithm "
+                f"{self.algorithm} (use --algorithm salb2, or --no-incremental)"
+            )
+        if self.incremental and not self.split:
+            raise InvalidArgumentError("--incremental learns salb2, which splits: drop --no-split")
+        if not 0.0 <= self.max_moved <= 1.0:
+            raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {self.max_moved}")
+        if self.full_remap_gain < 0:
+            raise InvalidArgumentError(
+                f"--full-remap-gain must be >= 0, got {self.full_remap_gain}"
+            )
+
 
 def live_hot_words(lakehouse: Lakehouse, hours: float) -> dict[str, float]:
     """The hot words of the latest ``stream.health`` row recorded in the last ``hours``,
@@ -269,36 +286,14 @@ class LearnSummary(LearnInputs, RemapChoice):
     read_seconds: float
 
 
-def learn_version(
-    lakehouse: Lakehouse,
-    *,
-    nodes: int,
-    algorithm: Algorithm,
-    split: bool,
-    start: dt.date | None,
-    end: dt.date | None,
-    holdout_fraction: float,
-    subscribed: str,
-    seed: int,
-    live_hot_hours: float = 0.0,
-    incremental: bool = False,
-    max_moved: float = DEFAULT_MAX_MOVED,
-    full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN,
-) -> LearnSummary:
-    """Learn and write one candidate version; returns its summary."""
-    if nodes < 1:
-        raise InvalidArgumentError(f"--nodes must be >= 1, got {nodes}")
-    if incremental and algorithm != "salb2":
-        raise InvalidArgumentError(
-            f"--incremental refines with salb2's restreaming; got --algorithm {algorithm} "
-            "(use --algorithm salb2, or --no-incremental)"
-        )
-    if incremental and not split:
-        raise InvalidArgumentError("--incremental learns salb2, which splits: drop --no-split")
-    if not 0.0 <= max_moved <= 1.0:
-        raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {max_moved}")
-    if full_remap_gain < 0:
-        raise InvalidArgumentError(f"--full-remap-gain must be >= 0, got {full_remap_gain}")
+def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
+    """Learn and write one candidate version on the window ``config.start`` to
+    ``config.end`` (its ``window_days`` resolved by the caller); returns its summary."""
+    nodes, algorithm, split, seed = config.nodes, config.algorithm, config.split, config.seed
+    start, end, subscribed = config.start, config.end, config.subscribed
+    incremental, max_moved = config.incremental, config.max_moved
+    full_remap_gain, live_hot_hours = config.full_remap_gain, config.live_hot_words
+    holdout_fraction = config.holdout_fraction
     started = time.perf_counter()
     edges_version = lakehouse.version("gold.post_words")
     if edges_version is None:
@@ -441,27 +436,12 @@ def run(config: LearnConfig, lakehouse: Lakehouse) -> int:
     start = config.start
     if start is None and config.window_days > 0 and lakehouse.exists("gold.post_words"):
         start = window_start(lakehouse.read("gold.post_words"), "day", config.window_days)
-    summary = learn_version(
-        lakehouse,
-        nodes=config.nodes,
-        algorithm=config.algorithm,
-        split=config.split,
-        start=start,
-        end=config.end,
-        holdout_fraction=config.holdout_fraction,
-        subscribed=config.subscribed,
-        seed=config.seed,
-        live_hot_hours=config.live_hot_words,
-        incremental=config.incremental,
-        max_moved=config.max_moved,
-        full_remap_gain=config.full_remap_gain,
-    )
+    summary = learn_version(lakehouse, dataclasses.replace(config, start=start))
     print(json.dumps(summary))
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("learn", __doc__ or "", LearnConfig, run, argv)
+main = job_entry("learn", __doc__, LearnConfig, run)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import exit_process, job_main, log
+from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.jobs.sampling import hash_fraction_filter
 
 if TYPE_CHECKING:
@@ -148,8 +148,7 @@ def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("normalise", __doc__ or "", NormaliseConfig, run, argv)
+main = job_entry("normalise", __doc__, NormaliseConfig, run)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.formatting import format_table
-from spark_jobs.common import exit_process, job_main
+from spark_jobs.common import exit_process, job_entry
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
 from spark_jobs.jobs.evaluate import EvaluateConfig
 from spark_jobs.jobs.graph import GraphConfig
@@ -178,8 +178,7 @@ def _largest(values: Iterable[float | None]) -> float | None:
     return max((v for v in values if v is not None), default=None)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("pipeline", __doc__ or "", PipelineConfig, run, argv)
+main = job_entry("pipeline", __doc__, PipelineConfig, run)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
@@ -28,7 +27,7 @@ from core.placement.lasp import (
     place_subscriptions,
 )
 from spark_jobs import failpoints
-from spark_jobs.common import exit_process, job_main, log
+from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
@@ -168,8 +167,7 @@ def run(config: PlaceConfig, lakehouse: Lakehouse) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return job_main("place", __doc__ or "", PlaceConfig, run, argv)
+main = job_entry("place", __doc__, PlaceConfig, run)
 
 
 if __name__ == "__main__":

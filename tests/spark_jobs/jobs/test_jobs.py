@@ -236,14 +236,7 @@ def test_jobs_fail_clearly_without_inputs(lakehouse, tmp_path):
     with pytest.raises(InputDataError, match="run the graph job first"):
         learn.learn_version(
             lakehouse,
-            nodes=4,
-            algorithm="salb",
-            split=True,
-            start=None,
-            end=None,
-            holdout_fraction=0.2,
-            subscribed="all",
-            seed=0,
+            learn.LearnConfig(nodes=4, algorithm="salb", holdout_fraction=0.2, subscribed="all"),
         )
     with pytest.raises(InputDataError, match="no validated"):
         publish.publish(lakehouse, None)
@@ -380,18 +373,14 @@ def _learn_incremental(lakehouse, nodes=8, **overrides):
     arguments = {
         "nodes": nodes,
         "algorithm": "salb2",
-        "split": True,
-        "start": None,
-        "end": None,
         "holdout_fraction": 0.2,
-        "subscribed": "auto",
-        "seed": 0,
         "incremental": True,
         "max_moved": 0.1,
         "full_remap_gain": 10.0,  # a full remap never wins here unless forced
+        "live_hot_words": 0.0,
         **overrides,
     }
-    return learn.learn_version(lakehouse, **arguments)
+    return learn.learn_version(lakehouse, learn.LearnConfig(**arguments))
 
 
 def test_incremental_remap_refines_the_published_version(lakehouse, tmp_path):
