@@ -287,9 +287,9 @@ def _run_delta_engines(args: DeltaEnginesBench) -> int:
 
 def _run_sizing(args: SizingBench) -> int:
     from benchmarks import sizing
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import corpus_or_real
 
-    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    path = corpus_or_real(args.corpus)
     sizes = [int(s) for s in args.subscriptions.split(",") if s.strip()]
     sizing.run(path, sizes, args.nodes, Path(args.out))
     return 0
@@ -313,9 +313,9 @@ def _run_changes(args: ChangesBench) -> int:
 
 def _run_matcher(args: MatcherBench) -> int:
     from benchmarks import matcher
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import corpus_or_real
 
-    path = Path(args.corpus) if args.corpus else real_corpus_path()
+    path = corpus_or_real(args.corpus)
     if args.compare:
         from benchmarks.compare import compare_matcher
 
@@ -335,12 +335,10 @@ def _run_matcher(args: MatcherBench) -> int:
 
 def _run_sketch(args: SketchBench) -> int:
     from benchmarks import sketch
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import require_corpus
     from s3tm.cli.demo import parse_int_list
 
-    path = Path(args.corpus) if args.corpus else real_corpus_path()
-    if path is None:
-        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
+    path = require_corpus(args.corpus)
     if min(args.batch_posts, args.tasks, args.window) < 1:
         raise InputDataError("--batch-posts, --tasks and --window must be >= 1")
     sketch.run(
@@ -356,13 +354,9 @@ def _run_sketch(args: SketchBench) -> int:
 
 def _run_normalise(args: NormaliseBench) -> int:
     from benchmarks import normalise
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import require_corpus
 
-    path = Path(args.corpus) if args.corpus else real_corpus_path()
-    if path is None:
-        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
-    if not path.is_file():
-        raise InputDataError(f"corpus not found: {path}")
+    path = require_corpus(args.corpus)
     if min(args.posts, args.batch_posts, args.runs) < 1:
         raise InputDataError("--posts, --batch-posts and --runs must be >= 1")
     normalise.run(
@@ -373,7 +367,7 @@ def _run_normalise(args: NormaliseBench) -> int:
 
 def _run_drop(args: DropBench) -> int:
     from benchmarks.compare import compare_drop
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import corpus_or_real
 
     if args.corpus and not Path(args.corpus).is_file():
         raise InputDataError(f"corpus not found: {args.corpus}")
@@ -381,7 +375,7 @@ def _run_drop(args: DropBench) -> int:
         raise InputDataError("--lines, --repeats and --runs must be >= 1")
     if not 0 < args.fraction < 1:
         raise InputDataError(f"--fraction must lie in (0, 1), got {args.fraction}")
-    corpus = Path(args.corpus) if args.corpus else real_corpus_path()
+    corpus = corpus_or_real(args.corpus)
     if args.spark:
         from benchmarks import drop
 
@@ -410,7 +404,7 @@ def _run_drop(args: DropBench) -> int:
 
 def _run_stream(args: StreamBench) -> int:
     from benchmarks import stream as bench_stream
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import corpus_or_real
     from core.subscriptions.workloads import parse_workloads
 
     workloads = parse_workloads(args.workloads)
@@ -426,7 +420,7 @@ def _run_stream(args: StreamBench) -> int:
         if len(workloads) != 1:
             raise InputDataError("--overload takes one workload (--workloads tweet)")
         overload.run(
-            Path(args.corpus) if args.corpus else real_corpus_path(),
+            corpus_or_real(args.corpus),
             workload=workloads[0],
             nodes=args.nodes,
             subscriptions=args.subscriptions,
@@ -448,7 +442,7 @@ def _run_stream(args: StreamBench) -> int:
         _check_runs(args)
         compare_stream(
             args.compare,
-            corpus=Path(args.corpus) if args.corpus else real_corpus_path(),
+            corpus=corpus_or_real(args.corpus),
             workloads=workloads,
             nodes=args.nodes,
             subscriptions=args.subscriptions,
@@ -461,7 +455,7 @@ def _run_stream(args: StreamBench) -> int:
         )
         return 0
     bench_stream.run(
-        Path(args.corpus) if args.corpus else real_corpus_path(),
+        corpus_or_real(args.corpus),
         workloads=workloads,
         nodes=args.nodes,
         subscriptions=args.subscriptions,
@@ -608,15 +602,10 @@ def _run_learn(args: LearnBench) -> int:
 
 def _run_quality(args: QualityBench) -> int:
     from benchmarks import quality
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import require_corpus
     from s3tm.cli.demo import parse_int_list
 
-    path = Path(args.corpus) if args.corpus else real_corpus_path()
-    if path is None:
-        raise InputDataError(
-            "real corpus not found: pass --corpus FILE or set "
-            "S3TM_SHARED_DATA to the folder holding tweets-tweeteval.jsonl.gz"
-        )
+    path = require_corpus(args.corpus)
     quality.run(
         path,
         parse_int_list(args.nodes, "--nodes"),

@@ -129,17 +129,34 @@ def run_parsed(
     spark: bool = True,
 ) -> int:
     """Run a job on parsed command-line ``options`` (``spark-submit`` or ``s3tm``)."""
+    return run_configured(
+        name,
+        lambda: (
+            build_config(spec, options),
+            _optional_str(options.get("lakehouse")),
+            _optional_str(options.get("master")),
+        ),
+        body,
+        spark=spark,
+    )
+
+
+def run_configured(
+    name: str,
+    configure: Callable[[], tuple[ConfigT, str | None, str | None]],
+    body: JobBody[ConfigT],
+    *,
+    spark: bool = True,
+) -> int:
+    """Run a job on the (config, lakehouse, master) ``configure`` makes of its command
+    line; 2 when the config refuses its values (the error said, as a bad option is)."""
     try:
-        config = build_config(spec, options)
+        config, lakehouse, master = configure()
     except S3TMError as err:
         print(f"s3tm {name}: error: {err}", file=sys.stderr)
         return 2
     return run_job(
-        name,
-        lambda lakehouse: body(config, lakehouse),
-        lakehouse=_optional_str(options.get("lakehouse")),
-        master=_optional_str(options.get("master")),
-        spark=spark,
+        name, lambda lh: body(config, lh), lakehouse=lakehouse, master=master, spark=spark
     )
 
 
@@ -173,22 +190,21 @@ def job_main(
     config_type: type[ConfigT],
     body: JobBody[ConfigT],
     argv: Sequence[str] | None,
+    *,
+    prog: str | None = None,
 ) -> int:
-    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py``: its
-    options are its config's fields (:mod:`spark_jobs.options`)."""
+    """The ``main(argv)`` of a job run by ``spark-submit spark_jobs/jobs/<job>.py`` (or
+    ``s3tm <command>``, its ``prog``): its options are its config's fields
+    (:mod:`spark_jobs.options`)."""
     from spark_jobs.options import parse_job
 
-    try:
-        config, session = parse_job(config_type, argv, prog=_prog(name), description=description)
-    except S3TMError as err:
-        print(f"s3tm {name}: error: {err}", file=sys.stderr)
-        return 2
-    return run_job(
-        name,
-        lambda lakehouse: body(config, lakehouse),
-        lakehouse=session.lakehouse,
-        master=session.master,
-    )
+    def configure() -> tuple[ConfigT, str | None, str | None]:
+        config, session = parse_job(
+            config_type, argv, prog=prog or _prog(name), description=description
+        )
+        return config, session.lakehouse, session.master
+
+    return run_configured(name, configure, body)
 
 
 class JobMain(Protocol):

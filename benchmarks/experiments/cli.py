@@ -68,12 +68,9 @@ def _progress(args: WindowOptions) -> Callable[[str], None]:
 
 
 def _real_corpus(corpus: str | None) -> Path:
-    from benchmarks.realdata import real_corpus_path
+    from benchmarks.realdata import require_corpus  # the settings: when a command runs
 
-    path = Path(corpus) if corpus else real_corpus_path()
-    if path is None:
-        raise InputDataError("corpus not found: pass --corpus FILE or set S3TM_SHARED_DATA")
-    return path
+    return require_corpus(corpus)
 
 
 def _run_remap_cost(args: RemapCost) -> int:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.errors import S3TMError
 from s3tm.cli.text import plain
 from spark_jobs.common import add_common_arguments, run_parsed
 
@@ -100,25 +98,12 @@ def _job(command: str) -> tuple[Any, Any, str]:
 
 def _config_handler(command: str) -> Callable[[argparse.Namespace], int]:
     def handle(args: argparse.Namespace) -> int:
-        from spark_jobs.common import run_job
-        from spark_jobs.options import parse_job
+        from spark_jobs.common import job_main
 
         module, config_type, name = _job(command)
-        try:
-            config, session = parse_job(
-                config_type,
-                args.options,
-                prog=f"s3tm {command}",
-                description=plain(module.__doc__) or "",
-            )
-        except S3TMError as err:
-            print(f"s3tm {name}: error: {err}", file=sys.stderr)
-            return 2
-        return run_job(
-            name,
-            lambda lakehouse: module.run(config, lakehouse),
-            lakehouse=session.lakehouse,
-            master=session.master,
+        description = plain(module.__doc__) or ""
+        return job_main(
+            name, description, config_type, module.run, args.options, prog=f"s3tm {command}"
         )
 
     return handle
