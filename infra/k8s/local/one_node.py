@@ -537,6 +537,10 @@ resolvConf: /etc/resolv.conf
                 process.wait()
         self._processes.clear()
         self._stop_leftovers()
+        # the images imported into containerd and the pods' volumes: gigabytes no later run
+        # reads (each imports the images again); the logs stay
+        for data in (self.folder / "containerd" / "root", self.folder / "kubelet"):
+            shutil.rmtree(data, ignore_errors=True)
 
     def _stop_leftovers(self) -> None:
         """What a cluster leaves behind it (this one's, or one killed before it stopped)."""
