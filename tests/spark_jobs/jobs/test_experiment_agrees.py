@@ -16,6 +16,7 @@ import pytest
 from benchmarks.experiments.paper import _against_hash
 from benchmarks.experiments.runner import Workloads, subscribed_words
 from core.corpus.arrays import corpus_from_arrow_lists
+from core.corpus.edges import training_corpus
 from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
@@ -52,7 +53,7 @@ def test_the_experiment_and_the_platform_agree_on_the_same_input(lakehouse, tmp_
             "word": pc.list_flatten(kept["words"]),
         }
     )
-    training = learn.training_corpus(edges)
+    training = training_corpus(edges)
     assert training.n_posts == int(pc.sum(pc.greater(lengths, 0)).as_py())
     drawn = tweet_subscriptions(training, 400, seed=1)
     sets = [

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
+from core.corpus.edges import training_corpus
 from core.sampling.hash_fraction import hash_fraction_mask, spark_xxhash64
 from spark_jobs.jobs import learn
 from spark_jobs.jobs.sampling import hash_fraction_filter, holdout_filter
@@ -108,7 +109,7 @@ def test_driver_read_selects_sparks_edges(post_words, start, end, fraction):
     assert set(by_arrow) == by_spark
     assert (len(by_spark) == 0) == (start == dt.date(2026, 4, 1))
     if by_spark:  # dictionary entries of held-out posts and their words are dropped
-        corpus = learn.training_corpus(edges)
+        corpus = training_corpus(edges)
         assert corpus.n_posts == len({p for p, _ in by_spark})
         assert set(corpus.vocabulary) == {w for _, w in by_spark}
         assert corpus.n_edges == len(by_spark)
