@@ -33,12 +33,13 @@ import datetime as dt
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
 
+from core.corpus.arrays import Corpus
 from core.corpus.edges import training_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import (
@@ -234,43 +235,71 @@ class LearnSummary(LearnInputs, RemapChoice):
     read_seconds: float
 
 
-def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
-    """Learn and write one candidate version on the window ``config.start`` to
-    ``config.end`` (its ``window_days`` resolved by the caller); returns its summary."""
-    nodes, algorithm, split, seed = config.nodes, config.algorithm, config.split, config.seed
-    start, end, subscribed = config.start, config.end, config.subscribed
-    incremental, max_moved = config.incremental, config.max_moved
-    full_remap_gain, live_hot_hours = config.full_remap_gain, config.live_hot_words
-    holdout_fraction = config.holdout_fraction
+@dataclass(frozen=True)
+class LearningWindow:
+    """The window's posts as the learners take them, and what they were read from."""
+
+    edges_version: int  # of gold.post_words
+    corpus: Corpus  # training posts
+    judge: Corpus | None  # held-out posts the incremental-or-full choice is judged on
+    read_seconds: float
+
+
+@dataclass(frozen=True)
+class RegistryWords:
+    """What the active subscriptions tell the learner (nothing with ``--subscribed all``
+    or an empty registry under ``auto``)."""
+
+    words: list[str] | None = None  # learn on these words only
+    corpus: Corpus | None = None  # salb2 weighs each word by its subscriptions' matches
+    word_subscriptions: Counter[str] = field(default_factory=Counter)
+    count: int = 0
+
+
+def read_window(lakehouse: Lakehouse, config: LearnConfig) -> LearningWindow:
     started = time.perf_counter()
     edges_version = lakehouse.version("gold.post_words")
     if edges_version is None:
         raise InputDataError("gold.post_words does not exist: run the graph job first")
     snapshot = lakehouse.snapshot("gold.post_words", edges_version)
-    training_edges, held_out = window_edges_arrow(snapshot, start, end, holdout_fraction)
-    if not incremental:
+    training_edges, held_out = window_edges_arrow(
+        snapshot, config.start, config.end, config.holdout_fraction
+    )
+    if not config.incremental:
         held_out = held_out.slice(0, 0)  # only the incremental choice reads it: free it now
     corpus = training_corpus(training_edges)
     # the incremental-or-full choice is judged on posts neither learner saw: on its own
     # posts a full remap always looks better (it was fitted to them)
-    judge = training_corpus(held_out) if incremental and held_out.num_rows else None
+    judge = training_corpus(held_out) if config.incremental and held_out.num_rows else None
     del training_edges, held_out  # the corpora hold what learning needs (GBs at 10M posts)
-    read_s = time.perf_counter() - started
-    words = None
+    return LearningWindow(edges_version, corpus, judge, time.perf_counter() - started)
+
+
+def registry_words(lakehouse: Lakehouse, subscribed: str) -> RegistryWords:
     active = active_corpus(lakehouse) if subscribed != "all" else None
     n_subs = active.n_posts if active is not None else 0
     if subscribed == "registry" and not n_subs:
         raise InputDataError("--subscribed registry, but the registry has no active subscription")
-    sub_corpus = None
-    word_subscriptions: Counter[str] = Counter()
-    if active is not None and n_subs:
-        words = sorted(active.vocabulary.tolist())
-        # salb2 weighs each word by the matches its subscriptions emit (core.learn.match_weight)
-        sub_corpus = active
-        word_subscriptions = Counter(
+    if active is None or not n_subs:
+        return RegistryWords()
+    return RegistryWords(
+        words=sorted(active.vocabulary.tolist()),
+        corpus=active,
+        word_subscriptions=Counter(
             dict(zip(active.vocabulary.tolist(), active.word_frequencies.tolist(), strict=True))
-        )
-    live = live_hot_words(lakehouse, live_hot_hours) if split else {}
+        ),
+        count=n_subs,
+    )
+
+
+def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
+    """Learn and write one candidate version on the window ``config.start`` to
+    ``config.end`` (its ``window_days`` resolved by the caller); returns its summary."""
+    nodes, algorithm, split, seed = config.nodes, config.algorithm, config.split, config.seed
+    window = read_window(lakehouse, config)
+    corpus = window.corpus
+    registry = registry_words(lakehouse, config.subscribed)
+    live = live_hot_words(lakehouse, config.live_hot_words) if split else {}
     min_parts = {w: versions_needed(share, nodes) for w, share in live.items()}
     if min_parts:
         log.info("live hot words (stream.health) get at least these versions: %s", min_parts)
@@ -279,32 +308,32 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         nodes,
         algorithm,
         split=split,
-        subscribed_words=words,
+        subscribed_words=registry.words,
         seed=seed,
         min_parts=min_parts,
-        subscriptions=sub_corpus,
+        subscriptions=registry.corpus,
     )
     published = _published_table(lakehouse)
     if published is not None and published[1].n_matchers == nodes:
         # the full remap takes the published matcher ids where it can: the same routing,
         # fewer subscriptions re-placed when it replaces the published version
-        learned = align_to_published(learned, published[1], word_subscriptions)
+        learned = align_to_published(learned, published[1], registry.word_subscriptions)
     aligned = learned.table.manifest.get("aligned_to_published")
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
     remap: RemapChoice = {"remap": "full", "remap_reason": "--no-incremental"}
-    if incremental:
+    if config.incremental:
         learned, training, remap = incremental_or_full(
             published,
-            word_subscriptions,
+            registry.word_subscriptions,
             corpus,
-            judge,
+            window.judge,
             learned,
             training,
-            n_subs,
-            sub_corpus,
-            words,
-            max_moved=max_moved,
-            full_remap_gain=full_remap_gain,
+            registry.count,
+            registry.corpus,
+            registry.words,
+            max_moved=config.max_moved,
+            full_remap_gain=config.full_remap_gain,
             seed=seed,
             min_parts=min_parts,
         )
@@ -318,18 +347,18 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         **remap,
         "split": split,
         "seed": seed,
-        "holdout_fraction": holdout_fraction,
+        "holdout_fraction": config.holdout_fraction,
         "label": algorithm_label(algorithm, split),
         "hot_words": learned.table.n_split_words,
         "live_hot_words": min_parts,
     }
     inputs: LearnInputs = {
-        "gold.post_words": edges_version,
-        "start": start.isoformat() if start else None,
-        "end": end.isoformat() if end else None,
+        "gold.post_words": window.edges_version,
+        "start": config.start.isoformat() if config.start else None,
+        "end": config.end.isoformat() if config.end else None,
         "training_posts": corpus.n_posts,
         "training_edges": corpus.n_edges,
-        "subscriptions": n_subs,
+        "subscriptions": registry.count,
     }
     version = add_candidate(
         lakehouse,
@@ -339,12 +368,12 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
             "n_matchers": nodes,
             "params": json.dumps(params),
             "inputs": json.dumps(inputs),
-            "subscribed_words": words,
+            "subscribed_words": registry.words,
             "metrics": json.dumps(
                 {
                     "training": training.as_dict(with_loads=False),
                     "learn_seconds": learned.learn_seconds,
-                    "read_seconds": read_s,
+                    "read_seconds": window.read_seconds,
                 }
             ),
             "validation": None,
@@ -354,16 +383,6 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
             "retired_at": None,
         },
     )
-    summary: LearnSummary = {
-        "routing_version": version,
-        "label": params["label"],
-        "n_matchers": nodes,
-        "mapping_rows": learned.table.part_matchers.shape[0],
-        **inputs,
-        "learn_seconds": round(learned.learn_seconds, 3),
-        "read_seconds": round(read_s, 3),
-        **remap,
-    }
     log.info(
         "learned candidate version %d (%s, N=%d) on %d posts",
         version,
@@ -371,7 +390,16 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         nodes,
         corpus.n_posts,
     )
-    return summary
+    return {
+        "routing_version": version,
+        "label": params["label"],
+        "n_matchers": nodes,
+        "mapping_rows": learned.table.part_matchers.shape[0],
+        **inputs,
+        "learn_seconds": round(learned.learn_seconds, 3),
+        "read_seconds": round(window.read_seconds, 3),
+        **remap,
+    }
 
 
 def _published_table(lakehouse: Lakehouse) -> tuple[int, RoutingTable] | None:
