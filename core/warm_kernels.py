@@ -45,6 +45,7 @@ from core.shedding.post_value import ValueTable
 from core.shedding.shedder import drop_posts_at_random
 from core.stream.dispatch import MATCHED_ARROW, Subscribers, dispatch_tables
 from core.stream.snapshot import snapshot_of
+from core.stream.word_health import WordKeys
 from core.stream.worker import MatcherCache, gather_for_matchers, route_and_shed
 from core.text.encoder import normalize_arrow
 
@@ -138,9 +139,9 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
                       slot_weight=np.ones(snapshot.part_matchers.shape[0]))  # fmt: skip
     for plan in (ShedPlan(), capped):
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=5)
-    cache.health(snapshot, indptr, word_ids, shed.routed)
+    WordKeys().health(snapshot, indptr, word_ids, shed.routed)
     sketch = WordSketch(SketchSpec())
-    cache.count_words(snapshot, np.bincount(word_ids, minlength=snapshot.n_words), sketch)
+    WordKeys().count_words(snapshot, np.bincount(word_ids, minlength=snapshot.n_words), sketch)
     sketch.heavy_hitters(0.01)
     # a worker's token table grows past its first size: rehashed
     cache.encoder(snapshot).encode(pa.array([f"token{i} x{i}" for i in range(6000)]))

@@ -24,14 +24,13 @@ from core.corpus.arrays import take_rows
 from core.errors import InvalidArgumentError
 from core.matching.matches import Matches
 from core.matching.trie import TrieMatcher
-from core.monitor.health import RoutingHealth
-from core.monitor.sketch import WordSketch, word_keys
 from core.routing.router import RoutedPosts, route_csr
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
-from core.shedding.yield_stats import YieldObservation, observe
+from core.shedding.yield_stats import YieldObservation
 from core.stream import _route_kernels
 from core.stream.held import HeldMatcher
+from core.stream.matcher_yield import matcher_yield
 from core.stream.snapshot import BaseStore, MatcherSnapshot, MatcherSubs
 from core.text.encoder import WordEncoder
 
@@ -213,15 +212,6 @@ class _CachedTrie:
 INDEX_KINDS = ("predicate", "trie")
 
 
-def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(indptr of the given rows, positions of their entries in the CSR's values)."""
-    starts = np.asarray(indptr, dtype=np.int64)[rows]
-    lengths = np.asarray(indptr, dtype=np.int64)[rows + 1] - starts
-    out = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out, np.repeat(starts - out[:-1], lengths) + np.arange(out[-1], dtype=np.int64)
-
-
 class MatcherCache:
     """Per-matcher subscriptions and indexes, and the post encoder, of the current routing
     version. A matcher's subscriptions are its base (read from ``bases`` once per base,
@@ -241,7 +231,6 @@ class MatcherCache:
         self._tries: dict[int, _CachedTrie] = {}
         self._encoder: tuple[int, WordEncoder] | None = None
         self._identity = np.zeros(0, dtype=np.int32)
-        self._word_keys = np.zeros(0, dtype=np.uint64)
         self.rebuilds = 0  # indexes built over a whole base
         self.updates = 0  # indexes built over an epoch's additions
         self.base_reads = 0
@@ -264,7 +253,6 @@ class MatcherCache:
             self._recent.clear()
             self._tries.clear()
             self._encoder = None
-            self._word_keys = np.zeros(0, dtype=np.uint64)
 
     def _check(self, snapshot: MatcherSnapshot, matcher: int) -> None:
         if not 0 <= matcher < snapshot.n_matchers:
@@ -346,46 +334,6 @@ class MatcherCache:
         kept: np.ndarray = snapshot.kept_words
         return kept
 
-    def word_keys(self, snapshot: MatcherSnapshot) -> np.ndarray:
-        """``(n_words,)`` uint64: each dictionary word's stable hash (the word sketch's key;
-        modulo N, the matcher hash routing gives it)."""
-        self._use(snapshot)
-        known = self._word_keys.shape[0]
-        if known < snapshot.n_words:  # the dictionary only grows within a version
-            grown = word_keys(snapshot.words[known:])
-            self._word_keys = np.concatenate([self._word_keys, grown])
-        return self._word_keys[: snapshot.n_words]
-
-    def count_words(
-        self, snapshot: MatcherSnapshot, word_counts: np.ndarray, sketch: WordSketch
-    ) -> None:
-        """Add word occurrences to ``sketch``: ``word_counts[w]`` posts held dictionary word
-        w (a task sums its blocks' ``np.bincount`` first: one sketch update per task)."""
-        keys = self.word_keys(snapshot)
-        present = np.flatnonzero(word_counts)
-        sketch.add(keys[present], word_counts[present])
-
-    def health(
-        self,
-        snapshot: MatcherSnapshot,
-        indptr: np.ndarray,
-        word_ids: np.ndarray,
-        routed: RoutedPosts,
-    ) -> RoutingHealth:
-        """The version's loads on these posts (``routed``) beside hash routing's (each
-        subscribed word to ``stable_hash(word) % N``)."""
-        keys = self.word_keys(snapshot)
-        n = snapshot.n_matchers
-        hashed = route_csr(
-            indptr,
-            word_ids,
-            np.arange(snapshot.n_words, dtype=np.int64),
-            np.ones(snapshot.n_words, dtype=np.int32),
-            (keys % np.uint64(n)).astype(np.int32),
-            n,
-        )
-        return RoutingHealth.of(routed, hashed)
-
     def trie(self, snapshot: MatcherSnapshot, matcher: int) -> TrieMatcher:
         """Matcher ``matcher``'s trie at the snapshot's epoch."""
         self._check(snapshot, matcher)
@@ -443,27 +391,9 @@ class MatcherCache:
         sampled: np.ndarray,
         matches: Matches,
     ) -> YieldObservation:
-        """The yield counts of one matcher's posts (see :mod:`core.shedding.yield_stats`)."""
+        """The yield counts of one matcher's sampled posts (:func:`matcher_yield`)."""
         held = self.held(snapshot, matcher)
-        # only the sampled posts count: their words and matches are gathered first (2% of
-        # a batch), not every match looked up and most of them thrown away
-        rows = np.flatnonzero(sampled)
-        if rows.size == 0:
-            return YieldObservation.empty()
-        post_indptr, post_words = take_rows(offsets, word_ids, rows)
-        match_indptr, match_at = _csr_positions(matches.indptr, rows)
-        match_slots = held.credit(snapshot, matcher, matches.sub_ids[match_at])
-        return observe(
-            post_indptr,
-            post_words,
-            np.ones(rows.shape[0], dtype=np.bool_),
-            match_indptr,
-            match_slots,
-            matcher,
-            snapshot.part_start,
-            snapshot.part_count,
-            snapshot.part_matchers,
-        )
+        return matcher_yield(held, snapshot, matcher, offsets, word_ids, sampled, matches)
 
     def match(
         self,

@@ -51,6 +51,7 @@ from core.stream.dispatch import (
 from core.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 from core.stream.payload import group_words, matcher_inputs, partition_payloads
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
+from core.stream.word_health import WordKeys
 from core.stream.worker import (
     MatcherCache,
     ShedBatch,
@@ -106,6 +107,7 @@ def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
 # made when a Python worker first imports this module for a task (the stream's index kind
 # from its environment)
 CACHE = MatcherCache(settings().matcher_index, bases=FileBases())
+WORD_KEYS = WordKeys()  # the routing health's and the word sketch's keys
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
 
@@ -295,7 +297,7 @@ def _route_run(
         post_ids = good.column("post_id")
         indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text"))
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed, sampled=sampled)
-        health = health.merge(CACHE.health(snapshot, indptr, word_ids, shed.routed))
+        health = health.merge(WORD_KEYS.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()
         block_counts = np.bincount(word_ids, minlength=snapshot.n_words)
         if word_counts is None:
@@ -321,7 +323,7 @@ def _route_run(
         figures["seconds"] += time.perf_counter() - started
     if word_counts is not None:
         sketched = time.perf_counter()
-        CACHE.count_words(snapshot, word_counts, sketch)
+        WORD_KEYS.count_words(snapshot, word_counts, sketch)
         sketch_seconds += time.perf_counter() - sketched
     figures["shed_by_matcher"] = shed_by_matcher.tolist()
     figures["spread_counts"] = spread_counts.tolist()

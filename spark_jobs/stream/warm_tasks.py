@@ -25,6 +25,7 @@ from spark_jobs.stream.tasks import (
     _DISPATCHED_ARROW,
     CACHE,
     DISPATCHED_SCHEMA,
+    WORD_KEYS,
     _buffers,
     _by_partition,
     _notes,
@@ -118,7 +119,7 @@ def _warm_run(
     drop_lines(drop_plan, lines, 0)
     route_and_shed(snapshot, drop_plan, indptr, word_ids)
     shed = route_and_shed(snapshot, ShedPlan(), indptr, word_ids)
-    CACHE.health(snapshot, indptr, word_ids, shed.routed)
+    WORD_KEYS.health(snapshot, indptr, word_ids, shed.routed)
     posts = _by_partition(
         snapshot,
         pa.array([str(i) for i in range(len(texts))], pa.string()),
