@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from core.corpus.io import ReadReport, iter_raw_posts
+from core.corpus.records import ReadReport
 from core.shedding.post_value import ValueTable
+from spark_jobs.lake.corpus_files import iter_raw_posts
 
 
 def _texts(corpus: Path | None, limit: int) -> list[str]:

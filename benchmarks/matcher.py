@@ -83,7 +83,7 @@ def scenarios(real_corpus: Path | None, synthetic_subs: int) -> list[Scenario]:
     """The real-tweet scenario (when the corpus is present) and the synthetic ones."""
     found: list[Scenario] = []
     if real_corpus is not None:
-        from core.corpus.io import read_corpus
+        from spark_jobs.lake.corpus_files import read_corpus
 
         corpus, _ = read_corpus(real_corpus)
         mask = holdout_mask(corpus.n_posts, HOLDOUT_FRACTION, HOLDOUT_SEED)

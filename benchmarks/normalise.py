@@ -20,11 +20,12 @@ import pyarrow as pa
 
 from benchmarks.experiments.report import write_csv
 from benchmarks.machine import machine_summary
-from core.corpus.io import ReadReport, iter_raw_posts
+from core.corpus.records import ReadReport
 from core.errors import InputDataError
 from core.formatting import format_table
 from core.text import encoder as fast
 from core.text.normalize import clear_token_cache, normalize
+from spark_jobs.lake.corpus_files import iter_raw_posts
 
 
 def _texts(path: Path, limit: int) -> list[str]:

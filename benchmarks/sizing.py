@@ -88,7 +88,7 @@ def run(real_corpus: Path | None, sizes: list[int], matchers: int, out: Path) ->
     print(f"machine: {machine_summary()}")
     results: list[SizingRun] = []
     if real_corpus is not None:
-        from core.corpus.io import read_corpus
+        from spark_jobs.lake.corpus_files import read_corpus
 
         corpus, _ = read_corpus(real_corpus)
         n = min(100_000, corpus.n_posts)

@@ -22,10 +22,10 @@ import numpy as np
 
 from benchmarks.experiments.report import write_csv
 from benchmarks.machine import machine_summary
-from core.corpus.io import read_corpus
 from core.formatting import format_table
 from core.monitor.health import split_threshold
 from core.monitor.sketch import WordSketch, word_keys
+from spark_jobs.lake.corpus_files import read_corpus
 from spark_jobs.stream.health import SKETCH_SPEC
 
 

@@ -31,7 +31,6 @@ from benchmarks.experiments.report import WindowFigure, finish_windows
 from benchmarks.experiments.runner import VARIANTS, subscribed_words
 from benchmarks.machine import machine_summary
 from core.corpus.arrays import Corpus
-from core.corpus.io import read_timed_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.learn import learn_mapping
 from core.routing.evaluate import evaluate_table
@@ -43,6 +42,7 @@ from core.subscriptions.workloads import (
     topic_subscriptions,
     tweet_subscriptions,
 )
+from spark_jobs.lake.corpus_files import read_timed_corpus
 
 COLUMNS = [
     "algorithm",

@@ -2,7 +2,7 @@
 
 The streaming job receives raw lines (a landing file's or a Kafka record's bytes) and must
 give every one of them the same verdict as the batch ingest, which judges line by line in
-Python (:func:`core.corpus.io.parse_json_record`). Doing that per line costs ~4 us a post.
+Python (:func:`core.corpus.records.parse_json_record`). Doing that per line costs ~4 us a post.
 Here a numba kernel (``_json_kernels``) first reads the lines that are flat objects of
 string fields, the stream's posts, in one pass and vouches for those it can (see there);
 the rest are parsed with Arrow's JSON reader, which hands to Python only the lines it
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from core.corpus import _json_kernels
-from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
+from core.corpus.records import MAX_TEXT_CHARS, parse_json_record
 
 # bytes.strip()'s whitespace: what the ingest calls a blank line
 _BLANK_LINE = r"^[ \t\n\r\x0b\x0c]*$"

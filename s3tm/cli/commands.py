@@ -14,7 +14,6 @@ import numpy as np
 import tyro
 
 from core.corpus import Corpus, holdout_mask
-from core.corpus.io import read_corpus, read_word_list
 from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, write_demo_corpus
 from core.errors import InputDataError, InvalidArgumentError
 from core.formatting import format_table
@@ -25,6 +24,7 @@ from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import LearnerManifest, RoutingTable
 from s3tm.cli.options import HoldoutOptions, add_command
+from spark_jobs.lake.corpus_files import read_corpus, read_word_list
 
 log = logging.getLogger("s3tm")
 

@@ -1,6 +1,6 @@
 """ingest: landing JSON-lines files -> ``bronze.posts``; bad records -> quarantine.
 
-Every line is judged by ``core.corpus.io.parse_json_record`` (the same rules as the file
+Every line is judged by ``core.corpus.records.parse_json_record`` (the same rules as the file
 reader): malformed JSON, non-UTF-8, missing/empty/oversized text, ids that are not strings
 or integers, and blank lines are quarantined with the reason, as are unparseable
 ``created_at`` values and duplicate ids (within the batch or already in bronze). Line ends

@@ -1,6 +1,6 @@
 """The line judge: one raw record (a landing file's line or a Kafka value) -> a parsed row,
 good with its fields or bad with the reason. Ingest reads landing files and Kafka; both
-judge their records here (``core.corpus.io.parse_json_record``'s rules)."""
+judge their records here (``core.corpus.records.parse_json_record``'s rules)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TypedDict
 
 import pyarrow as pa
 
-from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
+from core.corpus.records import MAX_TEXT_CHARS, parse_json_record
 
 PARSED_SCHEMA = (
     "ok boolean, post_id string, text string, source string, created_at string, "
@@ -46,7 +46,7 @@ class ParsedRow(TypedDict, total=False):
 
 def judge_record(raw: bytes, source_file: str, line_number: int) -> ParsedRow:
     """One record (a landing line or a Kafka value) as a parsed row: ``ok`` with its fields,
-    or not ``ok`` with the reason (``core.corpus.io.parse_json_record``'s rules)."""
+    or not ``ok`` with the reason (``core.corpus.records.parse_json_record``'s rules)."""
     record, reason = parse_json_record(raw) if raw.strip() else (None, "blank line")
     row: ParsedRow = {
         "ok": record is not None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.corpus.io import MAX_TEXT_CHARS
+from core.corpus.records import MAX_TEXT_CHARS
 from core.errors import InputDataError, InvalidArgumentError
 from core.shedding.plan import NO_SHEDDING, ShedPlan
 from core.stream.snapshot import MatcherSnapshot

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.corpus import json_lines
-from core.corpus.io import MAX_TEXT_CHARS
+from core.corpus.records import MAX_TEXT_CHARS
 from tests.core.test_json_lines import reference
 from tests.hypothesis_tiers import examples
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.corpus.io import MAX_TEXT_CHARS, parse_json_record
 from core.corpus.json_lines import BLANK_LINE, NO_ID, judge_lines
+from core.corpus.records import MAX_TEXT_CHARS, parse_json_record
 from tests.hypothesis_tiers import examples
 from tests.json_lines_strategies import records
 

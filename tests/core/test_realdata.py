@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from core.corpus import holdout_mask
-from core.corpus.io import read_corpus
 from core.learn import learn_mapping
 from core.routing.evaluate import evaluate_table
+from spark_jobs.lake.corpus_files import read_corpus
 
 
 @pytest.fixture(scope="module")

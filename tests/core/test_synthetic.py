@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.corpus.io import read_corpus
 from core.corpus.synthetic import (
     SyntheticCorpusSpec,
     generate_corpus,
@@ -16,6 +15,7 @@ from core.corpus.synthetic import (
 )
 from core.errors import InvalidArgumentError
 from core.text import ENGLISH_STOP_WORDS, normalize
+from spark_jobs.lake.corpus_files import read_corpus
 
 
 def test_same_spec_same_corpus_other_seed_other_corpus() -> None:

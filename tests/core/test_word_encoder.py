@@ -12,12 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.corpus.io import ReadReport, iter_raw_posts
+from core.corpus.records import ReadReport
 from core.errors import InvalidArgumentError
 from core.text import _tokenize_kernels as k
 from core.text import encoder as encoder_module
 from core.text import normalize
 from core.text.encoder import WordEncoder, code_point_classes
+from spark_jobs.lake.corpus_files import iter_raw_posts
 from tests.hypothesis_tiers import examples
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from core.corpus import holdout_mask
-from core.corpus.io import read_corpus
 from core.routing import RoutingTable
 from core.routing.evaluate import evaluate_table
 from s3tm.cli.main import main
+from spark_jobs.lake.corpus_files import read_corpus
 
 
 @pytest.fixture(scope="module")

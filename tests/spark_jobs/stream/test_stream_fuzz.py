@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from core.corpus.io import parse_json_record
+from core.corpus.records import parse_json_record
 from core.text import normalize
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import register_word_sets

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.corpus.io import MAX_TEXT_CHARS, read_corpus, read_word_list
+from core.corpus.records import MAX_TEXT_CHARS
 from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs.lake.corpus_files import read_corpus, read_word_list
 
 
 def _write_lines(path: Path, lines: list[bytes]) -> Path:
