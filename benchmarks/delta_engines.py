@@ -108,8 +108,9 @@ def run_chain(engine: str, landing: Path, work: Path, run: int, nodes: int) -> E
 
 def bench_delta_engines(posts: int, runs: int, nodes: int, out: Path) -> list[EngineRun]:
     """Run the chain ``runs`` times per engine, alternating; print and write the figures."""
-    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+    from core.corpus.synthetic import SyntheticCorpusSpec
     from core.text import normalize
+    from spark_jobs.lake.corpus_files import write_demo_corpus
     from spark_jobs.lake.session import delta_jars_present
 
     if not delta_jars_present():

@@ -14,7 +14,7 @@ import numpy as np
 import tyro
 
 from core.corpus import Corpus, holdout_mask
-from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec, burst_word
 from core.errors import InputDataError, InvalidArgumentError
 from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
@@ -24,7 +24,7 @@ from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import LearnerManifest, RoutingTable
 from s3tm.cli.options import HoldoutOptions, add_command
-from spark_jobs.lake.corpus_files import read_corpus, read_word_list
+from spark_jobs.lake.corpus_files import read_corpus, read_word_list, write_demo_corpus
 
 log = logging.getLogger("s3tm")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.corpus import holdout_mask
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import InvalidArgumentError
 from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
@@ -24,6 +24,7 @@ from core.routing.evaluate import evaluate_table
 from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from s3tm.cli.commands import load_corpus
 from s3tm.cli.options import add_command
+from spark_jobs.lake.corpus_files import write_demo_corpus
 
 log = logging.getLogger("s3tm")
 

@@ -272,8 +272,9 @@ def write_corpus_parts(out: Path, posts: int, subscriptions: int) -> list[Path]:
     """The corpus in three JSON-lines parts (learned from, then streamed in two), and
     ``subscriptions`` two-word phrases of the first part's posts in ``subscriptions.txt``
     (the container and Kubernetes demos)."""
-    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+    from core.corpus.synthetic import SyntheticCorpusSpec
     from core.text import normalize
+    from spark_jobs.lake.corpus_files import write_demo_corpus
 
     whole = out / "corpus.jsonl.gz"
     write_demo_corpus(whole, SyntheticCorpusSpec(n_posts=posts, seed=0))

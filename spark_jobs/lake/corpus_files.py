@@ -1,11 +1,14 @@
 """Corpus files: JSON lines or CSV, gzipped or not, read into the records and corpora of
-:mod:`core.corpus.records` (which judges each record). The demo's landing files, the real
-tweets of ``../shared/data``, a subscription word list."""
+:mod:`core.corpus.records` (which judges each record): the demo's landing files, the real
+tweets of ``../shared/data``, a subscription word list. And the demo's files written from a
+synthetic corpus (:mod:`core.corpus.synthetic`)."""
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Literal
 
@@ -22,6 +25,7 @@ from core.corpus.records import (
     timed_corpus_of_posts,
     word_list_of_lines,
 )
+from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, render_post_text
 from core.errors import InputDataError, InvalidArgumentError
 
 
@@ -121,3 +125,71 @@ def read_word_list(path: str | Path) -> list[str]:
         raise InputDataError(f"word list not found: {source}")
     with open_binary(source) as handle:
         return word_list_of_lines(handle, str(source))
+
+
+def write_demo_corpus(
+    path: str | Path,
+    spec: SyntheticCorpusSpec,
+    *,
+    start: datetime | None = None,
+    days: int | None = None,
+    posts_per_file: int | None = None,
+    progress: Callable[[Path, int], None] | None = None,
+) -> Corpus:
+    """Write a synthetic corpus as JSON lines (gzipped when ``path`` ends in ``.gz``).
+
+    Each line holds ``id``, ``text`` and ``created_at``, spread evenly in post order over
+    ``days`` days from ``start`` (default 2026-01-01 UTC). ``days`` defaults to the spec's
+    when it has time (``spec.days > 1``), else 7; it must equal the spec's then, so every
+    post falls on the day it was generated for.
+
+    ``posts_per_file``: ``path`` is a directory, filled with ``posts-00000.jsonl.gz``, ... of
+    that many posts each: the same lines as the one file, in order (a landing directory the
+    ingest reads in parallel; one file holds one task). ``progress(file, posts_so_far)`` is
+    called after each file.
+
+    Returns:
+        The generated corpus (the text of line ``i`` normalises to post ``i``'s words).
+    """
+    if days is None:
+        days = spec.days if spec.days > 1 else 7
+    if days < 1:
+        raise InvalidArgumentError(f"days must be >= 1, got {days}")
+    if spec.days > 1 and days != spec.days:
+        raise InvalidArgumentError(f"days ({days}) must equal the spec's days ({spec.days})")
+    if posts_per_file is not None and posts_per_file < 1:
+        raise InvalidArgumentError(f"posts_per_file must be >= 1, got {posts_per_file}")
+    corpus = generate_corpus(spec)
+    origin = start or datetime(2026, 1, 1, tzinfo=UTC)
+    # integer microseconds: post i is on day floor(i * days / n), exactly as generated
+    span_us = days * 86_400_000_000
+    rng = np.random.default_rng(spec.seed + 1)
+    target = Path(path)
+    if posts_per_file is None:
+        files = [(target, 0, corpus.n_posts)]
+    else:
+        firsts = range(0, corpus.n_posts, posts_per_file)
+        files = [
+            (target / f"posts-{i:05d}.jsonl.gz", first, min(first + posts_per_file, corpus.n_posts))
+            for i, first in enumerate(firsts)
+        ]
+    vocabulary = corpus.vocabulary
+    for file, first, last in files:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        opener = gzip.open if file.suffix == ".gz" else open
+        with opener(file, "wt", encoding="utf-8") as out:
+            for post in range(first, last):
+                words = vocabulary[corpus.indices[corpus.indptr[post] : corpus.indptr[post + 1]]]
+                record = {
+                    "id": corpus.post_ids[post] if corpus.post_ids is not None else str(post),
+                    "text": render_post_text(list(words), rng),
+                    "created_at": (
+                        origin + timedelta(microseconds=post * span_us // corpus.n_posts)
+                    )
+                    .isoformat()
+                    .replace("+00:00", "Z"),
+                }
+                out.write(json.dumps(record) + "\n")
+        if progress is not None:
+            progress(file, last)
+    return corpus

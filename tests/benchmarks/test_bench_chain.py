@@ -11,9 +11,10 @@ import time
 import pytest
 
 from benchmarks import chain
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import S3TMError
 from core.text import normalize
+from spark_jobs.lake.corpus_files import write_demo_corpus
 
 
 def _landing(tmp_path, n_posts: int = 2_000):

@@ -13,8 +13,9 @@ import pytest
 
 from benchmarks import subscriptions
 from benchmarks.subscriptions import StepFigures
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import InvalidArgumentError
+from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.stream.batch_log import BatchFigures, CommittedBatch, SubscriptionMemory
 
 REMAP_STEPS = ("graph", "learn", "place", "validate", "evaluate", "publish")

@@ -11,11 +11,10 @@ from core.corpus.synthetic import (
     SyntheticCorpusSpec,
     generate_corpus,
     pseudo_word,
-    write_demo_corpus,
 )
 from core.errors import InvalidArgumentError
 from core.text import ENGLISH_STOP_WORDS, normalize
-from spark_jobs.lake.corpus_files import read_corpus
+from spark_jobs.lake.corpus_files import read_corpus, write_demo_corpus
 
 
 def test_same_spec_same_corpus_other_seed_other_corpus() -> None:

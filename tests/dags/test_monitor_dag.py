@@ -135,13 +135,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory, spark, airflow_process_env) 
     words and one on the word that will burst; the first version published (s3tm_remap's
     learner and N, ingest -> publish in the worker's session); Airflow's database, with
     s3tm_remap unpaused as `s3tm airflow` leaves it, so asset events queue its runs."""
-    from core.corpus.synthetic import (
-        SyntheticCorpusSpec,
-        burst_word,
-        post_days,
-        write_demo_corpus,
-    )
+    from core.corpus.synthetic import SyntheticCorpusSpec, burst_word, post_days
     from spark_jobs.jobs import pipeline
+    from spark_jobs.lake.corpus_files import write_demo_corpus
     from spark_jobs.lake.routing_store import load_routing_table, published_version
     from spark_jobs.lake.subscription_store import register_word_sets
 

@@ -54,7 +54,8 @@ def start_airflow(
     ``after_demo``: on the folder :func:`run_demo` left (the README's path), else on a fresh
     one. ``base_env``: the environment of processes that start Spark (the test's fixture)."""
     if not after_demo:
-        from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+        from core.corpus.synthetic import SyntheticCorpusSpec
+        from spark_jobs.lake.corpus_files import write_demo_corpus
 
         write_demo_corpus(
             out / "landing" / "posts.jsonl.gz",

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from spark_jobs.jobs import ingest, normalise
 from spark_jobs.jobs.publish import publish
+from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.subscription_store import add_subscriptions
 from spark_jobs.stream.config import StreamConfig

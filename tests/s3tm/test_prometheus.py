@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from s3tm.monitoring.exporter import serve
 from s3tm.orchestration.monitor_tasks import check_routing_health
+from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import published_version
 from spark_jobs.stream.config import StreamConfig

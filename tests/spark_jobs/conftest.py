@@ -49,8 +49,9 @@ def register_reference_subscriptions(root: str | Path, phrases: list[str]) -> No
 @pytest.fixture(scope="session")
 def reference_chain(spark, tmp_path_factory: pytest.TempPathFactory) -> ReferenceChain:
     """``s3tm pipeline --batch-id 1 --nodes 8 --no-cooccurrence`` on the small corpus."""
-    from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+    from core.corpus.synthetic import SyntheticCorpusSpec
     from spark_jobs.jobs import pipeline
+    from spark_jobs.lake.corpus_files import write_demo_corpus
     from spark_jobs.lake.delta_io import Lakehouse
 
     folder = tmp_path_factory.mktemp("reference-chain")

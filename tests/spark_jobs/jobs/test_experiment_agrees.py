@@ -17,7 +17,7 @@ from benchmarks.experiments.paper import _against_hash
 from benchmarks.experiments.runner import Workloads, subscribed_words
 from core.corpus.arrays import corpus_from_arrow_lists
 from core.corpus.edges import training_corpus
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
 from core.placement.lasp import UNIT_COST
@@ -25,6 +25,7 @@ from core.sampling.hash_fraction import hash_fraction_mask
 from core.subscriptions.workloads import tweet_subscriptions
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place
 from spark_jobs.jobs.sampling import HOLDOUT_SEED
+from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.lake.routing_store import get_version, load_routing_table
 from spark_jobs.lake.subscription_store import active_corpus, register_word_sets
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import Row
 
-from core.corpus.synthetic import SyntheticCorpusSpec, write_demo_corpus
+from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import InputDataError, InvalidArgumentError
 from core.text import normalize
 from schemas import table
 from spark_jobs.jobs import evaluate, graph, learn, normalise, place, publish
+from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.lake.routing_store import published_version, versions
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,

@@ -70,8 +70,9 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(
     process (``spark-submit``'s script, SIGKILLed at its kill point); the steps between the
     kills run on this worker's session, as the same jobs' ``run``."""
     spark_process_env = {**spark_process_env, "S3TM_DELTA_ENGINE": engine}
-    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus, write_demo_corpus
+    from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
     from spark_jobs.jobs import evaluate, learn, pipeline, place, publish
+    from spark_jobs.lake.corpus_files import write_demo_corpus
     from spark_jobs.lake.subscription_store import add_subscriptions
 
     root, landing = tmp_path / "lakehouse", tmp_path / "landing"
