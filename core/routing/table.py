@@ -7,19 +7,16 @@ fingerprint, metrics). Words absent from the table route by the stable hash.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from core.errors import InvalidArgumentError, MappingFormatError
+from core.errors import InvalidArgumentError
 from core.routing.hashing import hash_matcher
 
 if TYPE_CHECKING:  # pandas only for to_frame: every process that routes imports this module
@@ -27,10 +24,6 @@ if TYPE_CHECKING:  # pandas only for to_frame: every process that routes imports
 
 # the mapping salb2's restreaming started from (a manifest records it)
 RestreamStart = Literal["salb", "metis"]
-
-MAPPING_FILE = "mapping.parquet"
-SUBSCRIBED_FILE = "subscribed_words.parquet"
-MANIFEST_FILE = "manifest.json"
 
 MAPPING_SCHEMA = pa.schema(
     [
@@ -218,59 +211,6 @@ class RoutingTable:
             subscribed_words=subscribed,
             manifest=LearnerManifest(**(manifest or {})),
         )
-
-    def save(self, directory: str | Path) -> Path:
-        """Write the table directory (overwriting its files); returns the directory."""
-        target = Path(directory)
-        target.mkdir(parents=True, exist_ok=True)
-        pq.write_table(self.to_arrow(), target / MAPPING_FILE)
-        subscribed_path = target / SUBSCRIBED_FILE
-        if self.subscribed_words is not None:
-            words = pa.table({"word": pa.array(sorted(self.subscribed_words), pa.string())})
-            pq.write_table(words, subscribed_path)
-        elif subscribed_path.exists():
-            subscribed_path.unlink()
-        manifest: LearnerManifest = {
-            **self.manifest,
-            "n_matchers": self.n_matchers,
-            "subscribed_words": None
-            if self.subscribed_words is None
-            else len(self.subscribed_words),
-        }
-        (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        return target
-
-    @classmethod
-    def load(cls, directory: str | Path) -> RoutingTable:
-        """Read a table directory written by :meth:`save`.
-
-        Raises:
-            MappingFormatError: if a file is missing or inconsistent.
-        """
-        source = Path(directory)
-        for name in (MAPPING_FILE, MANIFEST_FILE):
-            if not (source / name).is_file():
-                raise MappingFormatError(f"{source} is not a routing table: {name} missing")
-        try:
-            manifest: LearnerManifest = json.loads((source / MANIFEST_FILE).read_text())
-            n_matchers = int(manifest["n_matchers"])
-        except (ValueError, KeyError) as err:
-            raise MappingFormatError(f"{source / MANIFEST_FILE}: unreadable manifest") from err
-        frame = pq.read_table(source / MAPPING_FILE)
-        subscribed = None
-        if (source / SUBSCRIBED_FILE).is_file():
-            subscribed = pq.read_table(source / SUBSCRIBED_FILE).column("word").to_pylist()
-        try:
-            return cls.from_rows(
-                frame["word"],
-                frame["part"],
-                frame["matcher_id"],
-                n_matchers,
-                subscribed_words=subscribed,
-                manifest=manifest,
-            )
-        except (InvalidArgumentError, KeyError) as err:
-            raise MappingFormatError(f"{source}: {err}") from err
 
 
 def _column(values: Iterable[object], kind: pa.DataType) -> pa.Array | pa.ChunkedArray:

@@ -24,6 +24,7 @@ from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import LearnerManifest, RoutingTable
 from s3tm.cli.options import HoldoutOptions, add_command
+from s3tm.mapping_files import load_table, save_table
 from spark_jobs.lake.corpus_files import read_corpus, read_word_list, write_demo_corpus
 
 log = logging.getLogger("s3tm")
@@ -213,7 +214,7 @@ def run_learn(args: LearnOptions) -> int:
         learned.table.subscribed_words,
         manifest,
     )
-    out = table.save(args.out)
+    out = save_table(table, args.out)
     print(
         f"{manifest['label']} N={args.nodes}: mapped {manifest['mapped_tokens']:,} tokens "
         f"({manifest['hot_words']} hot words split) from {training.n_posts:,} training posts "
@@ -291,7 +292,7 @@ def render_evaluation(
 
 
 def run_evaluate(args: EvaluateOptions) -> int:
-    table = RoutingTable.load(args.mapping)
+    table = load_table(args.mapping)
     loaded = load_corpus(args.corpus, text_column=args.text_column, fmt=args.format)
     posts, description = select_evaluation_posts(table, loaded, args.posts)
     result = evaluate_table(table, posts, seed=args.seed)

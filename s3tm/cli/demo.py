@@ -24,6 +24,7 @@ from core.routing.evaluate import evaluate_table
 from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from s3tm.cli.commands import load_corpus
 from s3tm.cli.options import add_command
+from s3tm.mapping_files import save_table
 from spark_jobs.lake.corpus_files import write_demo_corpus
 
 log = logging.getLogger("s3tm")
@@ -82,7 +83,7 @@ def run_demo(args: DemoOptions) -> int:
             label = algorithm_label(algorithm, split)
             log.info("N=%d: learning %s ...", n, label)
             learned = learn_mapping(training, n, algorithm, split=split, seed=args.seed)
-            learned.table.save(out / "mappings" / f"{label}-N{n}")
+            save_table(learned.table, out / "mappings" / f"{label}-N{n}")
             result = evaluate_table(learned.table, held_out, seed=args.seed)
             m = result.candidate
             rows.append(

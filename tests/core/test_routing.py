@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.corpus import corpus_from_word_lists
-from core.errors import InvalidArgumentError, MappingFormatError
+from core.errors import InvalidArgumentError
 from core.routing import (
     RoutingTable,
     hash_matcher,
@@ -127,23 +127,6 @@ def test_evaluate_compares_with_hash_on_the_same_posts() -> None:
     )
 
 
-def test_table_round_trip(tmp_path: Path) -> None:
-    table = _table({"a": [3], "hot": [0, 1, 2], "b": [2]}, 4, subscribed=["a", "b", "hot", "x"])
-    table = RoutingTable(
-        table.n_matchers,
-        table.words,
-        table.part_indptr,
-        table.part_matchers,
-        table.subscribed_words,
-        {"algorithm": "salb", "label": "salb+split"},
-    )
-    loaded = RoutingTable.load(table.save(tmp_path / "m"))
-    assert loaded.to_frame().equals(table.to_frame())
-    assert loaded.subscribed_words == table.subscribed_words
-    assert loaded.manifest["label"] == "salb+split" and loaded.n_split_words == 1
-    assert loaded.version_matchers("hot").tolist() == [0, 1, 2]
-
-
 def test_table_validation(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match=r"0\.\.k-1"):
         RoutingTable.from_rows(["a", "a"], [0, 2], [0, 1], 3)
@@ -151,12 +134,6 @@ def test_table_validation(tmp_path: Path) -> None:
         RoutingTable.from_rows(["a", "a"], [0, 0], [0, 1], 3)
     with pytest.raises(InvalidArgumentError, match=r"\[0, 2\)"):
         RoutingTable.from_rows(["a"], [0], [2], 2)
-    with pytest.raises(MappingFormatError, match=r"mapping\.parquet missing"):
-        RoutingTable.load(tmp_path)
-    (tmp_path / "mapping.parquet").write_bytes(b"")
-    (tmp_path / "manifest.json").write_text("{broken")
-    with pytest.raises(MappingFormatError, match="unreadable manifest"):
-        RoutingTable.load(tmp_path)
 
 
 def test_stable_hash_is_process_independent() -> None:

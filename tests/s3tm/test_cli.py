@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from core.corpus import holdout_mask
-from core.routing import RoutingTable
 from core.routing.evaluate import evaluate_table
 from s3tm.cli.main import main
+from s3tm.mapping_files import load_table
 from spark_jobs.lake.corpus_files import read_corpus
 
 
@@ -63,7 +63,7 @@ def test_learn_then_evaluate_on_the_held_out_posts(
     # Recompute independently: the held-out posts of the same seeded split.
     corpus, _ = read_corpus(corpus_file)
     held_out = corpus.select(holdout_mask(corpus.n_posts, 0.2, 7))
-    expected = evaluate_table(RoutingTable.load(out), held_out)
+    expected = evaluate_table(load_table(out), held_out)
     assert printed["candidate"]["n_posts"] == held_out.n_posts
     assert printed["candidate"]["loads"] == list(expected.candidate.loads)
     assert printed["relative_throughput"] == pytest.approx(expected.relative_throughput)
@@ -101,7 +101,7 @@ def test_subscribed_words_file(corpus_file: Path, tmp_path: Path) -> None:
         )
         == 0
     )
-    table = RoutingTable.load(out)
+    table = load_table(out)
     assert table.subscribed_words == frozenset(words)
     assert set(table.words.tolist()) <= set(words)
 
