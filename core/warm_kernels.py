@@ -44,6 +44,7 @@ from core.shedding.plan import ShedPlan
 from core.shedding.post_value import ValueTable
 from core.shedding.shedder import drop_posts_at_random
 from core.stream.dispatch import MATCHED_ARROW, Subscribers, dispatch_tables
+from core.stream.matcher_yield import matcher_yield
 from core.stream.snapshot import snapshot_of
 from core.stream.word_health import WordKeys
 from core.stream.worker import MatcherCache, gather_for_matchers, route_and_shed
@@ -160,7 +161,7 @@ def _stream(texts: list[str], sub_words: list[list[str]], table_posts: Corpus) -
         )  # fmt: skip
         matches = cache.match(snapshot, m, offsets, words)
         sampled = np.ones(pairs.shape[0], dtype=np.bool_)
-        cache.observe_yield(snapshot, m, offsets, words, sampled, matches)
+        matcher_yield(cache.held(snapshot, m), snapshot, m, offsets, words, sampled, matches)
         take_rows(indptr, word_ids, shed.pair_post[pairs])  # the uncut payload (trie index)
         for r in range(pairs.shape[0]):
             found = matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist()

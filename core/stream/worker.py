@@ -27,10 +27,8 @@ from core.matching.trie import TrieMatcher
 from core.routing.router import RoutedPosts, route_csr
 from core.shedding.plan import ShedPlan
 from core.shedding.shedder import cap_spread, exempt_posts, pair_utilities
-from core.shedding.yield_stats import YieldObservation
 from core.stream import _route_kernels
 from core.stream.held import HeldMatcher
-from core.stream.matcher_yield import matcher_yield
 from core.stream.snapshot import BaseStore, MatcherSnapshot, MatcherSubs
 from core.text.encoder import WordEncoder
 
@@ -381,19 +379,6 @@ class MatcherCache:
         """Build the indexes of ``matchers`` now (ahead of the posts that meet them)."""
         for matcher in matchers:
             self.index(snapshot, int(matcher))
-
-    def observe_yield(
-        self,
-        snapshot: MatcherSnapshot,
-        matcher: int,
-        offsets: np.ndarray,
-        word_ids: np.ndarray,
-        sampled: np.ndarray,
-        matches: Matches,
-    ) -> YieldObservation:
-        """The yield counts of one matcher's sampled posts (:func:`matcher_yield`)."""
-        held = self.held(snapshot, matcher)
-        return matcher_yield(held, snapshot, matcher, offsets, word_ids, sampled, matches)
 
     def match(
         self,

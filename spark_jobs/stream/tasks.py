@@ -48,6 +48,7 @@ from core.stream.dispatch import (
     storage_schema,
     subscribers_of,
 )
+from core.stream.matcher_yield import matcher_yield
 from core.stream.notes import DispatchNote, MatchNote, RouteNote, TaskNote
 from core.stream.payload import group_words, matcher_inputs, partition_payloads
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
@@ -406,8 +407,14 @@ def _match_run(
                 work[matcher] = work.get(matcher, 0) + result.operations + result.n_matches
                 if learn_yield:
                     observed.append(
-                        CACHE.observe_yield(
-                            snapshot, matcher, offsets, flat, sampled_posts[part.rows], result
+                        matcher_yield(
+                            CACHE.held(snapshot, matcher),
+                            snapshot,
+                            matcher,
+                            offsets,
+                            flat,
+                            sampled_posts[part.rows],
+                            result,
                         )
                     )
                 if not result.n_matches:

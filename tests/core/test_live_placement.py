@@ -17,6 +17,7 @@ from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
 from core.routing.table import RoutingTable
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
+from core.stream.matcher_yield import matcher_yield
 from core.stream.snapshot import snapshot_of
 from core.stream.worker import (
     INDEX_KINDS,
@@ -215,12 +216,16 @@ def _routed_and_matched_equal_brute_force(sets, posts, kind: str) -> None:
                 offsets, values = take_rows(indptr, ids, pair_post[rows])
             matches = cache.match(snapshot, m, offsets, values)
             sampled = np.ones(rows.shape[0], dtype=np.bool_)
-            counts.append(cache.observe_yield(snapshot, m, offsets, values, sampled, matches))
+            counts.append(
+                matcher_yield(
+                    cache.held(snapshot, m), snapshot, m, offsets, values, sampled, matches
+                )
+            )
             # a sample of the posts: the counts of every post's matches, filtered
             some = np.random.default_rng(m).random(rows.shape[0]) < 0.4
-            assert _counts(cache.observe_yield(snapshot, m, offsets, values, some, matches)) == (
-                _counts(_observe_all(snapshot, live, m, offsets, values, some, matches))
-            )
+            assert _counts(
+                matcher_yield(cache.held(snapshot, m), snapshot, m, offsets, values, some, matches)
+            ) == (_counts(_observe_all(snapshot, live, m, offsets, values, some, matches)))
             for r in range(rows.shape[0]):
                 for sub in matches.sub_ids[matches.indptr[r] : matches.indptr[r + 1]].tolist():
                     found.add((int(pair_post[rows[r]]), sub))
