@@ -28,6 +28,26 @@ worker_image() {
   export AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_TAG="${tag}"
 }
 
+# Airflow's task logs with remote logging on (infra/k8s: the KubernetesExecutor deletes a
+# task's pod, and its disk with it) go to the lakehouse's object store,
+# $S3TM_LAKEHOUSE/airflow-logs, unless the operator names a folder: the bucket is declared
+# once. A lakehouse that is not on an object store leaves no folder to derive: said, exit 1.
+remote_log_folder() {
+  local remote="${AIRFLOW__LOGGING__REMOTE_LOGGING:-false}" lakehouse="${S3TM_LAKEHOUSE:-}"
+  case "${remote,,}" in true | t | 1) ;; *) return 0 ;; esac
+  [ -z "${AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER:-}" ] || return 0
+  case "${lakehouse}" in
+    s3://* | s3a://*)
+      lakehouse="s3://${lakehouse#*://}"
+      export AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER="${lakehouse%/}/airflow-logs"
+      ;;
+    *)
+      echo "entrypoint: AIRFLOW__LOGGING__REMOTE_LOGGING is on and S3TM_LAKEHOUSE=${lakehouse:-(unset)} is not s3://: set AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER" >&2
+      return 1
+      ;;
+  esac
+}
+
 case "${1:-}" in
   driver)
     shift
@@ -54,6 +74,7 @@ case "${1:-}" in
     ;;
   *)
     worker_image
+    remote_log_folder
     exec "$@"
     ;;
 esac

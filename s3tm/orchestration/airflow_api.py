@@ -94,6 +94,12 @@ class AirflowApi:
             time.sleep(3)
         return "timeout"
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """A task try's whole log as the UI's log view gets it (JSON: the sources it was
+        read from, then the lines)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}"
+        return json.dumps(self._call("GET", path + "?full_content=true"))
+
     def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
         tasks = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         return [t["task_id"] for t in tasks["task_instances"] if t["state"] == "failed"]

@@ -177,7 +177,7 @@ def summarize(lakehouse_root: Path | str) -> None:
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import published_version, versions
-    from spark_jobs.lake.validation import data_docs_index
+    from spark_jobs.lake.validation import data_docs_location
 
     store = Lakehouse(None, lakehouse_root, engine="rs")
     live = published_version(store)
@@ -202,7 +202,7 @@ def summarize(lakehouse_root: Path | str) -> None:
     reports = list_reports(lakehouse_root, "remap")
     if reports:
         print(f"run report: {reports[-1]}")
-    print(f"Data Docs: {data_docs_index(store)}")
+    print(f"Data Docs: {data_docs_location(store)}")
 
 
 def summarize_stream(lakehouse_root: Path | str) -> None:

@@ -198,7 +198,7 @@ def write_report(
     ``triggering_asset_events``; None for a nightly or manual run)."""
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.routing_store import versions
-    from spark_jobs.lake.validation import data_docs_index
+    from spark_jobs.lake.validation import data_docs_location
 
     lakehouse = _lakehouse(root)
     rows = versions(lakehouse)
@@ -245,7 +245,7 @@ def write_report(
         "",
         *evaluation_table(evaluation),
         "",
-        f"Data Docs: {data_docs_index(lakehouse)}",
+        f"Data Docs: {data_docs_location(lakehouse)}",
         "",
     ]
     path = reports.write_report(root, "remap", run_id, lines)

@@ -3,8 +3,11 @@
 The suites live in ``schemas/expectations.py``; this module builds the pandas frames they
 run on (straight from the Delta tables with delta-rs, no Spark needed), runs one
 checkpoint per table, keeps the results in a file Data Context under
-``<lakehouse>/_quality`` and renders Data Docs there. A failed suite marks the version
-``rejected``; ``publish`` only takes validated versions.
+``<lakehouse>/_quality`` and renders Data Docs there. On an object store the Data Context
+is a file folder on the local disk (``$S3TM_STATE_DIR``, a pod's disk on Kubernetes) kept
+in step with ``<lakehouse>/_quality`` on the store: pulled before a run, pushed after it,
+so the Data Docs of every run outlive the pod that validated. A failed suite marks the
+version ``rejected``; ``publish`` only takes validated versions.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pyarrow.compute as pc
 
 from core.routing.hashing import hash_matchers
 from schemas import expectations
+from spark_jobs.lake import storage
 from spark_jobs.lake.data_docs import localize
 from spark_jobs.lake.routing_store import (
     get_version,
@@ -40,16 +44,41 @@ log = logging.getLogger(__name__)
 QUALITY_DIR = "_quality"
 
 
+# the Data Docs site's index inside the Data Context's folder
+DATA_DOCS_INDEX = "gx/uncommitted/data_docs/local_site/index.html"
+
+
 def data_docs_index(lakehouse: DeltaStore) -> Path:
-    return (
-        Path(lakehouse.root)
-        / QUALITY_DIR
-        / "gx"
-        / "uncommitted"
-        / "data_docs"
-        / "local_site"
-        / "index.html"
-    )
+    """The Data Docs' index on this machine's disk (where Great Expectations renders it)."""
+    return Path(lakehouse.root) / QUALITY_DIR / DATA_DOCS_INDEX
+
+
+def data_docs_location(lakehouse: DeltaStore) -> str:
+    """Where the Data Docs are kept: the index on the local disk, or on the object store
+    for an ``s3://`` lakehouse (what reports and the validation's record name)."""
+    if not lakehouse.remote:
+        return str(data_docs_index(lakehouse))
+    return storage.join(lakehouse.location, QUALITY_DIR, DATA_DOCS_INDEX)
+
+
+def sync_quality(lakehouse: DeltaStore, *, push: bool) -> None:
+    """Copy the Data Context's folder between the object store and the local disk: pull
+    (``push=False``) before a run, so earlier runs' results and pages are in the new index;
+    push after it. A local lakehouse has one folder: nothing to copy."""
+    import pyarrow.fs as pafs
+
+    if not lakehouse.remote:
+        return
+    local = Path(lakehouse.root) / QUALITY_DIR
+    remote = storage.fs_path(storage.join(lakehouse.location, QUALITY_DIR))
+    disk = pafs.LocalFileSystem()
+    if push:
+        pafs.copy_files(str(local), remote, source_filesystem=disk,
+                        destination_filesystem=lakehouse.fs)  # fmt: skip
+    elif lakehouse.fs.get_file_info(remote).type == pafs.FileType.Directory:
+        local.mkdir(parents=True, exist_ok=True)
+        pafs.copy_files(remote, str(local), source_filesystem=lakehouse.fs,
+                        destination_filesystem=disk)  # fmt: skip
 
 
 class FailedExpectation(TypedDict):
@@ -243,6 +272,7 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
 
     meta = get_version(lakehouse, version)
     frames = validation_frames(lakehouse, version)
+    sync_quality(lakehouse, push=False)
     context = gx.get_context(mode="file", project_root_dir=str(Path(lakehouse.root) / QUALITY_DIR))
     # no usage analytics from inside a customer's cluster: written into the project's
     # great_expectations.yml (GX 1.24 ships no analytics client; this keeps it so if a
@@ -289,12 +319,13 @@ def validate_with_expectations(lakehouse: DeltaStore, version: int) -> Validatio
     context.build_data_docs(resource_identifiers=rendered)
     # the pages load their styles and scripts from beside them, not from CDNs
     localize(data_docs_index(lakehouse).parent)
+    sync_quality(lakehouse, push=True)
     success = all(r["success"] for r in results)
     summary: ValidationResult = {
         "success": success,
         "suites": results,
         "engine": "great_expectations",
-        "data_docs": str(data_docs_index(lakehouse)),
+        "data_docs": data_docs_location(lakehouse),
         "checked_at": now_utc().isoformat(),
     }
     status = meta["status"]

@@ -27,25 +27,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_scalability_compares_every_variant_with_hash(corpus, tmp_path):
     assert (
         main(
-            [
-                "-q",
-                "experiment",
-                "scalability",
-                "--corpus",
-                str(corpus),
-                "--nodes",
-                "2,8",
-                "--algorithms",
-                "salb,salb+split,gFCL",
-                "--subscriptions",
-                "300",
-                "--lda-iterations",
-                "1",
-                "--repeats",
-                "1",
-                "--out",
-                str(tmp_path),
-            ]
+            f"-q experiment scalability --corpus {corpus} --nodes 2,8 --algorithms "
+            "salb,salb+split,gFCL --subscriptions 300 --lda-iterations 1 --repeats "
+            f"1 --out {tmp_path}".split()
         )
         == 0
     )
@@ -98,27 +82,9 @@ def _assert_a_drawn_figure(path) -> None:
 def test_corpus_size_and_learning_time(corpus, tmp_path):
     assert (
         main(
-            [
-                "-q",
-                "experiment",
-                "corpus-size",
-                "--corpus",
-                str(corpus),
-                "--nodes",
-                "4",
-                "--algorithms",
-                "salb",
-                "--subscriptions",
-                "200",
-                "--sizes",
-                "500,100000",
-                "--lda-iterations",
-                "1",
-                "--repeats",
-                "1",
-                "--out",
-                str(tmp_path),
-            ]
+            f"-q experiment corpus-size --corpus {corpus} --nodes 4 --algorithms "
+            "salb --subscriptions 200 --sizes 500,100000 --lda-iterations 1 "
+            f"--repeats 1 --out {tmp_path}".split()
         )
         == 0
     )
@@ -126,23 +92,8 @@ def test_corpus_size_and_learning_time(corpus, tmp_path):
     assert len(sizes) == 1 and 450 < int(sizes.pop()) < 550  # 100000 exceeds the corpus
     assert (
         main(
-            [
-                "-q",
-                "experiment",
-                "learning-time",
-                "--corpus",
-                str(corpus),
-                "--nodes",
-                "4",
-                "--algorithms",
-                "salb,gNFCL",
-                "--sizes",
-                "1000,2000",
-                "--subscriptions",
-                "500",
-                "--out",
-                str(tmp_path),
-            ]
+            f"-q experiment learning-time --corpus {corpus} --nodes 4 --algorithms "
+            f"salb,gNFCL --sizes 1000,2000 --subscriptions 500 --out {tmp_path}".split()
         )
         == 0
     )
@@ -164,26 +115,9 @@ def test_shedding_prints_one_json_object_per_point(corpus, tmp_path, capsys):
 
     assert (
         main(
-            [
-                "-q",
-                "experiment",
-                "shedding",
-                "--corpus",
-                str(corpus),
-                "--nodes",
-                "8",
-                "--subscriptions",
-                "300",
-                "--workloads",
-                "tweet,topic",
-                "--caps",
-                "4,2,1.5,1",
-                "--lda-iterations",
-                "1",
-                "--json",
-                "--out",
-                str(tmp_path),
-            ]
+            f"-q experiment shedding --corpus {corpus} --nodes 8 --subscriptions 300 "
+            "--workloads tweet,topic --caps 4,2,1.5,1 --lda-iterations 1 --json "
+            f"--out {tmp_path}".split()
         )
         == 0
     )
@@ -206,21 +140,8 @@ def test_shedding_prints_one_json_object_per_point(corpus, tmp_path, capsys):
 def test_shedding_control_meets_the_bars_in_simulated_time(corpus, tmp_path):
     assert (
         main(
-            [
-                "-q",
-                "experiment",
-                "shedding-control",
-                "--corpus",
-                str(corpus),
-                "--nodes",
-                "8",
-                "--subscriptions",
-                "300",
-                "--duration",
-                "2000",
-                "--out",
-                str(tmp_path),
-            ]
+            f"-q experiment shedding-control --corpus {corpus} --nodes 8 "
+            f"--subscriptions 300 --duration 2000 --out {tmp_path}".split()
         )
         == 0
     )
@@ -238,22 +159,8 @@ def test_drift_evaluates_the_window_0_mapping_on_later_windows(tmp_path, capsys)
     corpus = tmp_path / "timed.jsonl.gz"
     assert (
         main(
-            [
-                "-q",
-                "demo-corpus",
-                "--posts",
-                "6000",
-                "--words",
-                "3000",
-                "--days",
-                "4",
-                "--burst-day",
-                "2",
-                "--burst-share",
-                "0.3",
-                "--out",
-                str(corpus),
-            ]
+            "-q demo-corpus --posts 6000 --words 3000 --days 4 --burst-day 2 "
+            f"--burst-share 0.3 --out {corpus}".split()
         )
         == 0
     )

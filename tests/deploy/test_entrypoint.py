@@ -1,6 +1,7 @@
 """``docker/entrypoint.sh`` outside Spark's ``driver``/``executor`` modes: the command runs
 as given, with the KubernetesExecutor's worker image taken from ``S3TM_IMAGE`` (the one
-image name infra/k8s sets) when it is ``REPOSITORY:TAG`` and the operator set none."""
+image name infra/k8s sets) when it is ``REPOSITORY:TAG`` and the operator set none, and
+the remote task logs' folder taken from ``S3TM_LAKEHOUSE`` when remote logging is on."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ TAG = "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_TAG"
 
 
 def _run(**env: str) -> tuple[dict[str, str], str]:
-    base = {k: v for k, v in os.environ.items() if k not in (REPOSITORY, TAG, "S3TM_IMAGE")}
+    own = (REPOSITORY, TAG, "S3TM_IMAGE", "S3TM_LAKEHOUSE", "AIRFLOW__LOGGING__REMOTE_LOGGING")
+    base = {k: v for k, v in os.environ.items() if k not in own}
     done = subprocess.run(
         ["bash", str(SCRIPT), "env"], env={**base, **env}, capture_output=True, text=True,
         check=True,
@@ -52,3 +54,40 @@ def test_the_operators_own_setting_and_no_image_are_left_alone() -> None:
     assert (seen[REPOSITORY], seen[TAG]) == ("mine/airflow", "7")
     seen, said = _run()
     assert REPOSITORY not in seen and said == ""
+
+
+FOLDER = "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER"
+
+
+@pytest.mark.parametrize(
+    ("lakehouse", "folder"),
+    [
+        ("s3://team-lake/main", "s3://team-lake/main/airflow-logs"),
+        ("s3a://team-lake/main/", "s3://team-lake/main/airflow-logs"),
+        ("s3://team-lake", "s3://team-lake/airflow-logs"),
+    ],
+)
+def test_remote_task_logs_go_under_the_lakehouse(lakehouse: str, folder: str) -> None:
+    seen, _ = _run(AIRFLOW__LOGGING__REMOTE_LOGGING="True", S3TM_LAKEHOUSE=lakehouse)
+    assert seen[FOLDER] == folder
+
+
+def test_remote_logging_off_or_a_folder_of_the_operators_is_left_alone() -> None:
+    seen, _ = _run(S3TM_LAKEHOUSE="s3://team-lake/main")
+    assert FOLDER not in seen
+    seen, _ = _run(
+        AIRFLOW__LOGGING__REMOTE_LOGGING="true",
+        S3TM_LAKEHOUSE="s3://team-lake/main",
+        **{FOLDER: "s3://team-logs/airflow"},
+    )
+    assert seen[FOLDER] == "s3://team-logs/airflow"
+
+
+def test_remote_logging_with_no_object_store_lakehouse_is_said_and_fails() -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "env"],
+        env={**os.environ, "AIRFLOW__LOGGING__REMOTE_LOGGING": "True", "S3TM_LAKEHOUSE": "/data/lake"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert "/data/lake" in done.stderr and FOLDER in done.stderr

@@ -162,6 +162,28 @@ def test_the_image_has_what_airflow_on_kubernetes_needs(platform_image, containe
     assert out.strip().splitlines()[-1] == "KubernetesExecutor"
 
 
+def test_task_logs_go_to_the_lakehouses_bucket_in_the_image(platform_image, container_engine):
+    """With the Airflow settings of infra/k8s, the image's Airflow keeps task logs on S3
+    (the Amazon provider's log IO) under the lakehouse, where the executor's deleting a
+    task's pod cannot take them (the round trip through S3 runs in make k8s-demo)."""
+    documents = rendered(REPO / "infra" / "k8s" / "overlays" / "dev")
+    data = {
+        name: document["data"]
+        for document in documents
+        if (name := document["metadata"]["name"]) in ("s3tm-config", "s3tm-airflow-config")
+    }
+    remote = {k: v for k, v in data["s3tm-airflow-config"].items() if "__LOGGING__" in k}
+    check = (
+        "import airflow.config_templates.airflow_local_settings as s; "
+        "print(type(s.REMOTE_TASK_LOG).__name__, s.REMOTE_TASK_LOG.remote_base)"
+    )
+    env = {**remote, "S3TM_LAKEHOUSE": data["s3tm-config"]["S3TM_LAKEHOUSE"]}
+    flags = [f"--env={k}={v}" for k, v in env.items()]
+    out = _ok(_run(container_engine, "run", "--rm", *flags, platform_image, "python", "-c", check))
+    lakehouse = data["s3tm-config"]["S3TM_LAKEHOUSE"]
+    assert out.strip().splitlines()[-1] == f"S3RemoteLogIO {lakehouse}/airflow-logs"
+
+
 def test_productions_login_is_fabs_with_the_secrets_admin(platform_image, container_engine):
     """prod's Airflow login: FAB's auth manager (in the image), its tables made by the
     migration, the admin made by the API server's init script of the prod overlay from the

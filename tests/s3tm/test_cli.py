@@ -31,27 +31,16 @@ def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _learn(corpus_file: Path, out: Path, *options: str) -> int:
+    """``s3tm learn`` on the module's corpus into ``out``, with ``options``."""
+    return main(["learn", "--corpus", str(corpus_file), *options, "--out", str(out)])
+
+
 def test_learn_then_evaluate_on_the_held_out_posts(
     corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "salb"
-    assert (
-        main(
-            [
-                "learn",
-                "--corpus",
-                str(corpus_file),
-                "--nodes",
-                "16",
-                "--algorithm",
-                "salb",
-                "--split",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert _learn(corpus_file, out, "--nodes", "16", "--algorithm", "salb", "--split") == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["label"] == "salb+split" and manifest["n_matchers"] == 16
     assert manifest["source"]["holdout_fraction"] == 0.2
@@ -84,20 +73,8 @@ def test_subscribed_words_file(corpus_file: Path, tmp_path: Path) -> None:
     subs.write_text("# topic words\n" + "\n".join(words) + "\n")
     out = tmp_path / "hash"
     assert (
-        main(
-            [
-                "learn",
-                "--corpus",
-                str(corpus_file),
-                "--nodes",
-                "4",
-                "--algorithm",
-                "hash",
-                "--subscribed-words",
-                str(subs),
-                "--out",
-                str(out),
-            ]
+        _learn(
+            corpus_file, out, "--nodes", "4", "--algorithm", "hash", "--subscribed-words", str(subs)
         )
         == 0
     )
@@ -111,21 +88,7 @@ def test_evaluate_refuses_training_posts(
 ) -> None:
     out = tmp_path / "all"
     assert (
-        main(
-            [
-                "learn",
-                "--corpus",
-                str(corpus_file),
-                "--nodes",
-                "4",
-                "--algorithm",
-                "salb",
-                "--holdout-fraction",
-                "0",
-                "--out",
-                str(out),
-            ]
-        )
+        _learn(corpus_file, out, "--nodes", "4", "--algorithm", "salb", "--holdout-fraction", "0")
         == 0
     )
     capsys.readouterr()

@@ -304,7 +304,8 @@ def committed(node: OneNode) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_dag(api: Any, dag_id: str, conf: dict[str, Any], title: str) -> None:
+def run_dag(api: Any, dag_id: str, conf: dict[str, Any], title: str) -> str:
+    """Trigger ``dag_id`` and wait for its run to succeed; returns the run's id."""
     with timed(title):
         run_id = api.trigger(dag_id, conf)
         state = api.wait_for(dag_id, run_id, timeout_s=DAG_TIMEOUT_S)
@@ -313,6 +314,20 @@ def run_dag(api: Any, dag_id: str, conf: dict[str, Any], title: str) -> None:
                 f"{dag_id} run {run_id} ended {state}; failed tasks: "
                 f"{api.failed_tasks(dag_id, run_id)}"
             )
+    return run_id
+
+
+def task_log_kept(node: OneNode, api: Any, dag_id: str, run_id: str, task_id: str) -> None:
+    """The task's pod is gone (the executor deletes it) and its log is still served, read
+    from the lakehouse's bucket: the sources name $S3TM_LAKEHOUSE/airflow-logs."""
+    selector = f"dag_id={dag_id},task_id={task_id}"
+    wait_until(f"{task_id}'s pod deleted", lambda: not pods_of(node, selector), 300)
+    lakehouse = in_toolbox(node, 'printf %s "$S3TM_LAKEHOUSE"').strip()
+    where = f"{lakehouse}/airflow-logs/dag_id={dag_id}/run_id={run_id}/task_id={task_id}/"
+    text = api.task_log(dag_id, run_id, task_id)
+    if where not in text or "validation passed" not in text:
+        raise DemoFailed(f"{task_id}'s log is not read from {where}: {text[:3000]}")
+    say(f"    {task_id}'s log, its pod deleted: read from {where}")
 
 
 def pods_of(node: OneNode, selector: str) -> list[str]:
@@ -411,12 +426,14 @@ def run(config: K8sDemoConfig) -> int:
         run_dag(api, "s3tm_ingest", {}, "s3tm_ingest: the topic into bronze and silver.posts")
         with timed(f"register {config.subscriptions} subscriptions"):
             in_toolbox(node, "s3tm subscribe load --subscriber demo /tmp/subscriptions.txt")
-        run_dag(
+        remap = run_dag(
             api,
             "s3tm_remap",
             {"nodes": config.matchers, "algorithm": "salb2", "incremental": False},
             "s3tm_remap: learn, place, validate, evaluate and publish a version",
         )
+        with timed("a finished task's log, from the object store"):
+            task_log_kept(node, api, "s3tm_remap", remap, "validate")
         with timed("the matcher (SparkApplication) reads the topic on the published version"):
             wait_until(
                 "the stream's first committed batch",

@@ -238,3 +238,38 @@ def test_landing_files_on_the_object_store_are_listed_for_spark(s3_root):
         f"{bucket_path}/a.jsonl",
         f"{bucket_path}/b.jsonl.gz",
     ]
+
+
+def test_the_data_docs_of_every_run_outlive_the_disk_that_rendered_them(
+    s3_root, tmp_path, monkeypatch
+):
+    """Each validation runs on a pod's empty disk (Kubernetes); its Data Context is pulled
+    from the object store and pushed back, so the store holds every run's results."""
+    import pyarrow.fs as pafs
+
+    from spark_jobs.jobs import publish
+    from spark_jobs.lake.validation import DATA_DOCS_INDEX, QUALITY_DIR
+    from tests.spark_jobs.lake.test_validation import _candidate, _silver
+
+    def validations() -> list[str]:
+        store, prefix = storage.filesystem(storage.join(s3_root, QUALITY_DIR))
+        found = store.get_file_info(pafs.FileSelector(prefix, recursive=True))
+        return [f.path for f in found if "/validations/" in f.path and f.path.endswith(".json")]
+
+    lake = Lakehouse(None, s3_root, engine="rs")
+    _silver(lake)
+    _candidate(lake, 1)
+    first = publish.validate_version(lake, 1)
+    assert first["success"] and first["data_docs"] == f"{s3_root}/{QUALITY_DIR}/{DATA_DOCS_INDEX}"
+    assert len(validations()) == len(first["suites"]) == 4
+    # the next run: another pod, whose disk holds nothing of the first
+    monkeypatch.setenv("S3TM_STATE_DIR", str(tmp_path / "another-pod"))
+    lake = Lakehouse(None, s3_root, engine="rs")
+    _candidate(lake, 2)
+    second = publish.validate_version(lake, 2)
+    assert second["success"] and len(validations()) == 8
+    store, index = storage.filesystem(second["data_docs"])
+    with store.open_input_stream(index) as page:
+        listed = page.read().decode()
+    # the index the second pod rendered links both runs' results of a suite
+    assert listed.count("validations/routing_mappings/") == 2, listed[:2000]

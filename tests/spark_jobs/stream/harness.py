@@ -197,6 +197,30 @@ def run_all(query) -> None:
     query.processAllAvailable()
 
 
+def run_to_end(lakehouse, config: StreamConfig):
+    """Start the matcher's stream on ``config``, run it over what is there and stop it;
+    returns its batch handler."""
+    from spark_jobs.stream.matcher import start
+
+    query, handler = start(lakehouse.spark, lakehouse, config)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return handler
+
+
+def assert_exact(lakehouse, landing: Landing, post_ids, *, at_least: int) -> Counter:
+    """``matches`` equal the brute force over the active subscriptions (more than
+    ``at_least`` pairs: the test has teeth) and ``deliveries`` group them; returns the
+    brute force."""
+    expected = expected_matches(landing, post_ids, active_subscriptions(lakehouse))
+    assert sum(expected.values()) > at_least
+    assert_matches_equal(lakehouse, expected, landing)
+    check_deliveries(lakehouse)
+    return expected
+
+
 def run_stream_process(
     lakehouse,
     landing: Landing,

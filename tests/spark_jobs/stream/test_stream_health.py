@@ -13,8 +13,7 @@ from spark_jobs.jobs.place import place_version
 from spark_jobs.jobs.publish import publish
 from spark_jobs.lake.routing_store import register_table
 from spark_jobs.lake.subscription_store import register_word_sets
-from spark_jobs.stream.matcher import start
-from tests.spark_jobs.stream.harness import active_subscriptions, stream_config
+from tests.spark_jobs.stream.harness import active_subscriptions, run_to_end, stream_config
 
 N = 4
 
@@ -48,11 +47,7 @@ def test_health_rows_equal_an_offline_recomputation_and_a_burst_is_reported(
     batches.append(landing.write(200, texts=texts))
 
     args = stream_config(tmp_path, landing, health_window=1)
-    query, _ = start(lakehouse.spark, lakehouse, args)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    run_to_end(lakehouse, args)
 
     rows = sorted(lakehouse.read_arrow("stream.health").to_pylist(), key=lambda r: r["batch_id"])
     assert [r["batch_id"] for r in rows] == [0, 1, 2]

@@ -97,11 +97,7 @@ def test_the_controller_raises_the_level_under_a_backlog(lakehouse, scene, tmp_p
     # a budget of a millisecond of work: once capacity is measured (after the warm-up
     # batches), the landed backlog is overload
     args = harness.stream_config(tmp_path, landing, shedding="subscription", latency_budget=0.001)
-    query, _ = start(lakehouse.spark, lakehouse, args)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    harness.run_to_end(lakehouse, args)
     batches = _committed(lakehouse)
     assert len(batches) == 6
     levels = [r["shedding_level"] for r in batches]
