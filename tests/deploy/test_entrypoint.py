@@ -84,10 +84,9 @@ def test_remote_logging_off_or_a_folder_of_the_operators_is_left_alone() -> None
 
 
 def test_remote_logging_with_no_object_store_lakehouse_is_said_and_fails() -> None:
+    env = {**os.environ, "AIRFLOW__LOGGING__REMOTE_LOGGING": "True", "S3TM_LAKEHOUSE": "/data/lake"}
     done = subprocess.run(
-        ["bash", str(SCRIPT), "env"],
-        env={**os.environ, "AIRFLOW__LOGGING__REMOTE_LOGGING": "True", "S3TM_LAKEHOUSE": "/data/lake"},
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        ["bash", str(SCRIPT), "env"], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert "/data/lake" in done.stderr and FOLDER in done.stderr
