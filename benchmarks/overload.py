@@ -426,7 +426,13 @@ def run(
     import tempfile
 
     from benchmarks.machine import machine_summary
-    from benchmarks.stream import WARMUP_BATCHES, _land, _read_posts, prepare_workload
+    from benchmarks.stream import (
+        WARMUP_BATCHES,
+        WorkloadScene,
+        _land,
+        _read_posts,
+        prepare_workload,
+    )
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
     from spark_jobs.stream.config import StreamConfig
@@ -450,10 +456,8 @@ def run(
     elif source != "files":
         raise InputDataError(f"--source takes files or kafka, got {source!r}")
     try:
-        lakehouse, held_ids, held_texts, word_sets, _ = prepare_workload(
-            spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions,
-            seed=seed,
-        )  # fmt: skip
+        scene = WorkloadScene(workload, ids, texts, nodes, subscriptions, seed)
+        lakehouse, held_ids, held_texts, word_sets, _ = prepare_workload(spark, root, scene)
         exact = exact_match_counts(held_texts, word_sets)
         # 1. capacity, on a copy: a landed backlog, one file per batch, shedding off
         calibrate = root / "calibrate"

@@ -33,6 +33,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,19 +307,25 @@ def skeleton_rate(
     return steady_rate(spark, config, count)
 
 
+@dataclass(frozen=True)
+class WorkloadScene:
+    """What a streamed workload is set up from: the posts (ids and texts, split into
+    training and held-out), the subscriptions' kind and count, N and the seed."""
+
+    workload: Workload
+    ids: list[str]
+    texts: list[str]
+    nodes: int
+    subscriptions: int
+    seed: int
+
+
 def prepare_workload(
-    spark: Any,
-    root: Path,
-    workload: Workload,
-    ids: list[str],
-    texts: list[str],
-    *,
-    nodes: int,
-    subscriptions: int,
-    seed: int,
+    spark: Any, root: Path, scene: WorkloadScene
 ) -> tuple[Any, list[str], list[str], list[list[str]], int]:
     """A scratch lakehouse with subscriptions registered and a SALB+split version published:
     ``(lakehouse, held-out ids, held-out texts, subscription word sets, version)``."""
+    workload, ids, texts, seed = scene.workload, scene.ids, scene.texts, scene.seed
     from spark_jobs.jobs.place import place_version
     from spark_jobs.jobs.publish import publish
     from spark_jobs.lake.delta_io import Lakehouse
@@ -329,7 +336,7 @@ def prepare_workload(
     training = corpus_from_word_lists([w for w in training_sets if w])
     held_ids = [i for i, m in zip(ids, mask, strict=True) if m]
     held_texts = [t for t, m in zip(texts, mask, strict=True) if m]
-    word_sets = _subscriptions(workload, training, subscriptions, seed)
+    word_sets = _subscriptions(workload, training, scene.subscriptions, seed)
     lakehouse = Lakehouse(spark, root / workload / "lakehouse")
     _register(lakehouse, word_sets, subscribers=max(1, len(word_sets) // 100))
     _word_stats(lakehouse, training)
@@ -340,7 +347,7 @@ def prepare_workload(
     )
     learned = learn_mapping(
         training,
-        nodes,
+        scene.nodes,
         "salb",
         split=True,
         subscribed_words={w for s in word_sets for w in s},
@@ -355,24 +362,18 @@ def prepare_workload(
 def run_workload(
     spark: Any,
     root: Path,
-    workload: Workload,
-    ids: list[str],
-    texts: list[str],
+    scene: WorkloadScene,
     *,
-    nodes: int,
-    subscriptions: int,
     posts: int,
     file_posts: int,
-    seed: int,
     matches_table: bool = True,
 ) -> dict[str, Any]:
     from spark_jobs.stream.config import StreamConfig
     from spark_jobs.stream.matcher import start
 
+    workload, nodes, seed = scene.workload, scene.nodes, scene.seed
     started = time.perf_counter()
-    lakehouse, held_ids, held_texts, word_sets, version = prepare_workload(
-        spark, root, workload, ids, texts, nodes=nodes, subscriptions=subscriptions, seed=seed
-    )
+    lakehouse, held_ids, held_texts, word_sets, version = prepare_workload(spark, root, scene)
     landing = root / workload / "landing"
     files = _land(landing, held_ids, held_texts, posts, file_posts)
     print(
@@ -517,14 +518,9 @@ def run(
                 run_workload(
                     spark,
                     root,
-                    workload,
-                    ids,
-                    texts,
-                    nodes=nodes,
-                    subscriptions=subscriptions,
+                    WorkloadScene(workload, ids, texts, nodes, subscriptions, seed),
                     posts=posts[workload],
                     file_posts=file_posts[workload],
-                    seed=seed,
                     matches_table=matches_table,
                 )
             )

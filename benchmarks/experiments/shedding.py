@@ -26,9 +26,9 @@ import numpy as np
 
 from benchmarks.experiments.report import plot_panels, print_rows, write_csv
 from benchmarks.experiments.runner import Workloads, subscribed_words
-from core.corpus import holdout_mask
-from core.learn import learn_mapping
-from core.placement.lasp import place_subscriptions
+from core.corpus import Corpus, holdout_mask
+from core.learn import LearnedMapping, learn_mapping
+from core.placement.lasp import CostModel, Placement, place_subscriptions
 from core.replay import replay
 from core.shedding.controller import SheddingController
 from core.shedding.evaluate import PairOutcomes, pair_outcomes
@@ -78,6 +78,22 @@ def _utility(policy: str, outcomes: PairOutcomes, stats: YieldStats) -> np.ndarr
         subscribed=a.subscribed,
         seed=outcomes.seed,
     )
+
+
+def _learn_and_place(
+    work: Workloads, subs: Corpus, n_matchers: int, cost: CostModel
+) -> tuple[LearnedMapping, Placement]:
+    """The platform's version on the training posts (SALB+split) and its LASP placement."""
+    learned = learn_mapping(
+        work.training,
+        n_matchers,
+        "salb",
+        split=True,
+        subscribed_words=subscribed_words(subs),
+        seed=work.seed,
+    )
+    placement = place_subscriptions(learned.table, subs, policy="lasp", cost=cost, seed=work.seed)
+    return learned, placement
 
 
 def _policy_rows(
@@ -134,17 +150,7 @@ def shedding(
         cost = work.cost(kind, subs.n_posts)
         for n in nodes:
             started = time.perf_counter()
-            learned = learn_mapping(
-                work.training,
-                n,
-                "salb",
-                split=True,
-                subscribed_words=subscribed_words(subs),
-                seed=work.seed,
-            )
-            placement = place_subscriptions(
-                learned.table, subs, policy="lasp", cost=cost.model, seed=work.seed
-            )
+            learned, placement = _learn_and_place(work, subs, n, cost.model)
             taught = pair_outcomes(learned.table, placement, subs, teach, seed=work.seed)
             tested = pair_outcomes(learned.table, placement, subs, test, seed=work.seed)
             # both halves share the held-out vocabulary, so their slots are the same
@@ -246,17 +252,7 @@ def shedding_control(
     """Fig. 8b: input rate, fullness, level and latency over simulated time, both rules."""
     subs = work.get("tweet", n_subs)
     cost = work.cost("tweet", subs.n_posts)
-    learned = learn_mapping(
-        work.training,
-        n_matchers,
-        "salb",
-        split=True,
-        subscribed_words=subscribed_words(subs),
-        seed=work.seed,
-    )
-    placement = place_subscriptions(
-        learned.table, subs, policy="lasp", cost=cost.model, seed=work.seed
-    )
+    learned, placement = _learn_and_place(work, subs, n_matchers, cost.model)
     measured = replay(learned.table, placement, subs, work.held_out, seed=work.seed, repeats=3)
     capacity = float(measured.throughput)
     outcomes = pair_outcomes(learned.table, placement, subs, work.held_out, seed=work.seed)

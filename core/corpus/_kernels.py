@@ -47,20 +47,14 @@ def dedupe_sort_rows(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarra
 def transpose_csr(
     indptr: np.ndarray, indices: np.ndarray, n_cols: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Counting-sort transpose: row->cols CSR to col->rows CSR (rows ascending per column)."""
+    """Counting-sort transpose: row->cols CSR to col->rows CSR (rows ascending per column):
+    each entry's row grouped by its column."""
     n_rows = indptr.shape[0] - 1
-    counts = np.zeros(n_cols + 1, dtype=np.int64)
-    for e in range(indices.shape[0]):
-        counts[indices[e] + 1] += 1
-    t_indptr = np.cumsum(counts)
-    cursor = t_indptr[:-1].copy()
-    t_indices = np.empty(indices.shape[0], dtype=np.int32)
+    entry_row = np.empty(indices.shape[0], dtype=np.int32)
     for r in range(n_rows):
         for e in range(indptr[r], indptr[r + 1]):
-            c = indices[e]
-            t_indices[cursor[c]] = r
-            cursor[c] += 1
-    return t_indptr, t_indices
+            entry_row[e] = r
+    return group_by_key(indices, entry_row, n_cols)
 
 
 @njit(cache=True)

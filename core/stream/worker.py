@@ -45,12 +45,11 @@ def line_seed(snapshot: MatcherSnapshot, first_line: bytes | None) -> int:
     return batch_seed(snapshot, (first_line or b"").decode("utf-8", "replace"))
 
 
-def route(
+def routed_posts(
     snapshot: MatcherSnapshot, indptr: np.ndarray, word_ids: np.ndarray, *, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Route encoded posts: ``(pair_post int64, pair_matcher int32)``, one row per
-    (post, matcher it is multicast to); posts with no subscription word get no row."""
-    routed = route_csr(
+) -> RoutedPosts:
+    """Each encoded post's matchers under the snapshot's routing version."""
+    return route_csr(
         indptr,
         word_ids,
         snapshot.part_start,
@@ -59,6 +58,14 @@ def route(
         snapshot.n_matchers,
         seed=seed,
     )
+
+
+def route(
+    snapshot: MatcherSnapshot, indptr: np.ndarray, word_ids: np.ndarray, *, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Route encoded posts: ``(pair_post int64, pair_matcher int32)``, one row per
+    (post, matcher it is multicast to); posts with no subscription word get no row."""
+    routed = routed_posts(snapshot, indptr, word_ids, seed=seed)
     pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), routed.spreads())
     return pair_post, routed.matchers
 
@@ -103,15 +110,7 @@ def route_and_shed(
     """Route encoded posts, then cap each post's spread as ``plan`` says. ``sampled``: the
     plan's exempt sample when drawn already (over the raw lines, before a drop)."""
     n = snapshot.n_matchers
-    routed = route_csr(
-        indptr,
-        word_ids,
-        snapshot.part_start,
-        snapshot.part_count,
-        snapshot.part_matchers,
-        n,
-        seed=seed,
-    )
+    routed = routed_posts(snapshot, indptr, word_ids, seed=seed)
     spreads = routed.spreads()
     pair_post = np.repeat(np.arange(routed.n_posts, dtype=np.int64), spreads)
     spread_counts = np.bincount(spreads, minlength=n + 1).astype(np.int64)

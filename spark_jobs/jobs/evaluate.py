@@ -26,14 +26,7 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, holdout_filter
-from spark_jobs.lake.routing_store import (
-    get_version,
-    latest_pending,
-    load_routing_table,
-    placement_arrays,
-    published_version,
-    update_versions,
-)
+from spark_jobs.lake import routing_store
 from spark_jobs.lake.subscription_store import active_corpus
 
 if TYPE_CHECKING:
@@ -124,7 +117,7 @@ def _placement_of(
     subscription has none (registered after placement: placed now, as the stream would)."""
     import numpy as np
 
-    sub_ids, indptr, matchers = placement_arrays(lakehouse, version)
+    sub_ids, indptr, matchers = routing_store.placement_arrays(lakehouse, version)
     stored = Placement(
         routing.n_matchers, sub_ids, indptr, matchers, np.zeros(routing.n_matchers, np.int64)
     )
@@ -166,10 +159,10 @@ def _measure(
 def evaluate_version(
     lakehouse: Lakehouse, version: int | None, *, day: dt.date | None = None, seed: int = 0
 ) -> EvaluateSummary:
-    chosen = version if version is not None else latest_pending(lakehouse)
+    chosen = version if version is not None else routing_store.latest_pending(lakehouse)
     if chosen is None:
         raise InputDataError("no candidate routing version to evaluate")
-    meta = get_version(lakehouse, chosen)
+    meta = routing_store.get_version(lakehouse, chosen)
     params, inputs = json.loads(meta["params"]), json.loads(meta["inputs"])
     start = dt.date.fromisoformat(inputs["start"]) if inputs.get("start") else None
     end = dt.date.fromisoformat(inputs["end"]) if inputs.get("end") else None
@@ -185,7 +178,7 @@ def evaluate_version(
     log.info("evaluating routing version %d on %s held-out posts", chosen, f"{posts.n_posts:,}")
     if posts.n_posts == 0:
         raise InputDataError("no held-out posts to evaluate on")
-    candidate = load_routing_table(lakehouse, chosen)
+    candidate = routing_store.load_routing_table(lakehouse, chosen)
     active = active_corpus(lakehouse)
     subs = active if active.n_posts else None
     report: EvaluationReport = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
@@ -199,9 +192,9 @@ def evaluate_version(
     base_place = place_subscriptions(baseline, subs, policy="lasp", cost=cost) if subs else None
     report["hash"] = _measure("hash routing", baseline, posts, subs, base_place, seed)
     del base_place
-    live = published_version(lakehouse)
+    live = routing_store.published_version(lakehouse)
     if live is not None and live != chosen:
-        current = load_routing_table(lakehouse, live)
+        current = routing_store.load_routing_table(lakehouse, live)
         live_subs_ok = subs is not None and (
             current.subscribed_words is None
             or all(w in current.subscribed_words for w in active.vocabulary.tolist())
@@ -250,7 +243,7 @@ def evaluate_version(
         )
     metrics = json.loads(meta["metrics"] or "{}")
     metrics["evaluation"] = report
-    update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
+    routing_store.update_versions(lakehouse, {chosen: {"metrics": json.dumps(metrics)}})
     return EvaluateSummary(routing_version=chosen, **report)
 
 

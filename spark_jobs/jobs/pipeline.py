@@ -11,9 +11,9 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from core.formatting import format_table
 from spark_jobs.common import exit_process, job_entry
@@ -29,6 +29,10 @@ from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
+
+StepConfig = TypeVar(
+    "StepConfig", NormaliseConfig, GraphConfig, LearnConfig, PlaceConfig, EvaluateConfig
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,14 @@ class PipelineConfig(learn.LearnerOptions):
     """write the step table as JSON here"""
 
 
+def _step(job_config: type[StepConfig], config: PipelineConfig) -> StepConfig:
+    """A step's config: each of its options the chain has too (the same setting: seed,
+    nodes, ...) from the chain's, the rest at the step's defaults. The ingest is spelled
+    out: its sample_rate is not the chain's (normalise's)."""
+    shared = {f.name for f in fields(job_config)} & {f.name for f in fields(config)}
+    return job_config(**{name: getattr(config, name) for name in shared})
+
+
 def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
     steps: list[tuple[str, Callable[[], int]]] = [
         (
@@ -70,28 +82,11 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
                 lakehouse,
             ),
         ),
-        (
-            "normalise",
-            lambda: normalise.run(
-                NormaliseConfig(sample_rate=config.sample_rate, seed=config.seed), lakehouse
-            ),
-        ),
-        ("graph", lambda: graph.run(GraphConfig(cooccurrence=config.cooccurrence), lakehouse)),
-        (
-            "learn",
-            lambda: learn.run(
-                LearnConfig(
-                    nodes=config.nodes,
-                    algorithm=config.algorithm,
-                    split=config.split,
-                    holdout_fraction=config.holdout_fraction,
-                    seed=config.seed,
-                ),
-                lakehouse,
-            ),
-        ),
-        ("place", lambda: place.run(PlaceConfig(seed=config.seed), lakehouse)),
-        ("evaluate", lambda: evaluate.run(EvaluateConfig(seed=config.seed), lakehouse)),
+        ("normalise", lambda: normalise.run(_step(NormaliseConfig, config), lakehouse)),
+        ("graph", lambda: graph.run(_step(GraphConfig, config), lakehouse)),
+        ("learn", lambda: learn.run(_step(LearnConfig, config), lakehouse)),
+        ("place", lambda: place.run(_step(PlaceConfig, config), lakehouse)),
+        ("evaluate", lambda: evaluate.run(_step(EvaluateConfig, config), lakehouse)),
         ("validate", lambda: publish.run(RoutingCommand("validate"), lakehouse)),
         (
             "publish",

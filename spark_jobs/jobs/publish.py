@@ -193,10 +193,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also spread, imbalance, and the posts-only model and timed replay figures",
     )
-    p = sub.add_parser("validate", parents=[common], help="structural validation of a version")
-    p.add_argument("--version", type=int, help="routing version (default: the latest candidate)")
-    p = sub.add_parser("publish", parents=[common], help="publish a validated version")
-    p.add_argument("--version", type=int, help="routing version (default: the latest candidate)")
+    # validate and publish act on one version, the latest candidate unless named
+    versioned = argparse.ArgumentParser(add_help=False, parents=[common])
+    versioned.add_argument(
+        "--version", type=int, help="routing version (default: the latest candidate)"
+    )
+    sub.add_parser("validate", parents=[versioned], help="structural validation of a version")
+    p = sub.add_parser("publish", parents=[versioned], help="publish a validated version")
     p.add_argument("--margin", type=float, help="required gain over the published version")
     p.add_argument(
         "--skip-validation",

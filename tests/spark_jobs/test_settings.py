@@ -98,3 +98,24 @@ def test_no_module_reads_an_s3tm_variable_but_the_settings() -> None:
     assert found == []
     # the check finds what it looks for
     assert read.search('x = os.environ.get("S3TM_LAKEHOUSE")')
+
+
+def test_the_pipelines_steps_take_the_chains_options_of_the_same_name():
+    """``s3tm pipeline``'s seed, N and learner reach the steps that have them; the rest of
+    each step's options stay at its defaults (what ``s3tm <step>`` would do)."""
+    from spark_jobs.jobs.graph import GraphConfig
+    from spark_jobs.jobs.learn import LearnConfig
+    from spark_jobs.jobs.normalise import NormaliseConfig
+    from spark_jobs.jobs.pipeline import PipelineConfig, _step
+    from spark_jobs.jobs.place import PlaceConfig
+
+    chain = PipelineConfig(
+        landing="posts/", nodes=7, algorithm="salb", split=False, seed=3, sample_rate=0.5,
+        cooccurrence=True, holdout_fraction=0.1,
+    )  # fmt: skip
+    assert _step(LearnConfig, chain) == LearnConfig(
+        nodes=7, algorithm="salb", split=False, seed=3, holdout_fraction=0.1
+    )
+    assert _step(NormaliseConfig, chain) == NormaliseConfig(sample_rate=0.5, seed=3)
+    assert _step(GraphConfig, chain) == GraphConfig(cooccurrence=True)
+    assert _step(PlaceConfig, chain) == PlaceConfig(seed=3)

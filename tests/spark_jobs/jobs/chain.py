@@ -9,21 +9,10 @@ from spark_jobs.jobs import pipeline
 
 
 def run_chain(lakehouse, landing, *, nodes=8, algorithm="salb", margin=None, batch=1):
-    return pipeline.run(
-        pipeline.PipelineConfig(
-            landing=str(landing),
-            pattern="*.jsonl*",
-            default_day=dt.date(2026, 2, 1),
-            batch_id=batch,
-            sample_rate=1.0,
-            nodes=nodes,
-            algorithm=algorithm,
-            split=True,
-            holdout_fraction=0.2,
-            margin=margin,
-            cooccurrence=False,
-            seed=0,
-            report=None,
-        ),
-        lakehouse,
-    )
+    """``s3tm pipeline`` at its defaults but for N, the learner, the margin and the batch
+    (and one event day for posts without a time)."""
+    config = pipeline.PipelineConfig(
+        landing=str(landing), default_day=dt.date(2026, 2, 1), batch_id=batch, nodes=nodes,
+        algorithm=algorithm, margin=margin,
+    )  # fmt: skip
+    return pipeline.run(config, lakehouse)

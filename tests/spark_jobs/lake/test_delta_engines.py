@@ -15,6 +15,7 @@ from pyspark.sql import Row
 
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
+from tests.support.grown_tables import deliveries_before_shedding
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 WORD_STATS = "gold.word_stats"
@@ -110,19 +111,9 @@ def test_a_grown_schema_reads_alike_in_both_engines(spark, lakes):
     delta-spark appends rows that carry it, both engines read old rows as null."""
     by_spark, by_rs = lakes
     spec = table("deliveries")
-    old_schema = pa.schema([f for f in spec.schema if f.name != "shedding_level"])
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    old = {
-        "post_id": "p1",
-        "subscriber": "s",
-        "sub_ids": [1],
-        "routing_version": 1,
-        "delivered_at": now,
-        "batch_id": 0,
-    }
-    old_row = {**dict.fromkeys(old_schema.names), **old}
+    old_schema, old_row = deliveries_before_shedding()
     write_deltalake(by_rs.path("deliveries"), pa.Table.from_pylist([old_row], schema=old_schema))
-    row = {**dict.fromkeys(spec.columns), **old, "post_id": "p2", "batch_id": 1}
+    row = {**dict.fromkeys(spec.columns), **old_row, "post_id": "p2", "batch_id": 1}
     row["shedding_level"] = 3
     new = spark.createDataFrame([tuple(row[c] for c in spec.columns)], spec.spark_schema())
     by_spark.write(new, "deliveries")  # evolves the table first, then delta-spark appends

@@ -16,6 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from core.errors import InputDataError, InvalidArgumentError
 from schemas import table
+from tests.support.grown_tables import GROWN, deliveries_before_shedding
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 
@@ -220,22 +221,8 @@ def test_a_table_written_before_its_spec_grew_gains_the_new_columns(lakehouse):
     """A lakehouse from before the shedding columns: the next write adds them (nullable)
     in place; old rows read as null, through delta-rs and this module alike."""
     spec = table("deliveries")
-    grown = ["shedding_level"]
-    old_schema = pa.schema([f for f in spec.schema if f.name not in grown])
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    old = pa.Table.from_pylist(
-        [
-            {
-                "post_id": "p1",
-                "subscriber": "s",
-                "sub_ids": [1],
-                "routing_version": 1,
-                "delivered_at": now,
-                "batch_id": 0,
-            }
-        ],
-        schema=old_schema,
-    )
+    old_schema, old_row = deliveries_before_shedding()
+    old = pa.Table.from_pylist([old_row], schema=old_schema)
     write_deltalake(str(lakehouse.path("deliveries")), old)
     new = pa.Table.from_pylist(
         [{**old.to_pylist()[0], "post_id": "p2", "batch_id": 1, "shedding_level": 3}],
@@ -243,7 +230,7 @@ def test_a_table_written_before_its_spec_grew_gains_the_new_columns(lakehouse):
     )
     lakehouse.write_arrow(new, "deliveries")
     fields = {f.name for f in DeltaTable(str(lakehouse.path("deliveries"))).schema().fields}
-    assert set(grown) <= fields
+    assert set(GROWN) <= fields
     rows = {
         r["post_id"]: r["shedding_level"] for r in lakehouse.read_arrow("deliveries").to_pylist()
     }

@@ -210,6 +210,26 @@ def run_to_end(lakehouse, config: StreamConfig):
     return handler
 
 
+def publish_mid_stream(
+    lakehouse, landing: Landing, config: StreamConfig, nodes: int, algorithm: str, *,
+    split: bool, posts_after: int,
+):  # fmt: skip
+    """Run the stream over what has landed, publish a newly learned version while it runs,
+    land ``posts_after`` more posts and run over them; returns the batch handler, the new
+    version and the new posts' ids."""
+    from spark_jobs.stream.matcher import start
+
+    query, handler = start(lakehouse.spark, lakehouse, config)
+    try:
+        run_all(query)
+        version = publish_learned(lakehouse, landing, nodes, algorithm, split=split)
+        posts = landing.write(posts_after)
+        run_all(query)
+    finally:
+        query.stop()
+    return handler, version, posts
+
+
 def assert_exact(lakehouse, landing: Landing, post_ids, *, at_least: int) -> Counter:
     """``matches`` equal the brute force over the active subscriptions (more than
     ``at_least`` pairs: the test has teeth) and ``deliveries`` group them; returns the

@@ -38,6 +38,7 @@ from tests.spark_jobs.stream.harness import (
     expected_matches,
     matches_of,
     publish_learned,
+    publish_mid_stream,
     run_all,
     run_stream_process,
     stream_config,
@@ -58,15 +59,12 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
             json.dumps({"text": "no id"}),
         ],
     )
-    query, handler = start(lakehouse.spark, lakehouse, stream_config(tmp_path, landing))
-    try:
-        run_all(query)
-        # a new version with another N and algorithm, published while the stream runs
-        second = publish_learned(lakehouse, landing, 7, "hash", split=False)
-        posts += landing.write(600)
-        run_all(query)
-    finally:
-        query.stop()
+    # a new version with another N and algorithm, published while the stream runs
+    handler, second, after = publish_mid_stream(
+        lakehouse, landing, stream_config(tmp_path, landing), 7, "hash", split=False,
+        posts_after=600,
+    )  # fmt: skip
+    posts += after
     subs = active_subscriptions(lakehouse)
     expected = expected_matches(landing, posts, subs)
     assert sum(expected.values()) > 500  # the test has teeth
@@ -397,14 +395,11 @@ def test_the_stream_routes_by_hash_while_the_gate_keeps_candidates_out(lakehouse
     kept = publish(lakehouse, loser, margin=0.02, skip_validation=True)
     assert kept["published"] is None and "the stream routes by hash" in kept["reason"]
     posts = landing.write(400)
-    query, handler = start(lakehouse.spark, lakehouse, stream_config(tmp_path, landing))
-    try:
-        run_all(query)
-        winner = publish_learned(lakehouse, landing, 4, "salb", split=True)
-        posts += landing.write(400)
-        run_all(query)
-    finally:
-        query.stop()
+    handler, winner, after = publish_mid_stream(
+        lakehouse, landing, stream_config(tmp_path, landing), 4, "salb", split=True,
+        posts_after=400,
+    )  # fmt: skip
+    posts += after
     assert_exact(lakehouse, landing, posts, at_least=300)
     by_batch = [f.routing_version for f in handler.figures]
     assert by_batch[0] == -4 and by_batch[-1] == winner, by_batch
