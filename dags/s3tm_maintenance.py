@@ -48,7 +48,7 @@ DEFAULTS = dag_defaults()
 def s3tm_maintenance() -> None:
     @task
     def maintain(params: dict | None = None, run_id: str | None = None) -> dict:
-        from s3tm.orchestration.maintenance_tasks import run_maintenance, summary
+        from s3tm.orchestration.tasks.maintenance import run_maintenance, summary
         from spark_jobs.lake.maintenance import MaintenancePolicy, keep_days_with
 
         policy = MaintenancePolicy(

@@ -67,7 +67,7 @@ DEFAULTS = dag_defaults()
 def s3tm_monitor() -> None:
     @task(outlets=[asset("stream.monitor")])
     def check(params: dict | None = None, run_id: str | None = None) -> dict:
-        from s3tm.orchestration.monitor_tasks import check_routing_health
+        from s3tm.orchestration.tasks.monitor import check_routing_health
 
         return check_routing_health(
             params["lakehouse"],
@@ -85,7 +85,7 @@ def s3tm_monitor() -> None:
     def request_remap(
         result: dict, params: dict | None = None, outlet_events: dict | None = None
     ) -> list[str]:
-        from s3tm.orchestration.monitor_tasks import remap_request
+        from s3tm.orchestration.tasks.monitor import remap_request
 
         assert outlet_events is not None
         outlet_events[signal("remap_request")].extra = remap_request(

@@ -158,7 +158,7 @@ def s3tm_remap() -> None:
     ) -> int:
         """Days to learn on: `window_days`, or the monitor's shorter request (after a burst
         or a drop, the recent posts are the ones that matter)."""
-        from s3tm.orchestration.remap_tasks import learning_window_days
+        from s3tm.orchestration.tasks.remap import learning_window_days
 
         return learning_window_days(int(params["window_days"]), triggering_asset_events)
 
@@ -168,26 +168,26 @@ def s3tm_remap() -> None:
     ) -> bool:
         """Skips the run (not fails it) when the monitor's request is stale: another version
         was published after the check that asked (the report says which)."""
-        from s3tm.orchestration.remap_tasks import stale_request
+        from s3tm.orchestration.tasks.remap import stale_request
 
         return stale_request(params["lakehouse"], triggering_asset_events) is None
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def has_posts(params: dict | None = None) -> bool:
         """Skips the run (not fails it) while silver.posts is empty: run s3tm_ingest first."""
-        from s3tm.orchestration.remap_tasks import has_learning_input
+        from s3tm.orchestration.tasks.remap import has_learning_input
 
         return has_learning_input(params["lakehouse"])
 
     @task
     def validate(params: dict | None = None) -> dict:
-        from s3tm.orchestration.remap_tasks import validate_candidate
+        from s3tm.orchestration.tasks.remap import validate_candidate
 
         return validate_candidate(params["lakehouse"])
 
     @task(outlets=[asset("routing.versions")])
     def publish(params: dict | None = None) -> dict:
-        from s3tm.orchestration.remap_tasks import publish_if_better
+        from s3tm.orchestration.tasks.remap import publish_if_better
 
         return publish_if_better(params["lakehouse"], float(params["margin"]))
 
@@ -198,7 +198,7 @@ def s3tm_remap() -> None:
         run_id: str | None = None,
         triggering_asset_events: dict | None = None,
     ) -> str:
-        from s3tm.orchestration.remap_tasks import write_report
+        from s3tm.orchestration.tasks.remap import write_report
 
         return write_report(
             params["lakehouse"],

@@ -11,6 +11,7 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import pytest
@@ -76,16 +77,18 @@ def modules_of(layer: str) -> list[Path]:
     return sorted((REPO / layer).rglob("*.py"))
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_no_layer_imports_upward(layer):
+def offences(layer: str, found: Callable[[Path], Collection[str]]) -> dict[str, list[str]]:
+    """What ``found`` finds in each module of ``layer``, by module (none: an empty dict)."""
     modules = modules_of(layer)
     assert modules, f"no module found under {layer}/"
-    offences = {
-        str(path.relative_to(REPO)): sorted(imported_packages(path) & FORBIDDEN[layer])
-        for path in modules
-    }
-    offences = {path: bad for path, bad in offences.items() if bad}
-    assert offences == {}, f"{layer} imports a layer above it: {offences}"
+    by_module = {str(path.relative_to(REPO)): sorted(found(path)) for path in modules}
+    return {path: bad for path, bad in by_module.items() if bad}
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_no_layer_imports_upward(layer):
+    upward = offences(layer, lambda path: imported_packages(path) & FORBIDDEN[layer])
+    assert upward == {}, f"{layer} imports a layer above it: {upward}"
 
 
 def test_the_checker_sees_lazy_and_dynamic_imports(tmp_path):
@@ -99,6 +102,62 @@ def test_the_checker_sees_lazy_and_dynamic_imports(tmp_path):
         "from . import sibling\n"
     )
     assert imported_packages(module) == {"os", "spark_jobs", "pyspark", "dags"}
+
+
+# calls that reach a file system (core takes arrays and gives arrays: reading and writing
+# files is the layers' above, spark_jobs and the application): pathlib's methods by name,
+# the rest by the module they are called on
+PATH_METHODS = {
+    "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "unlink", "iterdir",
+    "glob", "rglob", "touch", "rmdir", "open",
+}  # fmt: skip
+MODULE_CALLS = {
+    "os": {"replace", "rename", "remove", "unlink", "makedirs", "mkdir", "listdir", "scandir"},
+    "np": {"load", "save", "savez", "savez_compressed", "fromfile", "loadtxt", "savetxt"},
+    "json": {"load", "dump"},
+    "pickle": {"load", "dump"},
+    "resources": {"files", "read_text", "open_text"},
+    "shutil": {"copy", "copyfile", "copytree", "move", "rmtree"},
+    "gzip": {"open"},
+    "pq": {"read_table", "write_table", "ParquetFile"},
+}
+
+
+def file_calls(path: Path) -> list[str]:
+    """``name:line`` of each call in a module that reaches a file system: ``open()``, a
+    path's reads and writes, and the file functions of os, numpy, json, shutil, ..."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            found.append(f"open:{node.lineno}")
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if func.attr in MODULE_CALLS.get(owner or "", set()) or (
+                owner not in MODULE_CALLS and func.attr in PATH_METHODS
+            ):
+                found.append(f"{func.attr}:{node.lineno}")
+    return found
+
+
+def test_core_does_no_file_io():
+    reaching = offences("core", file_calls)
+    assert reaching == {}, f"core reaches a file system: {reaching}"
+
+
+def test_the_file_io_checker_sees_reads_writes_and_loads(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import numpy as np\n"
+        "text = dataclasses.replace(x, y=1), {1}.remove(1), store.load(2)\n"
+        "def f(path):\n"
+        "    with open(path) as lines:\n"
+        "        np.save(path, path.read_bytes())\n"
+        "    os.replace(path, path)\n"
+    )
+    assert sorted(file_calls(module)) == ["open:4", "read_bytes:5", "replace:6", "save:5"]
 
 
 # of core and spark_jobs, only the settings, the remap's option defaults and the error

@@ -64,20 +64,7 @@ def _utility(policy: str, outcomes: PairOutcomes, stats: YieldStats) -> np.ndarr
         weight = outcomes.slot_subscriptions
     else:
         weight = stats.weights(outcomes.slot_subscriptions)
-    a = outcomes.aligned
-    return pair_utilities(
-        outcomes.posts.indptr,
-        outcomes.posts.indices,
-        a.part_start,
-        a.part_count,
-        a.part_matchers,
-        outcomes.routed_indptr,
-        outcomes.routed_matchers,
-        outcomes.n_matchers,
-        slot_weight=weight,
-        subscribed=a.subscribed,
-        seed=outcomes.seed,
-    )
+    return outcomes.utilities(weight)
 
 
 def _learn_and_place(

@@ -23,6 +23,7 @@ from core.placement.lasp import Placement
 from core.routing.router import AlignedTable, align_table, route_corpus
 from core.routing.table import RoutingTable
 from core.shedding import _kernels as K
+from core.shedding.shedder import pair_utilities
 from core.shedding.yield_stats import YieldObservation, attribution_slots, observe
 
 
@@ -70,6 +71,16 @@ class PairOutcomes:
     @property
     def n_matches(self) -> int:
         return self._match_ids[1]
+
+    def utilities(self, slot_weight: np.ndarray | None) -> np.ndarray:
+        """Each routed pair's utility under ``slot_weight`` (one per version slot; None:
+        the consensus utility), as the stream's route task computes it."""
+        a = self.aligned
+        return pair_utilities(
+            self.posts.indptr, self.posts.indices, a.part_start, a.part_count,
+            a.part_matchers, self.routed_indptr, self.routed_matchers, self.n_matchers,
+            slot_weight=slot_weight, subscribed=a.subscribed, seed=self.seed,
+        )  # fmt: skip
 
     def accuracy(self, keep: np.ndarray) -> float:
         """Distinct matches found by kept pairs / distinct matches of all pairs."""

@@ -19,16 +19,10 @@ Two kinds of vocabulary:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import os
 import re
 import sys
-import threading
-import unicodedata
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,47 +44,35 @@ MAX_TOKEN_BYTES = 1 << 28
 MAX_UNKNOWN_WORDS = 1 << 20
 
 
+# Where code_point_classes() takes the table from: computed here (0.2-0.3 s of CPU), unless
+# a layer above provides a cheaper source (spark_jobs keeps a copy on disk, read by every
+# Python worker of every Spark job that encodes texts). core does no file I/O itself.
+_classes_source: Callable[[], np.ndarray] | None = None
+
+
+def use_code_point_classes(source: Callable[[], np.ndarray] | None) -> None:
+    """Take the code-point table from ``source`` (None: compute it here) from now on;
+    ``source`` must return what :func:`classify_code_points` does."""
+    global _classes_source
+    _classes_source = source
+    code_point_classes.cache_clear()
+
+
 @functools.cache
 def code_point_classes() -> np.ndarray:
     """``(0x110000,)`` uint8: each code point's role in the tokeniser (see
-    :func:`classify_code_points`), read from a cache beside this module when one of this
-    Python, Unicode database and tokeniser source exists (building the table takes 0.2-0.3 s
-    of CPU, in every Python worker of every Spark job that encodes texts)."""
-    cache = _classes_cache_path()
-    if cache is not None:
-        with contextlib.suppress(OSError, ValueError):
-            cached: np.ndarray = np.load(cache, allow_pickle=False)
-            if cached.shape == (sys.maxunicode + 1,) and cached.dtype == np.uint8:
-                return cached
-    classes = classify_code_points()
-    if cache is not None:  # a read-only install computes the table in each process
-        # a name of its own per process and thread: two writers never share a partial file
-        partial = cache.with_name(f"{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            cache.parent.mkdir(exist_ok=True)
-            with open(partial, "wb") as out:
-                np.save(out, classes, allow_pickle=False)
-            os.replace(partial, cache)  # whole or absent for a concurrent reader
-        except OSError:
-            partial.unlink(missing_ok=True)
+    :func:`classify_code_points`), from the source :func:`use_code_point_classes` set.
+
+    Raises:
+        InvalidArgumentError: the source's table has another shape or type.
+    """
+    classes = classify_code_points() if _classes_source is None else _classes_source()
+    if classes.shape != (sys.maxunicode + 1,) or classes.dtype != np.uint8:
+        raise InvalidArgumentError(
+            f"a code-point table is ({sys.maxunicode + 1},) uint8, got {classes.shape} "
+            f"{classes.dtype}"
+        )
     return classes
-
-
-def _classes_cache_path() -> Path | None:
-    """Where :func:`code_point_classes` keeps its table, keyed by what it is computed from
-    (the interpreter's ``re`` and ``str.lower``, its Unicode database, and the source of
-    the classifier and of the kernels' class codes); None when the source is not a file
-    (imported from a zip)."""
-    key = hashlib.sha256()
-    for part in (sys.version, unicodedata.unidata_version):
-        key.update(part.encode())
-    try:
-        for source in (Path(__file__), Path(k.__file__)):
-            key.update(source.read_bytes())
-    except OSError:
-        return None
-    name = f"code_point_classes.{key.hexdigest()[:16]}.npy"
-    return Path(__file__).with_name("__pycache__") / name
 
 
 def classify_code_points() -> np.ndarray:

@@ -9,8 +9,8 @@ that contain its words after the same treatment:
 3. word tokens are runs of Unicode letters and digits, optionally joined by apostrophes
    (``don't``); punctuation, emoji and other symbols separate or vanish; numbers are kept;
 4. English stop words are removed: Spark ML's default English list
-   (``StopWordsRemover.loadDefaultStopWords("english")``, shipped here as
-   ``stopwords_english.txt``; a test keeps the two equal);
+   (``StopWordsRemover.loadDefaultStopWords("english")``, written out in
+   ``core/text/stop_words.py``; a test keeps the two equal);
 5. remaining apostrophes are removed and each word is reduced by the original Porter
    stemmer (PyStemmer's ``porter`` algorithm).
 
@@ -22,21 +22,11 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable
-from importlib import resources
 
 import Stemmer
 
 from core.errors import InvalidArgumentError
-
-_STOP_WORDS_FILE = "stopwords_english.txt"
-
-
-def _load_stop_words() -> frozenset[str]:
-    text = resources.files("core.text").joinpath(_STOP_WORDS_FILE).read_text(encoding="utf-8")
-    return frozenset(line.strip() for line in text.splitlines() if line.strip())
-
-
-ENGLISH_STOP_WORDS: frozenset[str] = _load_stop_words()
+from core.text.stop_words import ENGLISH_STOP_WORDS
 
 # One pass finds word tokens and skips whole URL / @name tokens: the first alternative
 # consumes a whitespace-delimited token starting with http, www. or @ (and yields an empty

@@ -4,7 +4,7 @@ Part 1 (core, seconds): writes a seeded synthetic corpus, reads it back through 
 normaliser, keeps 20% of the posts out, learns hash, SALB and SALB+split mappings for a few
 N, and prints their metrics on the held-out posts side by side. Parts 2 and 3 (unless
 ``--no-airflow``): the platform end to end through Airflow, Spark and Delta, then the
-streaming matcher (``s3tm.orchestration.airflow_demo``).
+streaming matcher (``s3tm.local.airflow.demo``).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def run_demo(args: DemoOptions) -> int:
     )
     if args.airflow:
         # Airflow, Spark and Delta only load here: part 1 stays fast without them.
-        from s3tm.orchestration.airflow_demo import run as run_airflow_demo
+        from s3tm.local.airflow.demo import run as run_airflow_demo
 
         run_airflow_demo(
             out, corpus_path, nodes=args.airflow_nodes, subscriptions=args.subscriptions

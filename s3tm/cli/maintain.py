@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _run(args: MaintainOptions) -> int:
     from core.formatting import format_table
-    from s3tm.orchestration.maintenance_tasks import parse_keep_days, run_maintenance
+    from s3tm.orchestration.tasks.maintenance import parse_keep_days, run_maintenance
     from spark_jobs.lake.delta_io import default_lakehouse
     from spark_jobs.lake.maintenance import REPORT_HEADER, keep_days_with
 

@@ -1,2 +1,3 @@
-"""A Kafka broker (KRaft) from its Maven-resolved jars, for `s3tm kafka` where a user wants a
-broker without containers (docker/compose.yaml runs the rest of the topology)."""
+"""Services on this machine without containers: a Kafka broker (KRaft) from its
+Maven-resolved jars (`s3tm kafka`), Airflow's processes (`s3tm airflow`, ``airflow``) and
+the process groups they run in (docker/compose.yaml runs the rest of the topology)."""

@@ -24,7 +24,6 @@ import ipaddress
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import common
+from spark_jobs.ports import require_free_port
 from spark_jobs.sql.catalog import CatalogTable, LakehouseCatalog
 
 if TYPE_CHECKING:
@@ -94,20 +94,6 @@ def check_access(host: str, token: str | None) -> None:
             "(clients send it) and put a TLS proxy in front (docs/OPERATIONS.md, SQL over "
             "the lakehouse)"
         )
-
-
-def check_port_free(host: str, port: int) -> None:
-    if port == 0:  # the service binds a free one itself
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as err:
-            raise InvalidArgumentError(
-                f"cannot listen on {host}:{port} ({err.strerror}); is a server already "
-                "running? pick another --port"
-            ) from None
 
 
 def bound_port(spark: SparkSession) -> int:
@@ -186,7 +172,9 @@ def run_server(config: ServerConfig, session: SessionOptions | None = None) -> i
     token = os.environ.get(TOKEN_ENV) or None
     try:
         check_access(config.host, token)
-        check_port_free(config.host, config.port)
+        require_free_port(
+            config.host, config.port, "is a server already running? pick another --port"
+        )
         spark = build_session(
             "s3tm-sql-server",
             master=session.master,

@@ -8,6 +8,7 @@ tasks' bodies are ``spark_jobs.stream.tasks``; this module only wires them.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import re
 from pathlib import Path
@@ -148,28 +149,26 @@ class MatchPipeline:
         # raw lines go to the route tasks as bytes: each is judged there by the ingest's
         # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
         raw = posts.select("line", "source_file")
-        routed = raw.mapInArrow(
-            stream_tasks.route_posts(
-                broadcast, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, shed_plan, crash=crash
-            ),
-            stream_tasks.ROUTED_SCHEMA,
-        )
-        matched = routed.repartition(n_match, "pkey").mapInArrow(
-            stream_tasks.match_posts(
-                broadcast,
-                snapshot.key,
-                dkeys,
-                shed_plan.learns_yield,
-                hold=held_matchers(str(self.spark.sparkContext.master), snapshot.n_matchers, slots),
-                crash=crash,
-            ),
-            stream_tasks.MATCHED_SCHEMA,
-        )
+        # each task body a partial of a module-level function: pickled by reference, so a
+        # worker's own module state (its matcher CACHE) is used, not a copy shipped with
+        # each task
+        route = functools.partial(
+            stream_tasks.route_posts,
+            broadcast, snapshot.key, pkeys, MAX_TEXT_CHARS, n_dispatch, shed_plan, crash=crash,
+        )  # fmt: skip
+        routed = raw.mapInArrow(route, stream_tasks.ROUTED_SCHEMA)
+        hold = held_matchers(str(self.spark.sparkContext.master), snapshot.n_matchers, slots)
+        match = functools.partial(
+            stream_tasks.match_posts,
+            broadcast, snapshot.key, dkeys, shed_plan.learns_yield, hold=hold, crash=crash,
+        )  # fmt: skip
+        matched = routed.repartition(n_match, "pkey").mapInArrow(match, stream_tasks.MATCHED_SCHEMA)
+        dispatch = functools.partial(
+            stream_tasks.dispatch_matches, broadcast, snapshot.key, batch_id, now, staging,
+            crash=crash,
+        )  # fmt: skip
         return matched.repartition(n_dispatch, "dkey").mapInArrow(
-            stream_tasks.dispatch_matches(
-                broadcast, snapshot.key, batch_id, now, staging, crash=crash
-            ),
-            stream_tasks.DISPATCHED_SCHEMA,
+            dispatch, stream_tasks.DISPATCHED_SCHEMA
         )
 
 

@@ -21,11 +21,10 @@ per epoch.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +59,7 @@ from core.stream.worker import (
     line_seed,
     route_and_shed,
 )
-from spark_jobs import failpoints
+from spark_jobs import code_point_cache, failpoints
 from spark_jobs.lake.storage import filesystem, is_remote, join
 from spark_jobs.settings import settings
 from spark_jobs.stream.health import SKETCH_SPEC
@@ -105,6 +104,9 @@ def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
     return [value.as_buffer() for value in payloads]
 
 
+# each Python worker's encoders read the tokeniser's table from its file (0.2-0.3 s a
+# worker to build it otherwise)
+code_point_cache.install()
 # made when a Python worker first imports this module for a task (the stream's index kind
 # from its environment)
 CACHE = MatcherCache(settings().matcher_index, bases=FileBases())
@@ -195,30 +197,14 @@ def route_posts(
     max_text_chars: int,
     n_dispatch: int,
     plan: ShedPlan,
-    *,
-    crash: str | None = None,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: raw (line, source_file) -> ROUTED_SCHEMA, each post's spread capped
-    as the batch's shedding ``plan`` says.
-    ``crash``: a kill point of the crash tests (``failpoints``), None in production."""
-    # A partial of a module-level function: pickled by reference, so the worker's own
-    # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(
-        _route_run, broadcast, key, pkeys, max_text_chars, n_dispatch, plan, crash=crash
-    )
-
-
-def _route_run(
-    broadcast: Broadcast[MatcherSnapshot],
-    key: SnapshotKey,
-    pkeys: np.ndarray,
-    max_text_chars: int,
-    n_dispatch: int,
-    plan: ShedPlan,
     batches: Iterator[pa.RecordBatch],
     *,
     crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body (bound with ``functools.partial`` up to ``batches``): raw (line,
+    source_file) -> ROUTED_SCHEMA, each post's spread capped as the batch's shedding
+    ``plan`` says. ``crash``: a kill point of the crash tests (``failpoints``), None in
+    production."""
     failpoints.crash_from_task(crash, "route")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     changes_before = CACHE.change_seconds
@@ -345,28 +331,15 @@ def match_posts(
     key: SnapshotKey,
     dkeys: np.ndarray,
     learn_yield: bool,
-    *,
-    hold: int | None = None,
-    crash: str | None = None,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: ROUTED_SCHEMA payloads of one or more matchers -> MATCHED_SCHEMA:
-    per dispatch partition, one payload of MATCHED_ARROW rows (a post's matches here).
-    ``hold``: how many matchers a Python worker keeps (its share of N; None: all)."""
-    # A partial of a module-level function: pickled by reference, so the worker's own
-    # module state (CACHE) is used, not a copy shipped with each task.
-    return functools.partial(_match_run, broadcast, key, dkeys, learn_yield, hold=hold, crash=crash)
-
-
-def _match_run(
-    broadcast: Broadcast[MatcherSnapshot],
-    key: SnapshotKey,
-    dkeys: np.ndarray,
-    learn_yield: bool,
     batches: Iterator[pa.RecordBatch],
     *,
     hold: int | None = None,
     crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body (bound up to ``batches``): ROUTED_SCHEMA payloads of one or more
+    matchers -> MATCHED_SCHEMA: per dispatch partition, one payload of MATCHED_ARROW rows (a
+    post's matches here). ``hold``: how many matchers a Python worker keeps (its share of
+    N; None: all)."""
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
     changes_before = CACHE.change_seconds
@@ -507,25 +480,14 @@ def dispatch_matches(
     batch_id: int,
     now: dt.datetime,
     staging: dict[str, str],
-    *,
-    crash: str | None = None,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: MATCHED_SCHEMA payloads of a set of posts -> ``matches`` and
-    ``deliveries`` Parquet files in the tables' staging folders (committed by the driver in
-    one Delta transaction each); only notes go back to the driver."""
-    return functools.partial(_dispatch_run, broadcast, key, batch_id, now, staging, crash=crash)
-
-
-def _dispatch_run(
-    broadcast: Broadcast[MatcherSnapshot],
-    key: SnapshotKey,
-    batch_id: int,
-    now: dt.datetime,
-    staging: dict[str, str],
     batches: Iterator[pa.RecordBatch],
     *,
     crash: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body (bound up to ``batches``): MATCHED_SCHEMA payloads of a set of posts
+    -> ``matches`` and ``deliveries`` Parquet files in the tables' staging folders
+    (committed by the driver in one Delta transaction each); only notes go back to the
+    driver."""
     from pyspark import TaskContext
 
     from schemas import table

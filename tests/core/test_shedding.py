@@ -216,19 +216,7 @@ def test_kept_matches_are_a_subset_of_brute_force(outcomes, utility) -> None:
         "subscription": tested.slot_subscriptions,
         "yield": stats.weights(tested.slot_subscriptions),
     }[utility]
-    u = pair_utilities(
-        posts.indptr,
-        posts.indices,
-        a.part_start,
-        a.part_count,
-        a.part_matchers,
-        tested.routed_indptr,
-        tested.routed_matchers,
-        8,
-        slot_weight=weight,
-        subscribed=a.subscribed,
-        seed=tested.seed,
-    )
+    u = tested.utilities(weight)
     for m in (1, 2.5, 4):
         keep = cap_spread(tested.routed_indptr, tested.routed_matchers, u, m, seed=9)
         kept = {
@@ -244,20 +232,15 @@ def test_kept_matches_are_a_subset_of_brute_force(outcomes, utility) -> None:
 def test_learned_yield_beats_counting_words(outcomes) -> None:
     # a data property of this seeded corpus, kept as a guard: the yield estimate must carry
     # information (a broken credit or prior makes it no better than consensus)
-    _, posts, taught, tested = outcomes
-    a = tested.aligned
+    _, _, taught, tested = outcomes
     stats = YieldStats(decay=0.0)
-    stats.update(taught.observation, a.part_matchers.shape[0])
+    stats.update(taught.observation, tested.aligned.part_matchers.shape[0])
     accuracy = {}
     for name, weight in (
         ("consensus", None),
         ("yield", stats.weights(tested.slot_subscriptions)),
     ):
-        u = pair_utilities(
-            posts.indptr, posts.indices, a.part_start, a.part_count, a.part_matchers,
-            tested.routed_indptr, tested.routed_matchers, 8, slot_weight=weight,
-            subscribed=a.subscribed, seed=tested.seed,
-        )  # fmt: skip
+        u = tested.utilities(weight)
         keep = cap_spread(tested.routed_indptr, tested.routed_matchers, u, 2, seed=9)
         accuracy[name] = tested.accuracy(keep)
     assert accuracy["yield"] > accuracy["consensus"]

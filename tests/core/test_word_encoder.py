@@ -314,35 +314,17 @@ def test_a_lone_ampersand_is_read_as_html_unescape_leaves_it(batch: list[str]) -
     assert_exact(WordEncoder(grow=True), batch)
 
 
-def test_the_code_point_table_is_cached_beside_the_module_and_equals_a_fresh_one(
-    tmp_path, monkeypatch
-):
-    """Each process reads the table a first one wrote (it takes 0.2-0.3 s to build); the
-    cached table is the classifier's, and a damaged or missing cache is rebuilt."""
-    cache = tmp_path / "__pycache__" / "code_point_classes.test.npy"
-    monkeypatch.setattr(encoder_module, "_classes_cache_path", lambda: cache)
+def test_the_code_point_table_comes_from_the_source_given_and_is_checked(monkeypatch) -> None:
+    """A layer above may provide the table (spark_jobs keeps it on disk); what it gives is
+    used as it is, and a table of another shape is refused, not used."""
     fresh = encoder_module.classify_code_points()
-    built = code_point_classes.__wrapped__()  # no cache yet: builds it and writes it
-    assert np.array_equal(built, fresh) and cache.is_file()
-    assert list(cache.parent.iterdir()) == [cache]  # no partial file left
-
-    def refused() -> np.ndarray:
-        raise AssertionError("the table was built again although the cache holds it")
-
-    monkeypatch.setattr(encoder_module, "classify_code_points", refused)
-    assert np.array_equal(code_point_classes.__wrapped__(), fresh)
-    monkeypatch.undo()
-    monkeypatch.setattr(encoder_module, "_classes_cache_path", lambda: cache)
-    cache.write_bytes(b"not a numpy file")
-    assert np.array_equal(code_point_classes.__wrapped__(), fresh)
-    assert np.array_equal(np.load(cache), fresh)  # and written again whole
-
-
-def test_the_code_point_cache_is_beside_the_module_keyed_by_its_source(monkeypatch):
-    path = encoder_module._classes_cache_path()
-    assert path is not None and path.parent.name == "__pycache__"
-    assert path.parent.parent == Path(encoder_module.__file__).parent
-    assert path == encoder_module._classes_cache_path()  # stable within a process
-    # another tokeniser source (or Python, or Unicode database): another file
-    monkeypatch.setattr(encoder_module.unicodedata, "unidata_version", "0.0.0")
-    assert encoder_module._classes_cache_path() != path
+    given = fresh.copy()
+    try:
+        encoder_module.use_code_point_classes(lambda: given)
+        assert code_point_classes() is given
+        encoder_module.use_code_point_classes(lambda: fresh[:100])
+        with pytest.raises(InvalidArgumentError, match="code-point table"):
+            code_point_classes()
+    finally:
+        encoder_module.use_code_point_classes(None)
+    assert np.array_equal(code_point_classes(), fresh)

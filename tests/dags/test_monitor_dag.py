@@ -283,8 +283,8 @@ def test_the_requested_remap_splits_the_burst_and_health_recovers(scene, burst_c
 def test_remap_reads_the_request_from_the_triggering_events():
     from types import SimpleNamespace
 
-    from s3tm.orchestration.monitor_tasks import remap_request
-    from s3tm.orchestration.remap_tasks import learning_window_days, remap_triggers
+    from s3tm.orchestration.tasks.monitor import remap_request
+    from s3tm.orchestration.tasks.remap import learning_window_days, remap_triggers
 
     result = {
         "conditions": ["hot_word: 'news' carries 12.0% of word occurrences over 1 version(s)"],

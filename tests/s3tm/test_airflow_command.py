@@ -255,7 +255,7 @@ def test_the_api_server_lists_the_dags_and_the_finished_runs_on_loopback(demo, c
     production): it binds loopback only, and its pages show the DAGs and the green runs."""
     import psutil
 
-    from s3tm.orchestration.standalone import served_port
+    from s3tm.local.airflow.standalone import served_port
 
     env = {**demo["env"], "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
     server = subprocess.Popen(
@@ -480,7 +480,7 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     assert states["graph"] == states["publish"] == "skipped", states
     assert states["report"] == "success", states
     assert len(versions(lakehouse)) == known and published_version(lakehouse) == live
-    from s3tm.orchestration.reports import read_report
+    from s3tm.orchestration.reports.store import read_report
 
     report = read_report(airflow_ui["out"] / "lakehouse", "remap", stale_id)
     assert report is not None and "requested by s3tm_monitor: no_version" in report
@@ -512,7 +512,7 @@ def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(
     timeout failed a scheduled run that started while the API server was still starting."""
     from urllib.parse import parse_qs, urlparse
 
-    from s3tm.orchestration.standalone import standalone_env
+    from s3tm.local.airflow.standalone import standalone_env
 
     env = standalone_env(tmp_path, port=0)
     busy_timeout_s = float(

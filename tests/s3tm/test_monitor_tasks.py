@@ -8,7 +8,7 @@ import datetime as dt
 
 import pyarrow as pa
 
-from s3tm.orchestration.monitor_tasks import check_routing_health, period_work_throughput
+from s3tm.orchestration.tasks.monitor import check_routing_health, period_work_throughput
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import add_version

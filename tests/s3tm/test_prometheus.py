@@ -25,7 +25,7 @@ import yaml
 
 from core.corpus.synthetic import SyntheticCorpusSpec
 from s3tm.monitoring.exporter import serve
-from s3tm.orchestration.monitor_tasks import check_routing_health
+from s3tm.orchestration.tasks.monitor import check_routing_health
 from spark_jobs.lake.corpus_files import write_demo_corpus
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import published_version

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from s3tm.orchestration.remap_tasks import remap_lines, stale_request_reason
-from s3tm.orchestration.report_text import decision_sentence
+from s3tm.orchestration.reports.text import decision_sentence
+from s3tm.orchestration.tasks.remap import remap_lines, stale_request_reason
 
 INCREMENTAL = {
     "remap": "incremental",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from s3tm.orchestration.report_charts import report_html, throughput_by_version, work_per_matcher
+from s3tm.orchestration.reports.charts import report_html, throughput_by_version, work_per_matcher
 
 
 def test_work_per_matcher_draws_a_bar_per_matcher_and_series() -> None:
@@ -39,7 +39,7 @@ def test_throughput_by_version_draws_the_evaluated_versions() -> None:
 
 
 def test_the_decision_is_a_sentence_and_the_evaluation_a_table() -> None:
-    from s3tm.orchestration.report_text import decision_sentence, evaluation_table
+    from s3tm.orchestration.reports.text import decision_sentence, evaluation_table
 
     kept = {
         "published": 1,
@@ -79,7 +79,7 @@ def test_the_decision_is_a_sentence_and_the_evaluation_a_table() -> None:
 
 
 def test_the_report_opens_with_the_published_version_by_matcher_work() -> None:
-    from s3tm.orchestration.remap_tasks import headline
+    from s3tm.orchestration.tasks.remap import headline
 
     def row(version: int, status: str, evaluation: dict) -> dict:
         metrics = json.dumps({"evaluation": evaluation})

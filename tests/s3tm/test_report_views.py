@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from s3tm.orchestration.report_views import READ_DAG_RUNS, app
-from s3tm.orchestration.reports import write_report
+from s3tm.orchestration.reports.store import write_report
+from s3tm.orchestration.reports.views import READ_DAG_RUNS, app
 
 
 def test_run_report_pages(tmp_path, monkeypatch) -> None:

@@ -1,12 +1,12 @@
 """Airflow plugin: the s3tm run reports under ``/s3tm`` and a "Run report" tab on every
-DAG run (``s3tm.orchestration.report_views``). ``s3tm airflow`` and the image point
+DAG run (``s3tm.orchestration.reports.views``). ``s3tm airflow`` and the image point
 ``AIRFLOW__CORE__PLUGINS_FOLDER`` here."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from s3tm.orchestration.report_views import app
+from s3tm.orchestration.reports.views import app
 
 
 class S3tmReportsPlugin(AirflowPlugin):

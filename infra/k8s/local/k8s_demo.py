@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO), str(HERE)]
 
 from one_node import ClusterError, OneNode, say, wait_until  # noqa: E402
 
-from s3tm.orchestration.airflow_demo import timed  # noqa: E402
+from s3tm.local.airflow.demo import timed  # noqa: E402
 
 NAMESPACE = "s3tm-dev"  # the dev overlay's, which the local overlay builds on
 PLATFORM_IMAGE = "localhost/s3tm/platform:0.1.0"
@@ -345,8 +345,8 @@ def pods_of(node: OneNode, selector: str) -> list[str]:
 
 
 def run(config: K8sDemoConfig) -> int:
-    from s3tm.orchestration.airflow_api import AirflowApi
-    from s3tm.orchestration.airflow_demo import write_corpus_parts
+    from s3tm.local.airflow.api import AirflowApi
+    from s3tm.local.airflow.demo import write_corpus_parts
 
     if podman("image", "exists", PLATFORM_IMAGE).returncode != 0:
         raise DemoFailed(f"no image {PLATFORM_IMAGE}: run `make image` first")
@@ -487,7 +487,7 @@ def report(node: OneNode, batches: list[dict[str, Any]], total: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     import tyro
 
-    from s3tm.orchestration.airflow_demo import run_until_done
+    from s3tm.local.airflow.demo import run_until_done
 
     config = tyro.cli(K8sDemoConfig, args=argv, prog="infra/k8s/local/k8s_demo.py")
     return run_until_done(

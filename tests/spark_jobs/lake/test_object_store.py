@@ -213,7 +213,7 @@ def test_s3tm_sql_reads_an_s3_lakehouse(s3_root):
 
 
 def test_run_reports_go_to_the_object_store(s3_root, tmp_path):
-    from s3tm.orchestration.reports import write_report
+    from s3tm.orchestration.reports.store import write_report
 
     location = write_report(s3_root, "remap", "manual__2026-11-23T10:00", ["# run", "ok"])
     assert location == f"{s3_root}/reports/remap-manual__2026-11-23T10_00.md"

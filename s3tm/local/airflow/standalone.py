@@ -20,7 +20,6 @@ import json
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,8 +32,9 @@ from pathlib import Path
 from typing import IO
 
 from core.errors import InvalidArgumentError, S3TMError
+from s3tm.local.airflow.demo import REPO, airflow_env
 from s3tm.local.processes import stop_group
-from s3tm.orchestration.airflow_demo import REPO, airflow_env
+from spark_jobs.ports import require_free_port
 
 ADMIN = "admin"
 READY_TIMEOUT_S = 240
@@ -309,7 +309,7 @@ def wait_until_ready(running: RunningAirflow, password: str) -> None:
     Raises:
         AirflowStartFailed: when a component exits or it is not ready in time.
     """
-    from s3tm.orchestration.airflow_api import AirflowApi, AirflowApiError
+    from s3tm.local.airflow.api import AirflowApi, AirflowApiError
 
     expected = set(dag_schedules())
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -356,17 +356,6 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _check_port_free(host: str, port: int) -> None:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            raise InvalidArgumentError(
-                f"{host}:{port} is in use (another Airflow?): stop it or pass --port"
-            ) from err
-
-
 def run(
     out: Path,
     *,
@@ -375,7 +364,7 @@ def run(
     database_url: str | None,
 ) -> int:
     if port:
-        _check_port_free(host, port)
+        require_free_port(host, port, "another Airflow? stop it or pass --port")
     env = standalone_env(out, port=port, host=host, database_url=database_url)
     home = Path(env["AIRFLOW_HOME"])
     landing = Path(env["S3TM_LANDING"])

@@ -23,8 +23,8 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
 from s3tm.orchestration.dag_support import dag_defaults
-from s3tm.orchestration.report_charts import report_html
-from s3tm.orchestration.reports import read_report
+from s3tm.orchestration.reports.charts import report_html
+from s3tm.orchestration.reports.store import read_report
 
 # which DAG writes which kind of report
 REPORT_KINDS = {"s3tm_remap": "remap", "s3tm_maintenance": "maintenance"}

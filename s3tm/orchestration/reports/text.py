@@ -1,6 +1,6 @@
 """The run report's sentences and tables, from the publish step's outcome and the latest
 candidate's evaluation: what a person reads on the "Run report" tab (rendered from
-Markdown by ``report_charts.report_html``), no JSON."""
+Markdown by ``charts.report_html``), no JSON."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import S3TMError
 from spark_jobs.settings import env_name
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SQLITE_BUSY_TIMEOUT_S = 30
 EXECUTION_API_TIMEOUT_S = 2 * SQLITE_BUSY_TIMEOUT_S
 
@@ -46,7 +46,7 @@ def airflow_env(home: Path, lakehouse: Path | str, landing: Path | str) -> dict[
             # an API server started in this environment listens on loopback (Airflow's
             # default is every interface); `s3tm airflow --host` chooses otherwise
             "AIRFLOW__API__HOST": "127.0.0.1",
-            # the run reports' tab and pages (s3tm.orchestration.report_views)
+            # the run reports' tab and pages (s3tm.orchestration.reports.views)
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "infra" / "airflow" / "plugins"),
             # SQLite with a 30 s busy timeout (pysqlite's default is 5 s): at start-up the
             # scheduler, the API server and the first scheduled runs all write at once, and
@@ -173,7 +173,7 @@ def run(out: Path, corpus: Path, *, nodes: int, subscriptions: int) -> None:
 
 
 def summarize(lakehouse_root: Path | str) -> None:
-    from s3tm.orchestration.reports import list_reports
+    from s3tm.orchestration.reports.store import list_reports
     from spark_jobs.jobs.publish import render_versions
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.routing_store import published_version, versions

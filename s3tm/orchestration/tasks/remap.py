@@ -7,8 +7,9 @@ import json
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.errors import S3TMError
-from s3tm.orchestration import report_charts, reports
-from s3tm.orchestration.report_text import decision_sentence, evaluation_table
+from s3tm.orchestration.reports import charts as report_charts
+from s3tm.orchestration.reports import store as reports
+from s3tm.orchestration.reports.text import decision_sentence, evaluation_table
 from spark_jobs.common import log
 from spark_jobs.lake.delta_io import Lakehouse
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from core.errors import S3TMError
 from core.formatting import format_table
-from s3tm.orchestration.reports import write_report
+from s3tm.orchestration.reports.store import write_report
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.maintenance import (
     REPORT_HEADER,
