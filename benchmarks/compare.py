@@ -20,10 +20,13 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from benchmarks.options import ChangesBench, DropBench, MatcherBench, StreamBench
 from core.errors import InputDataError
-from core.subscriptions.workloads import Workload
+
+if TYPE_CHECKING:
+    from benchmarks.stream import StreamInputs
 
 TREE = Path(__file__).resolve().parents[1]
 
@@ -135,28 +138,19 @@ def _write(rows: list[dict[str, object]], path: Path) -> None:
     print(f"wrote {path}")
 
 
-def compare_stream(
-    rev: str,
-    *,
-    corpus: Path | None,
-    workloads: Sequence[Workload],
-    nodes: int,
-    subscriptions: int,
-    posts: dict[Workload, int],
-    file_posts: dict[Workload, int],
-    seed: int,
-    runs: int,
-    out: Path,
-    matches_table: bool = True,
-) -> list[dict[str, object]]:
-    """``s3tm bench stream`` at ``rev`` and here, alternating; ``stream_compare.csv``
-    (rows of other workloads already in it are kept).
+def compare_stream(options: StreamBench, inputs: StreamInputs) -> list[dict[str, object]]:
+    """``s3tm bench stream`` at ``options.compare`` and here, alternating;
+    ``stream_compare.csv`` (rows of other workloads already in it are kept).
 
-    ``matches_table=False``: the new side writes deliveries only (they hold every match);
+    ``--no-matches-table``: the new side writes deliveries only (they hold every match);
     the baseline writes what it always did, so the ratio prices the compact output.
     """
     from benchmarks.machine import machine_summary
     from core.formatting import format_table
+
+    rev, corpus, seed, runs = str(options.compare), inputs.corpus, options.seed, options.runs
+    posts, file_posts, matches_table = inputs.posts, inputs.file_posts, options.matches_table
+    nodes, subscriptions, out = options.nodes, options.subscriptions, Path(options.out)
 
     print(f"machine: {machine_summary()}")
     rows: list[dict[str, object]] = []
@@ -164,7 +158,7 @@ def compare_stream(
         print(f"baseline {rev} = {commit[:12]} in {baseline}; new = {TREE} (working tree)")
         scratch = Path(tempfile.mkdtemp(prefix="s3tm-compare-out-"))
         try:
-            for workload in workloads:
+            for workload in inputs.workloads:
                 argv = [
                     "bench", "stream", "--workloads", workload, "--nodes", str(nodes),
                     "--subscriptions", str(subscriptions), "--posts", str(posts[workload]),
@@ -359,18 +353,14 @@ def compare_learn(
     return rows
 
 
-def compare_matcher(
-    rev: str,
-    *,
-    corpus: Path | None,
-    synthetic_subs: int,
-    repeats: int,
-    runs: int,
-    out: Path,
-) -> list[dict[str, object]]:
-    """The matcher index each tree's stream uses, on the same saved scenarios, alternating
-    (:mod:`benchmarks.matcher_probe`); ``matcher_compare.csv``. Both sides must find exactly
-    the same matches."""
+def compare_matcher(options: MatcherBench, corpus: Path | None) -> list[dict[str, object]]:
+    """The matcher index each tree's stream uses, on the same saved scenarios of ``corpus``
+    (None: synthetic), alternating (:mod:`benchmarks.matcher_probe`);
+    ``matcher_compare.csv``. Both sides must find exactly the same matches."""
+    rev = str(options.compare)
+    synthetic_subs = options.synthetic_subscriptions
+    repeats = options.repeats
+    runs, out = options.runs, Path(options.out)
     from benchmarks.matcher import scenarios
 
     probe = TREE / "benchmarks" / "matcher_probe.py"
@@ -429,19 +419,15 @@ def compare_matcher(
     return rows
 
 
-def compare_drop(
-    rev: str,
-    *,
-    corpus: Path | None,
-    lines: int,
-    fraction: float,
-    repeats: int,
-    runs: int,
-    out: Path,
-) -> list[dict[str, object]]:
-    """A drop level over the same raw lines in each tree, alternating, one core
-    (:mod:`benchmarks.drop_probe`); ``drop_compare.csv``. Both trees must drop exactly the
-    same lines."""
+def compare_drop(options: DropBench, corpus: Path | None) -> list[dict[str, object]]:
+    """A drop level over the same raw lines of ``corpus`` (None: generated) in each tree,
+    alternating, one core (:mod:`benchmarks.drop_probe`); ``drop_compare.csv``. Both trees
+    must drop exactly the same lines."""
+    rev = str(options.compare)
+    lines = options.lines
+    fraction = options.fraction
+    repeats = options.repeats
+    runs, out = options.runs, Path(options.out)
     from benchmarks.drop import save_input
 
     probe = TREE / "benchmarks" / "drop_probe.py"
@@ -485,12 +471,12 @@ def compare_drop(
     return rows
 
 
-def compare_changes(
-    rev: str, *, subscriptions: int, posts: int, runs: int, out: Path
-) -> list[dict[str, object]]:
+def compare_changes(options: ChangesBench) -> list[dict[str, object]]:
     """What a round of subscription changes costs the stream's tasks in each tree, on the
     same generated input, alternating (:mod:`benchmarks.changes_probe`);
     ``changes_compare.csv``."""
+    rev, subscriptions, posts = options.compare, options.subscriptions, options.posts
+    runs, out = options.runs, Path(options.out)
     probe = TREE / "benchmarks" / "changes_probe.py"
     keys = {
         "first_round_ms": "cancellations, first round ms",

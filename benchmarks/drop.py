@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from benchmarks.options import DropBench
 from core.corpus.records import ReadReport
 from core.shedding.post_value import ValueTable
 from spark_jobs.lake.corpus_files import iter_raw_posts
@@ -128,10 +129,13 @@ def spark_costs(
     }
 
 
-def run_spark(
-    corpus: Path | None, *, lines: int, fraction: float, repeats: int, master: str, out: Path
-) -> dict[str, object]:
+def run_spark(options: DropBench, corpus: Path | None) -> dict[str, object]:
     """:func:`spark_costs` in a scratch folder: printed, and written to ``drop_spark.csv``."""
+    lines = options.lines
+    fraction = options.fraction
+    repeats = options.repeats
+    master = options.master
+    out = Path(options.out)
     import shutil
     import tempfile
 

@@ -35,17 +35,20 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks.experiments.report import plot_panels, write_csv
+from benchmarks.options import StreamBench
 from core.errors import InputDataError
 from core.formatting import format_table
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
-from core.subscriptions.workloads import Workload
 from core.text import normalize
+
+if TYPE_CHECKING:
+    from benchmarks.stream import StreamInputs
 
 
 def exact_match_counts(texts: list[str], word_sets: list[list[str]]) -> np.ndarray:
@@ -404,25 +407,11 @@ def _modes(spec: str, utility: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def run(
-    corpus: Path | None,
-    *,
-    workload: Workload,
-    nodes: int,
-    subscriptions: int,
-    factors: list[float],
-    modes: str,
-    duration: float,
-    trigger: float,
-    file_seconds: float,
-    utility: str,
-    seed: int,
-    out: Path,
-    master: str | None,
-    source: str = "files",
-) -> list[dict[str, Any]]:
-    """``source``: how posts arrive, landed files or records on a Kafka topic (a broker
-    from the resolved jars is started for the runs; the backlog is then the consumer lag)."""
+def run(options: StreamBench, inputs: StreamInputs, factors: list[float]) -> list[dict[str, Any]]:
+    """``s3tm bench stream --overload``: the first of ``inputs.workloads`` fed at each of
+    ``factors`` x the stream's measured capacity. ``--source``: how posts arrive, landed
+    files or records on a Kafka topic (a broker from the resolved jars is started for the
+    runs; the backlog is then the consumer lag)."""
     import tempfile
 
     from benchmarks.machine import machine_summary
@@ -438,7 +427,15 @@ def run(
     from spark_jobs.stream.config import StreamConfig
     from spark_jobs.stream.matcher import start
 
-    runs = _modes(modes, utility)
+    corpus, workload, source = inputs.corpus, inputs.workloads[0], options.source
+    nodes, subscriptions, seed = options.nodes, options.subscriptions, options.seed
+    trigger, file_seconds, duration = (
+        options.trigger_seconds,
+        options.file_seconds,
+        options.duration,
+    )
+    master, out = options.master, Path(options.out)
+    runs = _modes(options.overload_modes, options.shedding)
     if not factors or any(f <= 0 for f in factors):
         raise InputDataError(f"--overload takes factors > 0, got {factors}")
     print(f"machine: {machine_summary()}")

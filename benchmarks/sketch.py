@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks.experiments.report import write_csv
 from benchmarks.machine import machine_summary
+from benchmarks.options import SketchBench
 from core.formatting import format_table
 from core.monitor.health import split_threshold
 from core.monitor.sketch import WordSketch, word_keys
@@ -29,15 +30,12 @@ from spark_jobs.lake.corpus_files import read_corpus
 from spark_jobs.stream.health import SKETCH_SPEC
 
 
-def run(
-    path: Path,
-    *,
-    nodes: Sequence[int],
-    batch_posts: int,
-    tasks: int,
-    window: int,
-    out: Path,
-) -> list[dict[str, Any]]:
+def run(options: SketchBench, path: Path, nodes: Sequence[int]) -> list[dict[str, Any]]:
+    """The sketch against exact counts on ``path``'s posts, for each N of ``nodes``."""
+    batch_posts = options.batch_posts
+    tasks = options.tasks
+    window = options.window
+    out = Path(options.out)
     print(f"machine: {machine_summary()}")
     started = time.perf_counter()
     corpus, report = read_corpus(path)

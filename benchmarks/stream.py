@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from benchmarks.experiments.report import write_csv
 from benchmarks.machine import machine_summary
+from benchmarks.options import StreamBench
 from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
 from core.errors import InputDataError
 from core.formatting import format_table
@@ -488,40 +489,42 @@ def run_workload(
     }
 
 
-def run(
-    corpus: Path | None,
-    *,
-    workloads: list[Workload],
-    nodes: int,
-    subscriptions: int,
-    posts: dict[Workload, int],
-    file_posts: dict[Workload, int],
-    seed: int,
-    out: Path,
-    master: str | None,
-    matches_table: bool = True,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StreamInputs:
+    """What ``s3tm bench stream``'s options resolve to: the corpus (None: synthetic), the
+    workloads, and each one's posts streamed and posts per landed file."""
+
+    corpus: Path | None
+    workloads: list[Workload]
+    posts: dict[Workload, int]
+    file_posts: dict[Workload, int]
+
+
+def run(options: StreamBench, inputs: StreamInputs) -> list[dict[str, Any]]:
     from spark_jobs.lake.session import build_session
+
+    corpus, seed, out = inputs.corpus, options.seed, Path(options.out)
 
     print(f"machine: {machine_summary()}")
     print(f"corpus: {corpus if corpus else 'synthetic (real tweets absent)'}")
     ids, texts = _read_posts(corpus, seed)
-    spark = build_session("s3tm-bench-stream", master=master)
+    spark = build_session("s3tm-bench-stream", master=options.master)
     print(
         f"spark master: {spark.sparkContext.master}, cores {spark.sparkContext.defaultParallelism}"
     )
     root = Path(tempfile.mkdtemp(prefix="s3tm-bench-stream-"))
     rows = []
     try:
-        for workload in workloads:
+        for workload in inputs.workloads:
+            scene = WorkloadScene(workload, ids, texts, options.nodes, options.subscriptions, seed)
             rows.append(
                 run_workload(
                     spark,
                     root,
-                    WorkloadScene(workload, ids, texts, nodes, subscriptions, seed),
-                    posts=posts[workload],
-                    file_posts=file_posts[workload],
-                    matches_table=matches_table,
+                    scene,
+                    posts=inputs.posts[workload],
+                    file_posts=inputs.file_posts[workload],
+                    matches_table=options.matches_table,
                 )
             )
             print(json.dumps(rows[-1]), flush=True)

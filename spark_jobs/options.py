@@ -60,3 +60,15 @@ def parse_job(
         description=description,
     )
     return parsed.config, parsed.session
+
+
+def config_from(config_type: type[ConfigT], source: Any, **given: Any) -> ConfigT:
+    """A ``config_type`` from the options of ``source`` (a dataclass) that share a field's
+    name (the same setting: seed, nodes, ...), with ``given`` (values converted from the
+    options: parsed lists, paths) over them; the other fields keep their defaults."""
+    names = {f.name for f in dataclasses.fields(config_type) if f.init}  # type: ignore[arg-type]
+    shared = names & {f.name for f in dataclasses.fields(source)}
+    unknown = set(given) - names
+    if unknown:
+        raise TypeError(f"{config_type.__name__} has no field {sorted(unknown)}")
+    return config_type(**{name: getattr(source, name) for name in shared - set(given)}, **given)

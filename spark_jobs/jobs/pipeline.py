@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -25,6 +25,7 @@ from spark_jobs.jobs.learn import LearnConfig
 from spark_jobs.jobs.normalise import NormaliseConfig
 from spark_jobs.jobs.place import PlaceConfig
 from spark_jobs.jobs.publish import RoutingCommand
+from spark_jobs.options import config_from
 from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
@@ -64,8 +65,7 @@ def _step(job_config: type[StepConfig], config: PipelineConfig) -> StepConfig:
     """A step's config: each of its options the chain has too (the same setting: seed,
     nodes, ...) from the chain's, the rest at the step's defaults. The ingest is spelled
     out: its sample_rate is not the chain's (normalise's)."""
-    shared = {f.name for f in fields(job_config)} & {f.name for f in fields(config)}
-    return job_config(**{name: getattr(config, name) for name in shared})
+    return config_from(job_config, config)
 
 
 def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import compare
+from benchmarks.options import ChangesBench, DropBench
 from core.errors import InputDataError
 
 
@@ -92,9 +93,10 @@ def test_learn_compare_rejects_unknown_algorithms(tmp_path, capsys):
 
 def test_drop_compare_checks_both_trees_drop_the_same_lines(tmp_path):
     # HEAD against the working tree on generated posts (no corpus): a drop of 60%
-    rows = compare.compare_drop(
-        "HEAD", corpus=None, lines=5_000, fraction=0.6, repeats=1, runs=1, out=tmp_path
+    options = DropBench(
+        compare="HEAD", lines=5_000, fraction=0.6, repeats=1, runs=1, out=str(tmp_path)
     )
+    rows = compare.compare_drop(options, None)
     (row,) = rows
     assert row["lines"] == "5,000 lines of generated posts"
     # each side's figure is the median of its runs (within their range) and the speed-up
@@ -156,7 +158,10 @@ def test_bench_drop_needs_a_revision_or_spark(tmp_path, capsys):
 def test_changes_compare_times_both_trees_on_the_same_input(tmp_path, capsys):
     # HEAD against the working tree: the probe's figures of a round of changes, each side
     started = time.perf_counter()
-    rows = compare.compare_changes("HEAD", subscriptions=3_000, posts=300, runs=1, out=tmp_path)
+    options = ChangesBench(
+        compare="HEAD", subscriptions=3_000, posts=300, runs=1, out=str(tmp_path)
+    )
+    rows = compare.compare_changes(options)
     wall_ms = 1e3 * (time.perf_counter() - started)
     assert [r["figure"] for r in rows][:2] == [
         "cancellations, first round ms",

@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import compare, matcher
 from benchmarks.matcher_probe import checksum
+from benchmarks.options import MatcherBench
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.matching.trie import TrieMatcher
 from core.subscriptions.workloads import tweet_subscriptions
@@ -87,9 +88,10 @@ def test_the_probe_reports_this_trees_index_and_its_matches(scenario, tmp_path):
 
 def test_compare_writes_the_side_by_side_csv(scenario, tmp_path, monkeypatch):
     monkeypatch.setattr(matcher, "scenarios", lambda corpus, synthetic_subs: [scenario])
-    rows = compare.compare_matcher(
-        "HEAD", corpus=None, synthetic_subs=0, repeats=1, runs=1, out=tmp_path
+    options = MatcherBench(
+        compare="HEAD", synthetic_subscriptions=0, repeats=1, runs=1, out=str(tmp_path)
     )
+    rows = compare.compare_matcher(options, None)
     with (tmp_path / "matcher_compare.csv").open() as handle:
         written = list(csv.DictReader(handle))
     assert list(written[0])[:5] == [

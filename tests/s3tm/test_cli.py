@@ -261,7 +261,7 @@ def field_docs(options: type) -> dict[str, str]:
 
 
 def test_field_docs_reads_the_strings_under_the_fields() -> None:
-    from benchmarks.cli import QualityBench
+    from benchmarks.options import QualityBench
 
     docs = field_docs(QualityBench)
     assert docs["topic_pool"] == "most frequent words the topic model draws from"

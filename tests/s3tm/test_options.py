@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from benchmarks.cli import DropBench, StreamBench
+from benchmarks.options import DropBench, StreamBench
 from s3tm.cli.main import main
 from s3tm.cli.options import CompareOptions, OutOption, add_command
 

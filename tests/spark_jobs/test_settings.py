@@ -119,3 +119,25 @@ def test_the_pipelines_steps_take_the_chains_options_of_the_same_name():
     assert _step(NormaliseConfig, chain) == NormaliseConfig(sample_rate=0.5, seed=3)
     assert _step(GraphConfig, chain) == GraphConfig(cooccurrence=True)
     assert _step(PlaceConfig, chain) == PlaceConfig(seed=3)
+
+
+def test_a_config_from_options_takes_the_shared_fields_and_the_given_ones():
+    import dataclasses
+
+    from spark_jobs.options import config_from
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        nodes: int = 4
+        sizes: str = "1,2"
+        label: str = "cli only"
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        sizes: tuple[int, ...]
+        nodes: int = 16
+        seed: int = 7
+
+    assert config_from(Config, Options(nodes=9), sizes=(1, 2)) == Config((1, 2), nodes=9, seed=7)
+    with pytest.raises(TypeError, match="no field"):
+        config_from(Config, Options(), sizes=(1,), typo=3)
