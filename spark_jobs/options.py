@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 ConfigT = TypeVar("ConfigT")
 
@@ -62,7 +65,7 @@ def parse_job(
     return parsed.config, parsed.session
 
 
-def config_from(config_type: type[ConfigT], source: Any, **given: Any) -> ConfigT:
+def config_from(config_type: type[ConfigT], source: DataclassInstance, **given: object) -> ConfigT:
     """A ``config_type`` from the options of ``source`` (a dataclass) that share a field's
     name (the same setting: seed, nodes, ...), with ``given`` (values converted from the
     options: parsed lists, paths) over them; the other fields keep their defaults."""

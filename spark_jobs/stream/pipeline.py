@@ -150,7 +150,7 @@ class MatchPipeline:
         # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
         raw = posts.select("line", "source_file")
         # each task body a partial of a module-level function: pickled by reference, so a
-        # worker's own module state (its matcher CACHE) is used, not a copy shipped with
+        # worker's own module state (its worker_cache) is used, not a copy shipped with
         # each task
         route = functools.partial(
             stream_tasks.route_posts,

@@ -14,13 +14,14 @@ along with the data through the shuffle to the driver, so a micro-batch is ONE S
 The snapshot comes in a broadcast (routing arrays, and the subscription changes since the
 version's base); a match task reads its own matcher's base from the files the driver wrote
 (:mod:`spark_jobs.stream.matcher_bases`). Subscriptions, indexes and encoders live in
-:data:`CACHE` across tasks (Python workers are reused), rebuilt per routing version, updated
-per epoch.
+:func:`worker_cache` across tasks (Python workers are reused), rebuilt per routing
+version, updated per epoch.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import time
@@ -104,12 +105,16 @@ def _buffers(payloads: pa.Array | pa.ChunkedArray) -> list[pa.Buffer]:
     return [value.as_buffer() for value in payloads]
 
 
-# each Python worker's encoders read the tokeniser's table from its file (0.2-0.3 s a
-# worker to build it otherwise)
-code_point_cache.install()
-# made when a Python worker first imports this module for a task (the stream's index kind
-# from its environment)
-CACHE = MatcherCache(settings().matcher_index, bases=FileBases())
+@functools.cache
+def worker_cache() -> MatcherCache:
+    """This Python worker's matchers, made when its first task asks (the stream's index
+    kind read from the worker's environment then), kept across its tasks."""
+    # the worker's encoders read the tokeniser's table from its file (0.2-0.3 s a worker
+    # to build it otherwise)
+    code_point_cache.install()
+    return MatcherCache(settings().matcher_index, bases=FileBases())
+
+
 WORD_KEYS = WordKeys()  # the routing health's and the word sketch's keys
 _SNAPSHOT: dict[str, Any] = {"key": None, "value": None}
 
@@ -185,7 +190,7 @@ def _partition_words(
         _GROUPS.clear()
         group_key, groups = np.unique(pkeys, return_inverse=True)
         groups = groups.astype(np.int64)
-        kept = group_words(CACHE.matcher_words(snapshot), groups)
+        kept = group_words(worker_cache().matcher_words(snapshot), groups)
         _GROUPS[key] = (group_key, groups, kept)
     return _GROUPS[key]
 
@@ -207,7 +212,7 @@ def route_posts(
     production."""
     failpoints.crash_from_task(crash, "route")
     task_started, cpu_started = time.perf_counter(), time.process_time()
-    changes_before = CACHE.change_seconds
+    changes_before = worker_cache().change_seconds
     snapshot = _snapshot(broadcast, key)
     n = snapshot.n_matchers
     figures: RouteNote = {
@@ -282,7 +287,7 @@ def route_posts(
         seed = batch_seed(snapshot, good.column("post_id")[0].as_py())
         sampled = sampled_lines[np.asarray(ok, dtype=np.bool_)]
         post_ids = good.column("post_id")
-        indptr, word_ids = CACHE.encoder(snapshot).encode(good.column("text"))
+        indptr, word_ids = worker_cache().encoder(snapshot).encode(good.column("text"))
         shed = route_and_shed(snapshot, plan, indptr, word_ids, seed=seed, sampled=sampled)
         health = health.merge(WORD_KEYS.health(snapshot, indptr, word_ids, shed.routed))
         sketched = time.perf_counter()
@@ -322,7 +327,7 @@ def route_posts(
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
-    figures["change_seconds"] = CACHE.change_seconds - changes_before
+    figures["change_seconds"] = worker_cache().change_seconds - changes_before
     yield _notes([figures], _ROUTED_ARROW)
 
 
@@ -342,9 +347,9 @@ def match_posts(
     N; None: all)."""
     failpoints.crash_from_task(crash, "match")
     task_started, cpu_started = time.perf_counter(), time.process_time()
-    changes_before = CACHE.change_seconds
+    changes_before = worker_cache().change_seconds
     snapshot = _snapshot(broadcast, key)
-    CACHE.hold = hold
+    worker_cache().hold = hold
     figures: MatchNote = {
         "kind": "match",
         "rows": 0,
@@ -363,7 +368,7 @@ def match_posts(
         if notes.num_rows:  # pass the route stage's notes through
             yield _notes([json.loads(n) for n in notes.column("note").to_pylist()], _MATCHED_ARROW)
         data = batch.filter(pc.invert(is_note))
-        kept = CACHE.matcher_words(snapshot)
+        kept = worker_cache().matcher_words(snapshot)
         for payload in _buffers(data.column("payload")):
             posts = from_ipc(payload)
             post_id = posts.column("post_id").combine_chunks()
@@ -373,7 +378,7 @@ def match_posts(
             for part in matcher_inputs(posts, kept):
                 matcher, offsets, flat = part.matcher, part.offsets, part.word_ids
                 seen.add(matcher)
-                result = CACHE.match(snapshot, matcher, offsets, flat)
+                result = worker_cache().match(snapshot, matcher, offsets, flat)
                 figures["rows"] += part.rows.shape[0]
                 figures["matches"] += result.n_matches
                 # counted work, the publish gate's measure: the index's lookups + matches
@@ -381,7 +386,7 @@ def match_posts(
                 if learn_yield:
                     observed.append(
                         matcher_yield(
-                            CACHE.held(snapshot, matcher),
+                            worker_cache().held(snapshot, matcher),
                             snapshot,
                             matcher,
                             offsets,
@@ -399,7 +404,7 @@ def match_posts(
                 np.cumsum(counts[hit], out=offsets_hit[1:])
                 hit_rows = part.rows[hit]
                 sub_ids, schema = matched_sub_ids(result.sub_ids)
-                codes = CACHE.subscriber_codes(snapshot, matcher, result.sub_ids)
+                codes = worker_cache().subscriber_codes(snapshot, matcher, result.sub_ids)
                 list_offsets = pa.array(offsets_hit)
                 matched = pa.RecordBatch.from_arrays(
                     [
@@ -448,13 +453,13 @@ def match_posts(
     figures["task_seconds"] = time.perf_counter() - task_started
     figures["cpu_seconds"] = time.process_time() - cpu_started
     figures["pid"] = os.getpid()
-    figures["worker_trie_builds"] = CACHE.rebuilds  # since this worker started
+    figures["worker_trie_builds"] = worker_cache().rebuilds  # since this worker started
     # what this worker holds of the subscriptions: the bases of the matchers it ran
-    figures["worker_base_reads"] = CACHE.base_reads
-    figures["worker_base_bytes"] = CACHE.base_bytes
-    figures["worker_held_bytes"] = CACHE.held_bytes
-    figures["worker_held_matchers"] = len(CACHE.held_matchers)
-    figures["change_seconds"] = CACHE.change_seconds - changes_before
+    figures["worker_base_reads"] = worker_cache().base_reads
+    figures["worker_base_bytes"] = worker_cache().base_bytes
+    figures["worker_held_bytes"] = worker_cache().held_bytes
+    figures["worker_held_matchers"] = len(worker_cache().held_matchers)
+    figures["change_seconds"] = worker_cache().change_seconds - changes_before
     yield _notes([figures], _MATCHED_ARROW)
 
 

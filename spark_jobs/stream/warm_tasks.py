@@ -23,7 +23,6 @@ from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.worker import route_and_shed
 from spark_jobs.stream.tasks import (
     _DISPATCHED_ARROW,
-    CACHE,
     DISPATCHED_SCHEMA,
     WORD_KEYS,
     _buffers,
@@ -31,6 +30,7 @@ from spark_jobs.stream.tasks import (
     _notes,
     _snapshot,
     from_ipc,
+    worker_cache,
 )
 
 if TYPE_CHECKING:
@@ -95,9 +95,9 @@ def _warm_run(
     texts: list[str] = sample.value
     snapshot = _snapshot(broadcast, key)
     if every_matcher:
-        CACHE.prepare(snapshot, range(snapshot.n_matchers))
+        worker_cache().prepare(snapshot, range(snapshot.n_matchers))
     indexed = time.perf_counter()
-    encoder = CACHE.encoder(snapshot)
+    encoder = worker_cache().encoder(snapshot)
     indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))
     # the routing and health kernels too (numba loads each on its first call), and a drop
     # level's (value scan, selection, spread cap): the first batch of an overload is
@@ -130,7 +130,7 @@ def _warm_run(
         np.arange(snapshot.n_matchers, dtype=np.int32),
     )
     for payload in _buffers(posts.column("payload")):
-        for _ in matcher_inputs(from_ipc(payload), CACHE.matcher_words(snapshot)):
+        for _ in matcher_inputs(from_ipc(payload), worker_cache().matcher_words(snapshot)):
             pass
     yield _notes(
         [

@@ -30,6 +30,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from airflow_client.client import AssetApi, DAGApi, DagRunApi, PluginApi
+from airflow_client.client.models import CreateAssetEventsBody
 
 from tests.dags.conftest import embedded_env
 from tests.s3tm.airflow_support import (
@@ -312,27 +314,26 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     s3tm_remap. The demo's `dags test` runs created the DAGs; they must not be paused, and
     starting Airflow must not queue a catch-up run of a missed nightly slot ahead of it."""
     api: AirflowApi = airflow_ui["api"]
-    dags = api._call("GET", "/api/v2/dags")["dags"]
-    assert {d["dag_id"]: d["is_paused"] for d in dags} == dict.fromkeys(PROJECT_DAGS, False)
+    dags = DAGApi(api.client).get_dags().dags
+    assert {d.dag_id: d.is_paused for d in dags} == dict.fromkeys(PROJECT_DAGS, False)
     # no slot from before the demo created the DAGs (an hourly slot passing while the demo
     # ran is a due run, not a catch-up)
     created = datetime.datetime.fromtimestamp(airflow_ui["demo_started"], datetime.UTC)
     caught_up = [
-        (d, r["run_after"])
+        (d, r.run_after)
         for d in PROJECT_DAGS
         for r in api.runs(d)
-        if r["run_type"] == "scheduled"
-        and datetime.datetime.fromisoformat(r["run_after"].replace("Z", "+00:00")) < created
+        if r.run_type == "scheduled" and r.run_after < created
     ]
     assert caught_up == [], "starting Airflow ran a slot from before the DAGs existed"
 
-    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+    before = {r.dag_run_id for r in api.runs("s3tm_remap")}
 
-    def clicked_runs() -> list[dict[str, Any]]:
+    def clicked_runs() -> list[Any]:
         return [
             r
             for r in api.runs("s3tm_remap")
-            if r["dag_run_id"] not in before and r["run_type"] == "manual"
+            if r.dag_run_id not in before and r.run_type == "manual"
         ]
 
     _click_trigger(
@@ -340,14 +341,14 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     )
     clicked = clicked_runs()
     assert len(clicked) == 1, "one click on Trigger, one run"
-    clicked_id = clicked[0]["dag_run_id"]
+    clicked_id = clicked[0].dag_run_id
     assert api.wait_for("s3tm_remap", clicked_id) == "success", api.failed_tasks(
         "s3tm_remap", clicked_id
     )
     # (a run triggered through the REST API the UI uses: the monitor's, below; s3tm_ingest's
     # through the scheduler: test_airflow_postgres.py's and the cluster demo's)
     # Every run of both DAGs is green (scheduled, asset-triggered and manual alike).
-    states = {(d, r["dag_run_id"]): r["state"] for d in PROJECT_DAGS for r in api.runs(d)}
+    states = {(d, r.dag_run_id): r.state.value for d in PROJECT_DAGS for r in api.runs(d)}
     not_green = {
         run: (state, api.failed_tasks(*run))
         for run, state in states.items()
@@ -368,10 +369,10 @@ def test_after_the_demo_trigger_in_the_browser_runs_with_no_other_click(
     assert pictures and "Throughput by matcher work" in pictures[0].read_text()
     # ... and reachable from the run in the UI: the plugin's "Run report" tab on every DAG
     # run opens s3tm/reports/{DAG_ID}/{RUN_ID}, served by the API server
-    plugins = api._call("GET", "/api/v2/plugins")["plugins"]
-    views = [v for p in plugins if p["name"] == "s3tm_reports" for v in p["external_views"]]
-    assert [(v["name"], v["destination"]) for v in views] == [("Run report", "dag_run")]
-    href = views[0]["href"].replace("{DAG_ID}", "s3tm_remap").replace("{RUN_ID}", quote(clicked_id))
+    plugins = PluginApi(api.client).get_plugins().plugins
+    views = [v for p in plugins if p.name == "s3tm_reports" for v in p.external_views]
+    assert [(v.name, v.destination) for v in views] == [("Run report", "dag_run")]
+    href = views[0].href.replace("{DAG_ID}", "s3tm_remap").replace("{RUN_ID}", quote(clicked_id))
     report_url = f"{airflow_ui['base_url']}/{href}"
     # ... for a logged-in user only: Airflow's auth manager decides, an anonymous caller
     # gets 401 and no page
@@ -436,13 +437,13 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     lakehouse.write_arrow(
         pa.Table.from_pylist([row], schema=table("stream.health").schema), "stream.health"
     )
-    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+    before = {r.dag_run_id for r in api.runs("s3tm_remap")}
     monitor = api.trigger("s3tm_monitor")
     assert api.wait_for("s3tm_monitor", monitor) == "success", api.failed_tasks(
         "s3tm_monitor", monitor
     )
     # (the run its event made: an hourly check passing meanwhile may ask too)
-    run_id = _requested_remap(api, before, lambda event: event["source_run_id"] == monitor)
+    run_id = _requested_remap(api, before, lambda event: event.source_run_id == monitor)
     assert api.wait_for("s3tm_remap", run_id) == "success", api.failed_tasks("s3tm_remap", run_id)
     reports = sorted((airflow_ui["out"] / "lakehouse" / "reports").glob("remap-*.md"))
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
@@ -460,23 +461,22 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     # remap ran, queued behind it) is stale: its run learns nothing and its report says why
     live = published_version(lakehouse)
     known = len(versions(lakehouse))
+    assets = AssetApi(api.client)
     asset_id = next(
-        a["id"]
-        for a in api._call("GET", "/api/v2/assets?name_pattern=remap_request")["assets"]
-        if a["name"] == "remap_request"
-    )
-    before = {r["dag_run_id"] for r in api.runs("s3tm_remap")}
+        a.id for a in assets.get_assets(name_pattern="remap_request").assets
+        if a.name == "remap_request"
+    )  # fmt: skip
+    before = {r.dag_run_id for r in api.runs("s3tm_remap")}
     stale_extra = {
         "conditions": ["no_version: posts are ingested but none is published"],
         "routing_version": None,
     }
-    api._call("POST", "/api/v2/assets/events", {"asset_id": asset_id, "extra": stale_extra})
-    stale_id = _requested_remap(api, before, lambda event: event["extra"].get("from_rest_api"))
+    assets.create_asset_event(CreateAssetEventsBody(asset_id=asset_id, extra=stale_extra))
+    stale_id = _requested_remap(api, before, lambda event: (event.extra or {}).get("from_rest_api"))
     assert api.wait_for("s3tm_remap", stale_id) == "success", api.failed_tasks(
         "s3tm_remap", stale_id
     )
-    tasks = api._call("GET", f"/api/v2/dags/s3tm_remap/dagRuns/{stale_id}/taskInstances")
-    states = {t["task_id"]: t["state"] for t in tasks["task_instances"]}
+    states = api.task_states("s3tm_remap", stale_id)
     assert states["graph"] == states["publish"] == "skipped", states
     assert states["report"] == "success", states
     assert len(versions(lakehouse)) == known and published_version(lakehouse) == live
@@ -490,19 +490,17 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     ), report
 
 
-def _requested_remap(
-    api: AirflowApi, before: set[str], is_request: Callable[[dict[str, Any]], Any]
-) -> str:
+def _requested_remap(api: AirflowApi, before: set[str], is_request: Callable[[Any], Any]) -> str:
     """The id of the asset-triggered s3tm_remap run (not in ``before``) that consumed an
     event ``is_request`` picks, once the scheduler's next loops have made it."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         for run in api.runs("s3tm_remap"):
-            if run["dag_run_id"] in before or run["run_type"] != "asset_triggered":
+            if run.dag_run_id in before or run.run_type != "asset_triggered":
                 continue
-            path = f"/api/v2/dags/s3tm_remap/dagRuns/{run['dag_run_id']}/upstreamAssetEvents"
-            if any(is_request(e) for e in api._call("GET", path)["asset_events"]):
-                return str(run["dag_run_id"])
+            upstream = DagRunApi(api.client).get_upstream_asset_events("s3tm_remap", run.dag_run_id)
+            if any(is_request(e) for e in upstream.asset_events):
+                return str(run.dag_run_id)
         time.sleep(2)
     raise AssertionError("the remap_request event created no s3tm_remap run in 120 s")
 

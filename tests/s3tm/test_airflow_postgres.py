@@ -47,10 +47,8 @@ def test_the_command_on_postgresql_runs_a_dag_with_the_local_executor(
         # the tasks' rows are in PostgreSQL: no SQLite file was made under the home
         assert not (tmp_path / "airflow" / "airflow.db").exists()
         # the UI reads a task's log from the Airflow home (no log server runs)
-        log = api._call(
-            "GET", f"/api/v2/dags/s3tm_monitor/dagRuns/{monitor}/taskInstances/check/logs/1"
-        )
-        lines = [line.get("event", "") for line in log["content"]]
+        log = api.task_log("s3tm_monitor", monitor, "check")
+        lines = [line.get("event", "") for line in log]
         assert str(tmp_path / "airflow" / "logs") in lines[1], lines[:3]
         assert any("DAG bundles loaded" in line for line in lines), lines[:10]
         # the one port Airflow listens on is the one its API server picked and the command

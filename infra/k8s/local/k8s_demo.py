@@ -324,7 +324,7 @@ def task_log_kept(node: OneNode, api: Any, dag_id: str, run_id: str, task_id: st
     wait_until(f"{task_id}'s pod deleted", lambda: not pods_of(node, selector), 300)
     lakehouse = in_toolbox(node, 'printf %s "$S3TM_LAKEHOUSE"').strip()
     where = f"{lakehouse}/airflow-logs/dag_id={dag_id}/run_id={run_id}/task_id={task_id}/"
-    text = api.task_log(dag_id, run_id, task_id)
+    text = json.dumps(api.task_log(dag_id, run_id, task_id), default=str)
     if where not in text or "validation passed" not in text:
         raise DemoFailed(f"{task_id}'s log is not read from {where}: {text[:3000]}")
     say(f"    {task_id}'s log, its pod deleted: read from {where}")
