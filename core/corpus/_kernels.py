@@ -47,14 +47,22 @@ def dedupe_sort_rows(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarra
 def transpose_csr(
     indptr: np.ndarray, indices: np.ndarray, n_cols: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Counting-sort transpose: row->cols CSR to col->rows CSR (rows ascending per column):
-    each entry's row grouped by its column."""
+    """Counting-sort transpose: row->cols CSR to col->rows CSR (rows ascending per column)."""
+    # group_by_key's loop with the row read off indptr: each entry's row written out first
+    # and grouped by group_by_key is 1.2x slower (20M entries, 2M rows)
     n_rows = indptr.shape[0] - 1
-    entry_row = np.empty(indices.shape[0], dtype=np.int32)
+    counts = np.zeros(n_cols + 1, dtype=np.int64)
+    for e in range(indices.shape[0]):
+        counts[indices[e] + 1] += 1
+    t_indptr = np.cumsum(counts)
+    cursor = t_indptr[:-1].copy()
+    t_indices = np.empty(indices.shape[0], dtype=np.int32)
     for r in range(n_rows):
         for e in range(indptr[r], indptr[r + 1]):
-            entry_row[e] = r
-    return group_by_key(indices, entry_row, n_cols)
+            c = indices[e]
+            t_indices[cursor[c]] = r
+            cursor[c] += 1
+    return t_indptr, t_indices
 
 
 @njit(cache=True)
