@@ -173,6 +173,10 @@ class StreamBench(OutOption, CompareOptions, CorpusOption):
     matches_table: bool = True
     """the stream also writes `matches` rows (--no-matches-table: deliveries only, which
     hold every match; with --compare only the new side, the baseline writes both)"""
+    routing: str = "salb"
+    """the learner of the published version (salb: SALB + hot-word splitting; salb2; hash:
+    hash routing); several, comma-separated (hash,salb2): --runs alternating runs of each
+    on the same posts and subscriptions, side by side in stream_routing.csv"""
     overload: str | None = None
     """F[,F...]: feed the stream at F x its measured capacity, one run per factor and drop
     rule (for example 1.25,1.5,2,3)"""

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from benchmarks.experiments.report import write_csv
 from benchmarks.machine import machine_summary
 from benchmarks.options import StreamBench
+from benchmarks.scale_out import batch_costs
 from core.corpus.arrays import Corpus, corpus_from_word_lists, holdout_mask
 from core.errors import InputDataError
 from core.formatting import format_table
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from spark_jobs.stream.config import StreamConfig
 
 WARMUP_BATCHES = 2
+PROJECTED_CORES = (16, 64)  # a core per matcher at N = 16, and four times as many
 
 
 def _read_posts(path: Path | None, seed: int) -> tuple[list[str], list[str]]:
@@ -319,6 +321,7 @@ class WorkloadScene:
     nodes: int
     subscriptions: int
     seed: int
+    routing: str = "salb"  # the learner of the published version (hash: hash routing)
 
 
 def prepare_workload(
@@ -338,7 +341,7 @@ def prepare_workload(
     held_ids = [i for i, m in zip(ids, mask, strict=True) if m]
     held_texts = [t for t, m in zip(texts, mask, strict=True) if m]
     word_sets = _subscriptions(workload, training, scene.subscriptions, seed)
-    lakehouse = Lakehouse(spark, root / workload / "lakehouse")
+    lakehouse = Lakehouse(spark, root / workload / scene.routing / "lakehouse")
     _register(lakehouse, word_sets, subscribers=max(1, len(word_sets) // 100))
     _word_stats(lakehouse, training)
     _bronze(
@@ -349,12 +352,12 @@ def prepare_workload(
     learned = learn_mapping(
         training,
         scene.nodes,
-        "salb",
-        split=True,
+        scene.routing,
+        split=scene.routing != "hash",
         subscribed_words={w for s in word_sets for w in s},
         seed=seed,
     )
-    version = register_table(lakehouse, learned.table, algorithm="salb")
+    version = register_table(lakehouse, learned.table, algorithm=scene.routing)
     place_version(lakehouse, version, unit_cost=True)
     publish(lakehouse, version, skip_validation=True)
     return lakehouse, held_ids, held_texts, word_sets, version
@@ -375,19 +378,20 @@ def run_workload(
     workload, nodes, seed = scene.workload, scene.nodes, scene.seed
     started = time.perf_counter()
     lakehouse, held_ids, held_texts, word_sets, version = prepare_workload(spark, root, scene)
-    landing = root / workload / "landing"
+    here = root / workload / scene.routing
+    landing = here / "landing"
     files = _land(landing, held_ids, held_texts, posts, file_posts)
     print(
         f"[{workload}] set-up {time.perf_counter() - started:.1f}s: {len(word_sets):,} "
-        f"subscriptions, SALB+split N={nodes} (version {version}), {posts:,} posts in "
+        f"subscriptions, {scene.routing} N={nodes} (version {version}), {posts:,} posts in "
         f"{files} files of {file_posts:,} (held-out {len(held_texts):,} tweets replayed)",
         flush=True,
     )
     config = StreamConfig(
         source="files",
         landing=str(landing),
-        checkpoint=str(root / workload / "checkpoint"),
-        query_name=f"bench_{workload}",
+        checkpoint=str(here / "checkpoint"),
+        query_name=f"bench_{workload}_{scene.routing}",
         max_files_per_trigger=1,
         trigger_seconds=0.0,
         available_now=True,
@@ -404,7 +408,7 @@ def run_workload(
     figures = [batch.figures for batch in handler.figures]
     noop = noop_rate(
         spark,
-        config.with_checkpoint(str(root / workload / "noop-checkpoint")),
+        config.with_checkpoint(str(here / "noop-checkpoint")),
     )
     # Warm-up: each Python worker builds the tries of the matchers it meets (2 batches
     # here) and fills its token cache; reported apart from the steady state.
@@ -422,7 +426,7 @@ def run_workload(
     matched_per_post = share("matched_bytes") / max(steady_posts, 1)
     skeleton = skeleton_rate(
         spark,
-        config.with_checkpoint(str(root / workload / "skeleton-checkpoint")),
+        config.with_checkpoint(str(here / "skeleton-checkpoint")),
         nodes,
         routed_per_post,
         matched_per_post,
@@ -430,7 +434,7 @@ def run_workload(
     # the shape alone: the same stages and shuffles carrying no bytes
     shape_only = skeleton_rate(
         spark,
-        config.with_checkpoint(str(root / workload / "shape-checkpoint")),
+        config.with_checkpoint(str(here / "shape-checkpoint")),
         nodes,
         0.0,
         0.0,
@@ -440,9 +444,23 @@ def run_workload(
         r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["batch_id"] in steady_ids
     ]
     route_task_s = sum(r["route_seconds"] for r in health)
+    # counted work: the busiest matcher's index lookups + matches per post (the gate's)
+    work = np.sum([r["work"] for r in health if r["work"]], axis=0) if health else None
+    slowest = [f.seconds_match_slowest for f in steady if f.seconds_match_slowest is not None]
+    costs = batch_costs(
+        posts=steady_posts / len(steady),
+        serial=(share("seconds_sync") + share("seconds_commit")) / len(steady),
+        spark_job=share("seconds_spark") / len(steady),
+        local_cores=int(spark.sparkContext.defaultParallelism),
+        route=share("seconds_route") / len(steady),
+        match=share("seconds_match") / len(steady),
+        dispatch=share("seconds_dispatch") / len(steady),
+        slowest_matcher=float(np.mean(slowest)) if slowest else 0.0,
+    )
 
     return {
         "workload": f"{workload}-based",
+        "routing": scene.routing,
         "outputs": "matches+deliveries" if matches_table else "deliveries",
         "N": nodes,
         "subscriptions": len(word_sets),
@@ -477,6 +495,16 @@ def run_workload(
         "live rel. throughput": round(RoutingHealth.from_rows(health).relative_throughput, 2)
         if health
         else None,
+        # the critical path of a cluster with a core per matcher, and the projection
+        # that has it (benchmarks.scale_out)
+        "slowest matcher s/batch": round(costs.slowest_matcher, 3),
+        "busiest matcher work/post": round(float(work.max()) / max(steady_posts, 1), 2)
+        if work is not None and np.ndim(work)
+        else None,
+        **{
+            f"projected posts/s at {cores} cores": round(costs.posts_per_second(cores))
+            for cores in PROJECTED_CORES
+        },
         "routed bytes/post": round(routed_per_post, 1),
         "matched bytes/post": round(matched_per_post, 1),
         "noop posts/s": round(noop),
@@ -513,23 +541,32 @@ def run(options: StreamBench, inputs: StreamInputs) -> list[dict[str, Any]]:
         f"spark master: {spark.sparkContext.master}, cores {spark.sparkContext.defaultParallelism}"
     )
     root = Path(tempfile.mkdtemp(prefix="s3tm-bench-stream-"))
+    routings = [r.strip() for r in options.routing.split(",") if r.strip()]
+    # one routing: one run; several: --runs alternating runs of each, same posts and subs
+    runs = options.runs if len(routings) > 1 else 1
     rows = []
     try:
         for workload in inputs.workloads:
-            scene = WorkloadScene(workload, ids, texts, options.nodes, options.subscriptions, seed)
-            rows.append(
-                run_workload(
-                    spark,
-                    root,
-                    scene,
-                    posts=inputs.posts[workload],
-                    file_posts=inputs.file_posts[workload],
-                    matches_table=options.matches_table,
-                )
-            )
-            print(json.dumps(rows[-1]), flush=True)
+            for run_index in range(runs):
+                for routing in routings:
+                    scene = WorkloadScene(
+                        workload, ids, texts, options.nodes, options.subscriptions, seed, routing
+                    )
+                    rows.append(
+                        run_workload(
+                            spark,
+                            root / f"run-{run_index}",
+                            scene,
+                            posts=inputs.posts[workload],
+                            file_posts=inputs.file_posts[workload],
+                            matches_table=options.matches_table,
+                        )
+                    )
+                    print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    if len(routings) > 1:
+        versus_routings(rows, routings, out)
     header = list(rows[0])
     print("\nstreaming matcher, end to end (read JSON -> normalise -> route -> match -> Delta)")
     print(format_table(header, [[r[h] for h in header] for r in rows]))
@@ -537,3 +574,40 @@ def run(options: StreamBench, inputs: StreamInputs) -> list[dict[str, Any]]:
     write_csv(rows, out / "stream.csv")
     print(f"wrote {out / 'stream.csv'}")
     return rows
+
+
+VERSUS_FIGURES = (
+    "posts/s (steady)",
+    "slowest matcher s/batch",
+    "busiest matcher work/post",
+    *(f"projected posts/s at {cores} cores" for cores in PROJECTED_CORES),
+)
+
+
+def versus_routings(rows: list[dict[str, Any]], routings: list[str], out: Path) -> None:
+    """The routings side by side per workload: the median of each figure over the runs,
+    and each against the first routing's (``stream_routing.csv``)."""
+    table = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        base: dict[str, float] = {}
+        for routing in routings:
+            mine = [r for r in rows if r["workload"] == workload and r["routing"] == routing]
+            row: dict[str, Any] = {"workload": workload, "routing": routing, "runs": len(mine)}
+            for figure in VERSUS_FIGURES:
+                values = [float(r[figure]) for r in mine if r.get(figure) is not None]
+                value = float(np.median(values)) if values else float("nan")
+                base.setdefault(figure, value)
+                row[figure] = round(value, 3)
+                row[f"{figure} range"] = f"{min(values):g}-{max(values):g}" if values else ""
+                # work and seconds: lower is better, so the ratio is base / mine
+                faster = "posts/s" in figure
+                row[f"x {routings[0]}: {figure}"] = round(
+                    value / base[figure] if faster else base[figure] / value, 3
+                )
+            table.append(row)
+    print(f"\nthe stream by routing (medians of alternating runs; x: against {routings[0]})")
+    header = list(table[0])
+    print(format_table(header, [[r[h] for h in header] for r in table]))
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(table, out / "stream_routing.csv")
+    print(f"wrote {out / 'stream_routing.csv'}")

@@ -272,6 +272,9 @@ DELIVERIES = TableSpec(
             # its ``matches`` rows, so the stream may skip writing them (--no-matches-table);
             # null in rows written before
             _f("matcher_ids", pa.list_(pa.int32())),
+            # when the post arrived (the Kafka record's timestamp, or the landed file's
+            # time): delivered_at's batch committed after it; null where no source time
+            _f("arrived_at", _UTC),
         ]
     ),
     key=("post_id", "subscriber"),
@@ -316,6 +319,16 @@ STREAM_BATCHES = TableSpec(
             # the query's trigger interval (null: available-now or as fast as it can): a
             # batch longer than it means the stream falls behind
             _f("trigger_seconds", pa.float64()),
+            # the busiest matcher's matching seconds: what a core per matcher waits for
+            _f("seconds_match_slowest", pa.float64()),
+            # seconds from a post's arrival to its deliveries' commit, over the batch's
+            # deliveries: quantiles, and Prometheus histogram buckets (not cumulative,
+            # core.stream.latency.PROMETHEUS_BOUNDS then +Inf) with their sum
+            _f("latency_p50", pa.float64()),
+            _f("latency_p95", pa.float64()),
+            _f("latency_p99", pa.float64()),
+            _f("latency_buckets", pa.list_(pa.int64())),
+            _f("latency_sum", pa.float64()),
         ]
     ),
     key=("query_id", "batch_id", "stage"),

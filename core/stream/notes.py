@@ -63,6 +63,7 @@ class MatchNote(TypedDict):
     seconds: float
     matchers: NotRequired[list[int]]
     work: NotRequired[dict[str, int]]  # per matcher id: index lookups + matches
+    matcher_seconds: NotRequired[dict[str, float]]  # per matcher id: its matching's seconds
     yield_counts: NotRequired[YieldCounts]
     task_seconds: NotRequired[float]
     cpu_seconds: NotRequired[float]
@@ -85,6 +86,8 @@ class DispatchNote(TypedDict):
     written_bytes: dict[str, int]  # Parquet bytes per output table
     seconds: float
     task_seconds: float
+    # deliveries per bucket of their post's age at the batch's start (core.stream.latency)
+    latency_ages: NotRequired[dict[str, int]]
 
 
 class WarmNote(TypedDict):

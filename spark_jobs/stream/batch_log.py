@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.errors import InputDataError
+from core.stream.latency import bucket_counts, latency_quantiles, latency_sum, merge
+from core.stream.notes import DispatchNote, MatchNote, RouteNote
 from schemas import table
 from spark_jobs.lake.routing_store import now_utc
 
@@ -59,9 +63,17 @@ class BatchFigures:
             shedding kept from the matchers (the last only when a level was on).
         matches, deliveries, quarantined: rows written.
         written_bytes: Parquet bytes the dispatch tasks wrote.
-        routed_bytes, matched_bytes: what the two shuffles carried.
+        routed_bytes, matched_bytes: what the two shuffles carried (none when fused).
         seconds_*: the driver's sync, the tasks' summed route / match / dispatch time,
             the Spark job's wall time, the commits, and the whole batch.
+        seconds_match_slowest: the busiest matcher's matching seconds, summed over the
+            tasks that ran it: a cluster with a core per matcher waits for it (the
+            critical path a balanced mapping shortens; None: not measured).
+        latency_p50, latency_p95, latency_p99: seconds from a post's arrival to the
+            commit of its deliveries, over the batch's deliveries (within 1%: they are
+            counted in 2% buckets, ``core.stream.latency``; None: no delivery had an
+            arrival time); latency_buckets, latency_sum: the same as a Prometheus
+            histogram's buckets (``PROMETHEUS_BOUNDS``, not cumulative) and sum.
     """
 
     subscriptions: int
@@ -84,9 +96,119 @@ class BatchFigures:
     seconds_spark: float
     seconds_commit: float
     seconds_total: float
+    seconds_match_slowest: float | None = None
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    latency_p99: float | None = None
+    latency_buckets: list[int] | None = None
+    latency_sum: float | None = None
 
     def columns(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def of(
+        cls, notes: BatchNotes, clock: BatchClock, *, subscriptions: int, shedding: bool
+    ) -> BatchFigures:
+        """Pure: a batch's figures from its task notes and the driver's clock.
+        ``shedding``: a level was on (the pairs shed per matcher are kept then)."""
+        route, match, dispatch = notes.route, notes.match, notes.dispatch
+        shed_by_matcher = np.zeros(notes.n_matchers, dtype=np.int64)
+        for n in route:
+            shed_by_matcher += np.asarray(n["shed_by_matcher"], dtype=np.int64)
+        return cls(
+            subscriptions=subscriptions,
+            posts=sum(n["posts"] for n in route),
+            routed_pairs=sum(n["pairs"] for n in route),
+            # limit notices: what the spread cap kept from the matchers
+            capped_posts=sum(n["capped_posts"] for n in route),
+            dropped_posts=sum(n["dropped_posts"] for n in route),
+            shed_pairs=int(shed_by_matcher.sum()),
+            shed_pairs_by_matcher=shed_by_matcher.tolist() if shedding else None,
+            matches=sum(n["matches"] for n in dispatch),
+            deliveries=sum(n["deliveries"] for n in dispatch),
+            written_bytes=sum(sum(n["written_bytes"].values()) for n in dispatch),
+            # what the two shuffles carry: route -> match, match -> dispatch
+            routed_bytes=sum(n["payload_bytes"] for n in route),
+            matched_bytes=sum(n["payload_bytes"] for n in match),
+            quarantined=notes.quarantined,
+            seconds_sync=round(clock.synced - clock.started, 4),
+            seconds_route=round(sum(n["seconds"] for n in route), 4),
+            seconds_match=round(sum(n["seconds"] for n in match), 4),
+            seconds_dispatch=round(sum(n["seconds"] for n in dispatch), 4),
+            seconds_spark=round(clock.computed - clock.synced, 4),
+            seconds_commit=round(clock.committed - clock.computed, 4),
+            seconds_total=round(clock.committed - clock.started, 4),
+            seconds_match_slowest=slowest_matcher_seconds(match),
+            **dataclasses.asdict(DeliveryLatency.of(dispatch, clock.after_stamp)),
+        )
+
+
+@dataclass(frozen=True)
+class DeliveryLatency:
+    """A batch's delivery latency figures (None: no delivery had an arrival time)."""
+
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    latency_p99: float | None = None
+    latency_buckets: list[int] | None = None
+    latency_sum: float | None = None
+
+    @classmethod
+    def of(cls, dispatch: Sequence[DispatchNote], after_start: float) -> DeliveryLatency:
+        """For deliveries committed ``after_start`` seconds after the batch's stamp (the
+        dispatch notes count their posts' ages at the stamp)."""
+        ages = merge([n.get("latency_ages", {}) for n in dispatch])
+        quantiles = latency_quantiles(ages, after_start, (0.5, 0.95, 0.99))
+        if quantiles is None:
+            return cls()
+        p50, p95, p99 = quantiles
+        return cls(
+            p50,
+            p95,
+            p99,
+            bucket_counts(ages, after_start),
+            round(latency_sum(ages, after_start), 4),
+        )
+
+
+def slowest_matcher_seconds(match: Sequence[MatchNote]) -> float | None:
+    """The most seconds one matcher spent matching, summed over the tasks that ran it
+    (None when no task measured its matchers)."""
+    per_matcher: dict[str, float] = {}
+    for note in match:
+        for matcher, seconds in note.get("matcher_seconds", {}).items():
+            per_matcher[matcher] = per_matcher.get(matcher, 0.0) + seconds
+    return round(max(per_matcher.values()), 4) if per_matcher else None
+
+
+@dataclass(frozen=True)
+class BatchNotes:
+    """A batch's task notes by kind (the quarantined records counted)."""
+
+    n_matchers: int
+    route: list[RouteNote]
+    match: list[MatchNote]
+    dispatch: list[DispatchNote]
+    quarantined: int = 0
+
+
+@dataclass(frozen=True)
+class BatchClock:
+    """The driver's clock over a batch (``time.perf_counter`` readings): started, the
+    placement synced, the Spark job done, the tables committed; ``stamped``: when the
+    batch's time stamp was taken (its tasks count posts' ages from it)."""
+
+    started: float
+    synced: float
+    computed: float
+    committed: float
+    stamped: float | None = None
+
+    @property
+    def after_stamp(self) -> float:
+        """Seconds from the batch's stamp (else the sync) to its commit."""
+        return self.committed - (self.synced if self.stamped is None else self.stamped)
 
 
 @dataclass(frozen=True)

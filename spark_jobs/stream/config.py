@@ -18,6 +18,9 @@ from spark_jobs.stream.health import HealthOptions
 # recent posts that fill a new version's token table ahead of its first batch
 WARM_TEXTS = 20_000
 
+# a batch's Spark job (spark_jobs.stream.pipeline): auto, fused or staged
+JOB_SHAPES = ("auto", "fused", "staged")
+
 _SHEDDING = SheddingOptions()
 _HEALTH = HealthOptions()
 
@@ -37,6 +40,9 @@ class StreamConfig:
         seed: seeds the choice of split-word versions.
         matches_table: also write ``matches`` (else only ``deliveries``, which hold them).
         warm_up: build a version's indexes and token table before its first batch.
+        job_shape: a batch's Spark job: ``fused`` (route, match and dispatch in the task
+            that read the posts), ``staged`` (three stages, two shuffles: a match task per
+            matcher on a cluster), ``auto`` (fused on a local master, else staged).
         shedding, max_spread, drop_fraction, latency_budget, shedding_k, shedding_delta,
         drop_rule: load shedding (:class:`SheddingOptions`).
         health_window, hot_word_tolerance: routing health (:class:`HealthOptions`).
@@ -57,6 +63,7 @@ class StreamConfig:
     seed: int = 0
     matches_table: bool = True
     warm_up: bool = True
+    job_shape: str = "auto"
     shedding: str = _SHEDDING.mode
     max_spread: float | None = None
     drop_fraction: float = 0.0
@@ -176,6 +183,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "worker before its first batch (at start, and between batches when a newer version "
         f"is published; the token table from the {WARM_TEXTS:,} newest bronze.posts); "
         "--no-warm-up: lazily, inside the first batch",
+    )
+    run_p.add_argument(
+        "--job-shape",
+        choices=JOB_SHAPES,
+        default=defaults.job_shape,
+        help="a batch's Spark job: fused (route, match and dispatch in the task that read "
+        "the posts: nothing shuffled, every worker holds every matcher), staged (a match "
+        "task per matcher, two shuffles: each worker holds its matchers' share), auto "
+        "(default: fused on a local master, staged on a cluster)",
     )
     shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
     shed.add_argument(

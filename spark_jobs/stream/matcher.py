@@ -29,7 +29,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 from core.errors import InputDataError
@@ -42,8 +41,10 @@ from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc, routing_in_force
 from spark_jobs.stream.backlog import file_backlog, kafka_backlog
 from spark_jobs.stream.batch_log import (
+    BatchClock,
     BatchFigures,
     BatchLog,
+    BatchNotes,
     BatchPlan,
     CommittedBatch,
     SubscriptionMemory,
@@ -106,7 +107,7 @@ class StreamMatcher:
         )
         self.query: StreamingQuery | None = None  # set once started: Kafka's backlog
         self.log = BatchLog(lakehouse, self.checkpoint)
-        self.pipeline = MatchPipeline(lakehouse.spark)
+        self.pipeline = MatchPipeline(lakehouse.spark, config.job_shape)
         # names this matcher's snapshots in the workers' caches (see MatcherSnapshot.owner)
         self.sync_state = PlacementSync(
             lakehouse,
@@ -231,7 +232,7 @@ class StreamMatcher:
         )
         synced = time.perf_counter()
         lake, app = self.lakehouse, self.app_id
-        now = now_utc()
+        now, stamped = now_utc(), time.perf_counter()
         staging = {name: lake.staging_dir(name) for name in self.outputs}
         assert self.state.broadcast is not None
         # named in the Spark UI and the event log (the streaming batch's own name is put back)
@@ -282,32 +283,11 @@ class StreamMatcher:
             batch_id,
             [n for n in notes if n["kind"] != "quarantine"],
         )
-        shed_by_matcher = np.zeros(snapshot.n_matchers, dtype=np.int64)
-        for n in route:
-            shed_by_matcher += np.asarray(n["shed_by_matcher"], dtype=np.int64)
-        figures = BatchFigures(
+        figures = BatchFigures.of(
+            BatchNotes(snapshot.n_matchers, route, match, dispatch, len(quarantined)),
+            BatchClock(started, synced, computed, committed, stamped),
             subscriptions=len(self.state.placement or ()),
-            posts=sum(n["posts"] for n in route),
-            routed_pairs=sum(n["pairs"] for n in route),
-            # limit notices: what the spread cap kept from the matchers
-            capped_posts=sum(n["capped_posts"] for n in route),
-            dropped_posts=sum(n["dropped_posts"] for n in route),
-            shed_pairs=int(shed_by_matcher.sum()),
-            shed_pairs_by_matcher=shed_by_matcher.tolist() if plan.shedding_level else None,
-            matches=sum(n["matches"] for n in dispatch),
-            deliveries=sum(n["deliveries"] for n in dispatch),
-            written_bytes=sum(sum(n["written_bytes"].values()) for n in dispatch),
-            # what the two shuffles carry: route -> match, match -> dispatch
-            routed_bytes=sum(n["payload_bytes"] for n in route),
-            matched_bytes=sum(n["payload_bytes"] for n in match),
-            quarantined=len(quarantined),
-            seconds_sync=round(synced - started, 4),
-            seconds_route=round(sum(n["seconds"] for n in route), 4),
-            seconds_match=round(sum(n["seconds"] for n in match), 4),
-            seconds_dispatch=round(sum(n["seconds"] for n in dispatch), 4),
-            seconds_spark=round(computed - synced, 4),
-            seconds_commit=round(committed - computed, 4),
-            seconds_total=round(committed - started, 4),
+            shedding=bool(plan.shedding_level),
         )
         self.log.record(plan, "committed", self.state.epoch, figures)
         failpoints.crash_driver("after-record", batch_id)

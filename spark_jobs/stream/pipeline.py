@@ -1,8 +1,18 @@
 """The stream's Spark side: the source of raw posts and one micro-batch's job.
 
-route (one task per input split) -> ``repartition(M)``: matcher m is match task m mod M ->
-match -> ``repartition(P)`` by post -> dispatch (dedupe, deliveries, Parquet files). The
-tasks' bodies are ``spark_jobs.stream.tasks``; this module only wires them.
+Two shapes of that job:
+
+- ``staged``: route (one task per input split) -> ``repartition(M)``: matcher m is match
+  task m mod M -> match -> ``repartition(P)`` by post -> dispatch (dedupe, deliveries,
+  Parquet files). A match task holds only its matchers' subscriptions: what a cluster
+  needs when N matchers' subscriptions do not fit in every worker, and what lets a
+  cluster give each matcher a core of its own.
+- ``fused``: route, match and dispatch in the task that read the lines, nothing shuffled.
+  Every worker must hold every matcher it meets: on a local master it does anyway (each
+  Python worker serves every matcher), so there the two shuffles and two Python stages
+  are pure cost (``auto``: fused on a local master, staged on a cluster).
+
+The tasks' bodies are ``spark_jobs.stream.tasks``; this module only wires them.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from spark_jobs.common import kafka_jar_missing
 from spark_jobs.lake import storage
 from spark_jobs.lake.session import is_local_master
 from spark_jobs.stream import tasks as stream_tasks
+from spark_jobs.stream.config import JOB_SHAPES
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -114,11 +125,21 @@ def partition_keys(spark: SparkSession, n_matchers: int) -> np.ndarray:
     return keys
 
 
+def job_shape(shape: str, master: str) -> str:
+    """The shape a batch's job takes: ``auto`` is fused on a local master, else staged."""
+    if shape not in JOB_SHAPES:
+        raise InvalidArgumentError(f"job shape must be one of {', '.join(JOB_SHAPES)}")
+    if shape == "auto":
+        return "fused" if is_local_master(master) else "staged"
+    return shape
+
+
 class MatchPipeline:
     """One micro-batch's Spark job, with the partition keys it needs cached per width."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, shape: str = "auto") -> None:
         self.spark = spark
+        self.shape = job_shape(shape, str(spark.sparkContext.master))
         self._keys: dict[int, np.ndarray] = {}
 
     def keys(self, n_partitions: int) -> np.ndarray:
@@ -138,6 +159,8 @@ class MatchPipeline:
     ) -> DataFrame:
         """Pure transform: raw posts -> task notes, with ``matches`` / ``deliveries`` files
         written to ``staging`` as a side effect of the dispatch tasks."""
+        if self.shape == "fused":
+            return self._fused(posts, snapshot, broadcast, batch_id, now, staging, shed_plan)
         # one dispatch task per task slot; the match tasks: see match_tasks
         slots = task_slots(self.spark)
         n_match = match_tasks(str(self.spark.sparkContext.master), snapshot.n_matchers, slots)
@@ -148,7 +171,7 @@ class MatchPipeline:
         crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
         # raw lines go to the route tasks as bytes: each is judged there by the ingest's
         # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
-        raw = posts.select("line", "source_file")
+        raw = with_arrival(posts)
         # each task body a partial of a module-level function: pickled by reference, so a
         # worker's own module state (its worker_cache) is used, not a copy shipped with
         # each task
@@ -171,12 +194,45 @@ class MatchPipeline:
             dispatch, stream_tasks.DISPATCHED_SCHEMA
         )
 
+    def _fused(
+        self,
+        posts: DataFrame,
+        snapshot: MatcherSnapshot,
+        broadcast: Broadcast[MatcherSnapshot],
+        batch_id: int,
+        now: dt.datetime,
+        staging: dict[str, str],
+        shed_plan: ShedPlan,
+    ) -> DataFrame:
+        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
+        fused = functools.partial(
+            stream_tasks.fused_posts,
+            broadcast, snapshot.key, MAX_TEXT_CHARS, shed_plan, shed_plan.learns_yield,
+            batch_id, now, staging, crash=crash,
+        )  # fmt: skip
+        return with_arrival(posts).mapInArrow(fused, stream_tasks.DISPATCHED_SCHEMA)
+
+
+def with_arrival(posts: DataFrame) -> DataFrame:
+    """The route tasks' input: ``line``, ``source_file`` and ``arrived_at`` (null where the
+    posts have no arrival time: the warm-up's sample lines)."""
+    from pyspark.sql import functions as F
+
+    arrived = (
+        F.col("arrived_at")
+        if "arrived_at" in posts.columns
+        else F.lit(None).cast("timestamp").alias("arrived_at")
+    )
+    return posts.select("line", "source_file", arrived)
+
 
 KAFKA_OFFSET_RETRIES = 60
 
 
 def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
-    """The streaming DataFrame of raw input: ``line`` (a record's bytes) and ``source_file``.
+    """The streaming DataFrame of raw input: ``line`` (a record's bytes), ``source_file``
+    and ``arrived_at`` (the Kafka record's timestamp, or the landed file's modification
+    time: what a delivery's latency is counted from).
 
     Lines, not parsed JSON: Spark's JSON reader drops blank lines and turns a numeric or
     nested ``id`` into a string, so a bad record could vanish or pass unseen; the route
@@ -212,6 +268,8 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
         return raw.select(
             F.col("value").alias("line"),
             F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
+            # the record's timestamp (the producer's, or the broker's append time)
+            F.col("timestamp").alias("arrived_at"),
         )
     landing = config.landing
     if not storage.is_remote(landing) and not Path(landing).is_dir():
@@ -225,4 +283,6 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
     return lines.select(
         F.col("value").cast("binary").alias("line"),
         F.col("_metadata.file_path").alias("source_file"),
+        # a landed file's posts arrived when it was written (its modification time)
+        F.col("_metadata.file_modification_time").alias("arrived_at"),
     )

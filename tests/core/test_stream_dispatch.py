@@ -50,11 +50,19 @@ def _as_lists(matched: pa.Table) -> pa.Table:
         groups.setdefault(key, []).append(r["sub_id"])
     return pa.Table.from_pylist(
         [
-            {"post_id": p, "matcher_id": m, "shedding_level": lv, "sub_ids": subs}
+            {
+                "post_id": p, "matcher_id": m, "shedding_level": lv, "sub_ids": subs,
+                "arrived_at": _arrival(p, m),
+            }
             for (p, m, lv), subs in groups.items()
         ],
         schema=MATCHED_ARROW,
-    )
+    )  # fmt: skip
+
+
+def _arrival(post: str, matcher: int) -> dt.datetime:
+    """A row's arrival: rows of one post differ (a post id repeated in a batch)."""
+    return NOW - dt.timedelta(seconds=len(post) + matcher)
 
 
 def _check_dispatch(rows, as_lists: bool) -> None:
@@ -89,6 +97,13 @@ def _check_dispatch(rows, as_lists: bool) -> None:
         k: sorted(v) for k, v in expected.items()
     }
     assert deliveries.num_rows == len(expected)
+    # each delivery carries its post's arrival: the earliest of the post's rows (none
+    # when the rows had none)
+    for r in deliveries.to_pylist():
+        rows_of_post = [m for p, _, m in rows if p == r["post_id"]]
+        assert r["arrived_at"] == (
+            min(_arrival(r["post_id"], m) for m in rows_of_post) if as_lists else None
+        )
     # the deliveries hold the matches: derived rows = the rows dispatch built
     derived = matches_of_deliveries(deliveries)
     assert _rows(derived) == _rows(matches)
@@ -146,6 +161,32 @@ def test_subscriptions_rank_by_subscriber_then_id() -> None:
     assert subscribers.ranks(np.array([2, 4, 5, 9])).tolist() == [2, 0, 3, 1]
     with pytest.raises(InputDataError, match="no subscriber"):
         subscribers.ranks(np.array([3]))
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=60),
+    st.sampled_from([0, 1 << 40]),  # ids a table covers, and ids only a search finds
+    st.lists(st.integers(0, 45), max_size=30),
+)
+def test_ranks_by_table_and_by_search_equal_the_sorted_reference(pairs, offset, asked) -> None:
+    ids = np.array([offset + i for i, _ in pairs], dtype=np.int64)
+    # one subscriber per id, the first pair's (a batch's matches repeat ids)
+    owner = {}
+    for i, code in pairs:
+        owner.setdefault(offset + i, code)
+    codes = np.array([owner[int(i)] for i in ids], dtype=np.int32)
+    names = ["d", "c", "b", "a"]
+    subscribers = Subscribers.of_codes(ids, codes, names)
+    reference = sorted(owner, key=lambda i: (names[owner[i]], i))
+    assert subscribers.sub_of_rank.tolist() == reference
+    assert subscribers.owner_of_rank.tolist() == [owner[i] for i in reference]
+    wanted = np.array([offset + a for a in asked], dtype=np.int64)
+    if all(int(w) in owner for w in wanted):
+        assert subscribers.ranks(wanted).tolist() == [reference.index(int(w)) for w in wanted]
+    else:
+        with pytest.raises(InputDataError, match="no subscriber"):
+            subscribers.ranks(wanted)
 
 
 @settings(max_examples=examples(100), deadline=None)

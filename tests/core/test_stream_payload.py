@@ -3,6 +3,8 @@ words unpacked exactly as if every (post, matcher) pair had travelled on its own
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -99,6 +101,9 @@ def test_each_matcher_gets_the_posts_and_words_of_its_own_pairs(data) -> None:
     assert got == want
 
 
+ARRIVED = dt.datetime(2026, 12, 7, 10, 0, tzinfo=dt.UTC)
+
+
 def test_a_partition_payload_keeps_the_posts_columns() -> None:
     kept = np.full((3, 1), 0b11, dtype=np.uint8)
     groups = np.array([0, 0])
@@ -114,6 +119,7 @@ def test_a_partition_payload_keeps_the_posts_columns() -> None:
         groups,
         group_words(kept, groups),
         2,
+        pa.array([ARRIVED, None], pa.timestamp("us", tz="UTC")),
     )
     assert len(parts) == 1
     rows = parts[0][1].to_pydict()
@@ -124,6 +130,7 @@ def test_a_partition_payload_keeps_the_posts_columns() -> None:
         "matchers": [[1, 0], [1]],
         "shedding_level": [0, 7],
         "sampled": [True, False],
+        "arrived_at": [ARRIVED, None],
     }
 
 

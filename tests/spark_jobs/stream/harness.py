@@ -39,6 +39,7 @@ class Landing:
         self.next_post = 0
         self.files = 0
         self.words: dict[str, set[str]] = {}  # post id -> normalised words
+        self.file_of: dict[str, Path] = {}  # post id -> the landed file that holds it
 
     def write(
         self, n_posts: int, *, bad: list[str] | None = None, texts: tuple[str, ...] = ()
@@ -64,7 +65,9 @@ class Landing:
         # write then rename, as a producer must, so the source never sees half a file
         tmp = self.root / f".part-{self.files:04d}"
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.rename(self.root / f"posts-{self.files:04d}.jsonl")
+        landed = self.root / f"posts-{self.files:04d}.jsonl"
+        tmp.rename(landed)
+        self.file_of.update(dict.fromkeys(ids, landed))
         self.files += 1
         return ids
 

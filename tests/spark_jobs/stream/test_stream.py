@@ -46,7 +46,10 @@ from tests.spark_jobs.stream.harness import (
 )
 
 
-def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_path):
+@pytest.mark.parametrize("shape", ["fused", "staged"])
+def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_path, shape):
+    """Both shapes of a batch's job: fused (a local master's default) and staged (a
+    cluster's, forced here)."""
     landing = scene
     first = publish_learned(lakehouse, landing, 4, "salb", split=True)
     posts = landing.write(
@@ -61,7 +64,8 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     )
     # a new version with another N and algorithm, published while the stream runs
     handler, second, after = publish_mid_stream(
-        lakehouse, landing, stream_config(tmp_path, landing), 7, "hash", split=False,
+        lakehouse, landing, stream_config(tmp_path, landing, job_shape=shape), 7, "hash",
+        split=False,
         posts_after=600,
     )  # fmt: skip
     posts += after
@@ -77,6 +81,10 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     assert lakehouse.read("deliveries").count() == lakehouse.read_arrow("deliveries").num_rows
     versions = {f.routing_version for f in handler.figures}
     assert versions == {first, second}
+    _assert_latency_measured(lakehouse, landing, handler)
+    # the shape asked for ran: only the staged one shuffles payloads between its stages
+    shuffled = {f.figures.routed_bytes > 0 for f in handler.figures if f.figures.routed_pairs}
+    assert shuffled == {shape == "staged"}
     # each version was warmed once, before its first batch (at start; at the switch)
     assert [w.routing_version for w in handler.warmups] == [first, second]
     assert all(w.workers >= 1 and w.texts == 0 for w in handler.warmups)
@@ -97,6 +105,33 @@ def test_stream_matches_equal_brute_force_and_switch_over(lakehouse, scene, tmp_
     ]
     assert all(r["source_file"].endswith("posts-0000.jsonl") for r in quarantine)
     assert {r["stage"] for r in quarantine} == {"stream"}
+
+
+def _assert_latency_measured(lakehouse, landing: Landing, handler) -> None:
+    """Each delivery carries its post's arrival (the landed file's modification time), and
+    each batch's latency quantiles lie between the earliest and latest exact latencies of
+    its deliveries (from arrival to the batch's commit record)."""
+    deliveries = lakehouse.read_arrow("deliveries").to_pylist()
+    for row in deliveries:
+        landed = landing.file_of[row["post_id"]].stat().st_mtime
+        assert abs(row["arrived_at"].timestamp() - landed) < 0.002
+    committed = {
+        r["batch_id"]: r
+        for r in lakehouse.read_arrow("stream.batches").to_pylist()
+        if r["stage"] == "committed"
+    }
+    for batch in handler.figures:
+        mine = [r for r in deliveries if r["batch_id"] == batch.batch_id]
+        row = committed[batch.batch_id]
+        if not mine:
+            assert row["latency_p50"] is None
+            continue
+        # exact latencies, bounded: the commit came after the stamp, before the record
+        exact = [(row["recorded_at"] - r["arrived_at"]).total_seconds() for r in mine]
+        low = min((r["delivered_at"] - r["arrived_at"]).total_seconds() for r in mine)
+        assert low * 0.99 - 0.001 <= row["latency_p50"] <= row["latency_p99"]
+        assert row["latency_p99"] <= max(exact) * 1.01 + 0.001
+        assert sum(row["latency_buckets"]) == len(mine)
 
 
 def _assert_no_stray_staging(lakehouse) -> None:
