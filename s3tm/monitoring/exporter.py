@@ -88,14 +88,29 @@ class LakehouseFigures:
 
 def collector(figures: LakehouseFigures) -> Collector:
     """A prometheus_client collector serving ``figures`` on each scrape."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+    from prometheus_client.core import (
+        Metric as Family,
+    )
     from prometheus_client.registry import Collector
 
     class _LakehouseCollector(Collector):
-        def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        def collect(self) -> Iterator[Family]:
             started = time.perf_counter()
             metrics, versions = figures.metrics()
             for metric in metrics:
+                if metric.kind == "histogram":
+                    histogram = HistogramMetricFamily(
+                        metric.name, metric.help, labels=metric.labels
+                    )
+                    for labels, (buckets, total) in sorted(metric.buckets.items()):
+                        histogram.add_metric(list(labels), buckets, total)
+                    yield histogram
+                    continue
                 family: CounterMetricFamily | GaugeMetricFamily
                 if metric.kind == "counter":
                     family = CounterMetricFamily(metric.name, metric.help, labels=metric.labels)

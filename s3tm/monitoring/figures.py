@@ -22,7 +22,9 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-MetricKind = Literal["counter", "gauge"]
+from core.stream.latency import PROMETHEUS_BOUNDS
+
+MetricKind = Literal["counter", "gauge", "histogram"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class Metric:
     help: str
     labels: tuple[str, ...] = ()
     samples: dict[tuple[str, ...], float] = field(default_factory=dict)
+    # a histogram's, per label tuple: (cumulative count per ``le`` bound, +Inf last; sum)
+    buckets: dict[tuple[str, ...], tuple[list[tuple[str, float]], float]] = field(
+        default_factory=dict
+    )
 
     @property
     def exposed_name(self) -> str:
@@ -93,12 +99,20 @@ def stream_batch_metrics(batches: pa.Table | None) -> list[Metric]:
         name: Metric(name, "gauge", text, ("query_id",))
         for name, text in {**latest_committed, **latest_planned}.items()
     }
-    out = [*counters, *gauges.values()]
+    latency = Metric(
+        "s3tm_stream_delivery_latency_seconds",
+        "histogram",
+        "seconds from a post's arrival (Kafka record time, landed file time) to the commit "
+        "of its deliveries, over every delivery",
+        ("query_id",),
+    )
+    out = [*counters, *gauges.values(), latency]
     if batches is None or batches.num_rows == 0:
         return out
     rows = batches.to_pylist()
     committed = [r for r in rows if r["stage"] == "committed"]
     planned = [r for r in rows if r["stage"] == "planned"]
+    latency.buckets.update(_latency_histograms(committed))
     by_name = {m.name: m for m in counters}
     for row in committed:
         key = (row["query_id"],)
@@ -130,6 +144,32 @@ def stream_batch_metrics(batches: pa.Table | None) -> list[Metric]:
         ):
             if value is not None:
                 gauges[name].samples[key] = float(value)
+    return out
+
+
+def _latency_histograms(
+    committed: list[dict[str, Any]],
+) -> dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]:
+    """Per query, the committed batches' latency buckets summed, made cumulative."""
+    counts: dict[tuple[str, ...], list[int]] = {}
+    sums: dict[tuple[str, ...], float] = {}
+    for row in committed:
+        buckets = row.get("latency_buckets")
+        if not buckets or len(buckets) != len(PROMETHEUS_BOUNDS) + 1:
+            continue  # no delivery with an arrival time, or written before latency was kept
+        key: tuple[str, ...] = (str(row["query_id"]),)
+        total = counts.setdefault(key, [0] * len(buckets))
+        counts[key] = [a + int(b) for a, b in zip(total, buckets, strict=True)]
+        sums[key] = sums.get(key, 0.0) + float(row.get("latency_sum") or 0.0)
+    # spelled as Prometheus' own clients spell a bound: 1.0, 0.25
+    bounds = [*(repr(float(b)) for b in PROMETHEUS_BOUNDS), "+Inf"]
+    out: dict[tuple[str, ...], tuple[list[tuple[str, float]], float]] = {}
+    for query, per_bucket in counts.items():
+        running, cumulative = 0, []
+        for bound, count in zip(bounds, per_bucket, strict=True):
+            running += count
+            cumulative.append((bound, float(running)))
+        out[query] = (cumulative, sums[query])
     return out
 
 

@@ -79,6 +79,8 @@ def _exported_names(tmp_path: Path) -> set[str]:
     for family in text_string_to_metric_families(text):
         names.add(family.name)
         names.add(f"{family.name}_total")
+        if family.type == "histogram":
+            names |= {f"{family.name}_{part}" for part in ("bucket", "count", "sum")}
     return names
 
 
@@ -106,5 +108,6 @@ def test_the_rules_and_the_dashboard_name_only_exported_metrics(tmp_path: Path) 
         "s3tm_stream_hot_words",
         "s3tm_remap_last_relative_throughput",
         "s3tm_remap_last_moved_subscriptions",
+        "s3tm_stream_delivery_latency_seconds_bucket",
     ):
         assert wanted in named, wanted

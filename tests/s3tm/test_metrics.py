@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.stream.latency import PROMETHEUS_BOUNDS
 from s3tm.monitoring.exporter import exposition, serve
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
@@ -67,9 +68,21 @@ def _stream_rows(query: str, batches: int, first: int = 0) -> list[dict]:
                 deliveries=30 + b,
                 seconds_total=1.5 + b,
                 **plan,
+                **_latency(b),
             )
         )
     return rows
+
+
+def _latency(batch: int) -> dict:
+    """Batch 0 delivered nothing with an arrival time; batch b > 0: b + 1 deliveries
+    within 2 s (over 1 s), one past every bound."""
+    if batch == 0:
+        return {}
+    buckets = [0] * (len(PROMETHEUS_BOUNDS) + 1)
+    buckets[PROMETHEUS_BOUNDS.index(2.0)] = batch + 1
+    buckets[-1] = 1
+    return {"latency_buckets": buckets, "latency_sum": 1.5 * (batch + 1) + 700.0}
 
 
 @pytest.fixture
@@ -168,6 +181,14 @@ def test_the_figures_equal_the_tables(lake: Lakehouse) -> None:
     assert got["s3tm_stream_matches_total", q] == 40 + 41 + 42
     assert got["s3tm_stream_deliveries_total", q] == 30 + 31 + 32
     assert got["s3tm_stream_batch_seconds_total", q] == pytest.approx(1.5 + 2.5 + 3.5)
+    # the delivery latency histogram: batches 1 and 2 (2 + 3 within 2 s, one each past all)
+    latency = "s3tm_stream_delivery_latency_seconds"
+    assert got[f"{latency}_bucket", (("le", "1.0"), *q)] == 0
+    assert got[f"{latency}_bucket", (("le", "2.0"), *q)] == 5
+    assert got[f"{latency}_bucket", (("le", "600.0"), *q)] == 5
+    assert got[f"{latency}_bucket", (("le", "+Inf"), *q)] == 7
+    assert got[f"{latency}_count", q] == 7
+    assert got[f"{latency}_sum", q] == pytest.approx(1.5 * 5 + 1400.0)
     # the latest batch (2) and its plan
     assert got["s3tm_stream_last_batch_id", q] == 2
     assert (

@@ -5,7 +5,8 @@ over a lakehouse where the remap chain published and the stream ran, and
   published version, matches, quarantined records);
 - every query of the Grafana dashboard parses and returns series;
 - a stream made to fall behind (posts landing faster than it processes them) takes the
-  ``S3TMStreamFallingBehind`` rule to firing in Prometheus' own rule evaluation. The rules
+  ``S3TMStreamFallingBehind`` and ``S3TMDeliveriesLate`` rules to firing in Prometheus' own
+  rule evaluation. The rules
   are the shipped file with its durations read as seconds instead of minutes (10m -> 10s):
   the same expressions, a test that takes seconds.
 
@@ -175,6 +176,20 @@ def test_a_stream_falling_behind_fires_the_alert_and_every_dashboard_query_answe
         alerts = _until("S3TMStreamFallingBehind firing", firing)
         assert alerts[0]["labels"]["severity"] == "page"
         assert prometheus.value("max(s3tm_stream_trigger_seconds)") == 0.2
+
+        # posts wait in the backlog: the slowest deliveries take far over twice the trigger
+        def late() -> list[dict]:
+            return [
+                a
+                for a in prometheus.alerts()
+                if a["labels"]["alertname"] == "S3TMDeliveriesLate" and a["state"] == "firing"
+            ]
+
+        assert _until("S3TMDeliveriesLate firing", late)[0]["labels"]["severity"] == "ticket"
+        p99 = prometheus.value(
+            "max(histogram_quantile(0.99, rate(s3tm_stream_delivery_latency_seconds_bucket[30s])))"
+        )
+        assert p99 > 0.4
     finally:
         stop.set()
         lander.join(timeout=10)
