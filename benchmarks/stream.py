@@ -51,6 +51,7 @@ from core.formatting import format_table
 from core.learn import learn_mapping
 from core.monitor.health import RoutingHealth
 from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from core.stream.costs import MIN_BATCHES, BatchCounts, fit, relative_error
 from core.subscriptions.workloads import Workload
 from core.text import normalize
 
@@ -501,6 +502,9 @@ def run_workload(
         "busiest matcher work/post": round(float(work.max()) / max(steady_posts, 1), 2)
         if work is not None and np.ndim(work)
         else None,
+        "work/post": round(float(work.sum()) / max(steady_posts, 1), 2)
+        if work is not None and np.ndim(work)
+        else None,
         **{
             f"projected posts/s at {cores} cores": round(costs.posts_per_second(cores))
             for cores in PROJECTED_CORES
@@ -567,6 +571,8 @@ def run(options: StreamBench, inputs: StreamInputs) -> list[dict[str, Any]]:
         shutil.rmtree(root, ignore_errors=True)
     if len(routings) > 1:
         versus_routings(rows, routings, out)
+    if len(rows) >= MIN_BATCHES:
+        fit_costs(rows, out)
     header = list(rows[0])
     print("\nstreaming matcher, end to end (read JSON -> normalise -> route -> match -> Delta)")
     print(format_table(header, [[r[h] for h in header] for r in rows]))
@@ -611,3 +617,48 @@ def versus_routings(rows: list[dict[str, Any]], routings: list[str], out: Path) 
     out.mkdir(parents=True, exist_ok=True)
     write_csv(table, out / "stream_routing.csv")
     print(f"wrote {out / 'stream_routing.csv'}")
+
+
+def _counts(row: dict[str, Any]) -> BatchCounts:
+    """A run's mean steady batch as the cost model counts it."""
+    posts = float(row["posts/batch"])
+    return BatchCounts(
+        posts=int(posts),
+        copies=int(posts * float(row["spread"])),
+        work=int(posts * float(row["work/post"] or 0)),
+        matches=int(posts * float(row["matches/post"])),
+        route_seconds=float(row["route task s/batch"]),
+        match_seconds=float(row["match task s/batch"]),
+        dispatch_seconds=float(row["dispatch task s/batch"]),
+    )
+
+
+def fit_costs(rows: list[dict[str, Any]], out: Path) -> None:
+    """The stream's cost model (``core.stream.costs``) fitted to these runs' mean steady
+    batches, each run's error, and the costs (``stream_costs.csv``)."""
+    fitted = fit([_counts(r) for r in rows])
+    print(
+        f"\ncost model fitted on {fitted.batches} runs' mean batches: median error "
+        f"{100 * fitted.median_error:.1f}%, largest {100 * fitted.max_error:.1f}% "
+        "(predicted against measured task seconds)"
+    )
+    for row in rows:
+        error = relative_error(fitted.costs, _counts(row))
+        print(f"  {row['workload']} {row['routing']}: {100 * error:.1f}%")
+    costs = fitted.costs.as_dict()
+    print(
+        "  seconds per unit: "
+        + ", ".join(f"{k} {v:.3g}" for k, v in costs.items() if k != "source")
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(
+        [
+            {
+                **costs,
+                "median_error": round(fitted.median_error, 4),
+                "max_error": round(fitted.max_error, 4),
+            }
+        ],
+        out / "stream_costs.csv",
+    )
+    print(f"wrote {out / 'stream_costs.csv'}")

@@ -24,9 +24,12 @@ from core.routing.evaluate import hash_table
 from core.routing.metrics import RoutingMetrics, routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
+from core.stream.costs import StreamCosts
+from core.stream.costs import posts_per_second as stream_posts_per_second
 from spark_jobs.common import exit_process, job_entry, log
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, holdout_filter
 from spark_jobs.lake import routing_store
+from spark_jobs.lake.stream_costs import stream_costs
 from spark_jobs.lake.subscription_store import active_corpus
 
 if TYPE_CHECKING:
@@ -48,7 +51,9 @@ class MeasuredRouting(TypedDict, total=False):
     replay_timed_posts: int
     work_throughput: float  # counted work (lookups + matches) of the busiest matcher
     matcher_work: list[int]
+    matcher_copies: list[int]  # posts routed to each matcher
     matches: int
+    stream_posts_per_s: float  # the stream cost model's, a core per matcher
 
 
 class MeasuredPublished(MeasuredRouting, total=False):
@@ -70,6 +75,10 @@ class EvaluationReport(TypedDict, total=False):
     relative_work_throughput_vs_hash: float | None
     relative_model_throughput_vs_published: float | None
     relative_work_throughput_vs_published: float | None
+    # the stream's predicted speed-up (core.stream.costs), with the costs it used
+    relative_stream_throughput_vs_hash: float | None
+    relative_stream_throughput_vs_published: float | None
+    stream_costs: dict[str, float | str]
 
 
 class EvaluateSummary(EvaluationReport, total=False):
@@ -136,6 +145,7 @@ def _measure(
     subs: Corpus | None,
     placement: Placement | None,
     seed: int,
+    costs: StreamCosts,
 ) -> MeasuredRouting:
     started = time.perf_counter()
     model: RoutingMetrics = routing_metrics(route_corpus(routing, posts, seed=seed))
@@ -150,8 +160,14 @@ def _measure(
         # counted work (lookups + matches) of the busiest matcher: deterministic (the publish gate)
         result["work_throughput"] = measured.work_throughput
         # each matcher's counted work, for the run report's picture of the loads
-        result["matcher_work"] = (measured.matcher_operations + measured.matcher_matches).tolist()
+        work = measured.matcher_operations + measured.matcher_matches
+        result["matcher_work"] = work.tolist()
+        result["matcher_copies"] = list(model.loads)
         result["matches"] = measured.n_matches
+        # what the stream would do with this mapping, by the model fitted to its batches
+        result["stream_posts_per_s"] = stream_posts_per_second(
+            costs, posts.n_posts, measured.n_matches, model.loads, work
+        )
     log.info("%s: measured in %.1f s", name, time.perf_counter() - started)
     return result
 
@@ -184,13 +200,15 @@ def evaluate_version(
     report: EvaluationReport = {"posts": posts.n_posts, "day": day.isoformat() if day else None}
     cost = placement_cost(json.loads(meta["metrics"] or "{}"))
     cand_place = _placement_of(lakehouse, chosen, candidate, subs, cost) if subs else None
-    report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed)
+    costs = stream_costs(lakehouse)
+    report["stream_costs"] = costs.as_dict()
+    report["candidate"] = _measure("candidate", candidate, posts, subs, cand_place, seed, costs)
     # one routing's placement held at a time: at 10M subscriptions each is hundreds of MB
     del cand_place
     baseline = hash_table(candidate.n_matchers, candidate.subscribed_words)
     # placed as the candidate's were (the same LASP cost model): a like-for-like floor
     base_place = place_subscriptions(baseline, subs, policy="lasp", cost=cost) if subs else None
-    report["hash"] = _measure("hash routing", baseline, posts, subs, base_place, seed)
+    report["hash"] = _measure("hash routing", baseline, posts, subs, base_place, seed, costs)
     del base_place
     live = routing_store.published_version(lakehouse)
     if live is not None and live != chosen:
@@ -213,15 +231,17 @@ def evaluate_version(
                 subs if live_place else None,
                 live_place,
                 seed,
+                costs,
             ),
         )
 
     def ratio(a: MeasuredRouting, b: MeasuredRouting, key: str) -> float | None:
         if key == "model":
             return float(a["model"]["throughput"]) / float(b["model"]["throughput"])
-        if key == "work":
-            if a.get("work_throughput") and b.get("work_throughput"):
-                return a["work_throughput"] / b["work_throughput"]
+        if key in ("work", "stream"):
+            figure = "work_throughput" if key == "work" else "stream_posts_per_s"
+            if a.get(figure) and b.get(figure):
+                return float(a[figure]) / float(b[figure])  # type: ignore[literal-required]
             return None
         if "replay_posts_per_s" in a and "replay_posts_per_s" in b:
             return a["replay_posts_per_s"] / b["replay_posts_per_s"]
@@ -234,7 +254,13 @@ def evaluate_version(
         report["candidate"], report["hash"], "replay"
     )
     report["relative_work_throughput_vs_hash"] = ratio(report["candidate"], report["hash"], "work")
+    report["relative_stream_throughput_vs_hash"] = ratio(
+        report["candidate"], report["hash"], "stream"
+    )
     if "published" in report:
+        report["relative_stream_throughput_vs_published"] = ratio(
+            report["candidate"], report["published"], "stream"
+        )
         report["relative_model_throughput_vs_published"] = ratio(
             report["candidate"], report["published"], "model"
         )

@@ -4,11 +4,12 @@
 published version and retires the previous one, in ONE Delta commit on
 ``routing.versions``. With ``--margin m`` it publishes only if the candidate's throughput
 is at least (1 + m) x the published version's on the same held-out posts (as ``evaluate``
-recorded), and otherwise keeps the current version and says why. Throughput is by counted
-work (posts / the busiest matcher's trie lookups plus matches emitted in the replay:
-deterministic, and it sees that a matcher's cost grows with the subscriptions a post meets
-there) when both versions could be replayed with the subscriptions, else by the model
-(|P| / max load).
+recorded), and otherwise keeps the current version and says why. Throughput is the
+stream's, as its cost model predicts it on a cluster with a core per matcher
+(``core.stream.costs``: per post, per routed copy, per lookup and match on the busiest
+matcher, per match dispatched), when both versions could be replayed with the
+subscriptions; else counted work (posts / the busiest matcher's lookups plus matches);
+else the posts-only model (|P| / max load).
 ``rollback VERSION`` publishes an older version again.
 """
 
@@ -129,8 +130,11 @@ def _gate(
     published, the candidate faces hash (which the stream routes by meanwhile) with the
     same margin and basis as it would face a published version."""
     against: Literal["published", "hash"] = "published" if current is not None else "hash"
-    basis = "counted work"
-    gain = evaluation.get(f"relative_work_throughput_vs_{against}")
+    # the stream's predicted posts/s first (it prices copies as well as the busiest
+    # matcher), then counted work, then the posts-only model: the best basis evaluated
+    basis, gain = "stream model", evaluation.get(f"relative_stream_throughput_vs_{against}")
+    if gain is None:
+        basis, gain = "counted work", evaluation.get(f"relative_work_throughput_vs_{against}")
     if gain is None:
         basis, gain = "model", evaluation.get(f"relative_model_throughput_vs_{against}")
     if gain is None:
@@ -211,10 +215,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
-    """The versions as a table. The headline is each version's throughput against hash
-    routing by counted matcher work (index lookups + matches, on the held-out posts at
-    evaluation): the measure the publish gate decides by. ``details`` adds spread,
-    imbalance, the posts-only model and the timed replay."""
+    """The versions as a table. The headline is each version's predicted stream speed-up
+    against hash routing (the stream's cost model on the held-out posts at evaluation: the
+    measure the publish gate decides by), with counted matcher work (index lookups +
+    matches) beside it. ``details`` adds spread, imbalance, the posts-only model and the
+    timed replay."""
     from core.formatting import format_table
 
     def figure(value: object, missing: str) -> object:
@@ -239,6 +244,7 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
             params.get("label", v["algorithm"]),
             v["n_matchers"],
             v["status"],
+            figure(evaluation.get("relative_stream_throughput_vs_hash"), str(work)),
             figure(evaluation.get("relative_work_throughput_vs_hash"), str(work)),
         ]
         extra = [
@@ -250,7 +256,7 @@ def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
         rows.append(
             [*headline, *(extra if details else []), v["created_at"].strftime("%Y-%m-%d %H:%M")]
         )
-    header = ["version", "algorithm", "N", "status", "x hash (matcher work)"]
+    header = ["version", "algorithm", "N", "status", "x hash (stream)", "x hash (matcher work)"]
     if details:
         header += ["spread", "imbalance", "x hash (model)", "x hash (replay)"]
     table = format_table([*header, "created"], rows)

@@ -220,10 +220,11 @@ def test_remap_end_to_end_with_airflow_dags_test(demo):
     report = reports[-1].read_text()
     assert "below the required" in report
     assert "full remap (--no-incremental)" in report  # hash cannot refine incrementally
-    # the demo registered subscriptions: the gate counted the matchers' work on them (the
-    # posts-only model's gate is tests/spark_jobs/jobs/test_publish_gate.py's)
-    assert "(counted work)" in report
-    assert f"Published: version {first}, x" in report and "by matcher work" in report
+    # the demo registered subscriptions: the gate judged by the stream's cost model over
+    # the matchers' counted work on them (the other bases' gates are
+    # tests/spark_jobs/jobs/test_publish_gate.py's), matcher work beside it
+    assert "(stream model)" in report
+    assert f"Published: version {first}, the stream x" in report and "by matcher work" in report
     page = sorted((lakehouse / "reports").glob("remap-*.html"))[-1].read_text()
     assert "below the required" in page  # the same report as a page
 

@@ -76,8 +76,13 @@ def evaluation_table(evaluation: Mapping[str, Any]) -> list[str]:
     ]
     ratios = []
     for key, text in (
+        ("relative_stream_throughput_vs_hash", "by the stream's model against hash routing"),
         ("relative_work_throughput_vs_hash", "by matcher work against hash routing"),
         ("relative_model_throughput_vs_hash", "by the posts-only model against hash routing"),
+        (
+            "relative_stream_throughput_vs_published",
+            "by the stream's model against the published version",
+        ),
         ("relative_work_throughput_vs_published", "by matcher work against the published version"),
         ("relative_model_throughput_vs_published", "by the model against the published version"),
     ):

@@ -171,14 +171,21 @@ def _published_row(rows: list[VersionRow]) -> VersionRow | None:
 
 
 def headline(rows: list[VersionRow]) -> str:
-    """The report's first line: the published version against hash routing, by matcher
-    work (the measure the gate and the monitor use), or why there is none."""
+    """The report's first line: the published version against hash routing, by the
+    stream's predicted speed-up (the gate's measure) with matcher work beside it, or why
+    there is none."""
     live = _published_row(rows)
     if live is None:
         return "No version is published."
     evaluation = json.loads(live["metrics"] or "{}").get("evaluation", {})
+    stream = evaluation.get("relative_stream_throughput_vs_hash")
     work = evaluation.get("relative_work_throughput_vs_hash")
     version = live["routing_version"]
+    if stream is not None and work is not None:
+        return (
+            f"Published: version {version}, the stream x{stream:.2f} of hash routing "
+            f"(predicted), x{work:.2f} by matcher work."
+        )
     if work is not None:
         return f"Published: version {version}, x{work:.2f} of hash routing, by matcher work."
     model = evaluation.get("relative_model_throughput_vs_hash")

@@ -14,6 +14,7 @@ from pyspark.sql import Row
 
 from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import InputDataError, InvalidArgumentError
+from core.stream.costs import DEFAULT_COSTS, posts_per_second
 from core.text import normalize
 from schemas import table
 from spark_jobs.jobs import evaluate, graph, learn, normalise, place, publish
@@ -202,14 +203,31 @@ def test_chain_publishes_then_margin_and_rollback(lakehouse, tmp_path, capsys):
     assert publish.validate_version(lakehouse, 2)["success"]
     outcome = publish.publish(lakehouse, 2, margin=0.05)
     assert outcome["changed"] is False and "below the required" in outcome["reason"]
-    # with subscriptions both versions were replayed: the gate went by counted trie work,
-    # and the model's figure stands beside it
+    # with subscriptions both versions were replayed: the gate went by the stream's cost
+    # model over their counts, and counted work and the posts-only model stand beside it
     second = json.loads(versions(lakehouse)[1]["metrics"])["evaluation"]
-    assert outcome["basis"] == "counted work"
-    assert second["relative_work_throughput_vs_published"] < 1.05
-    # the figures the gate read: the posts over the busiest matcher's counted work, and the
-    # model's throughput over the published version's
+    assert outcome["basis"] == "stream model"
+    assert second["relative_stream_throughput_vs_published"] < 1.05
+    # the figures the gate read: the stream's predicted posts/s of each mapping, from its
+    # copies and counted work per matcher (no stream ran here: the model's defaults)
     candidate, published = second["candidate"], second["published"]
+    assert second["stream_costs"]["source"] == "defaults"
+    for measured in (candidate, published):
+        assert measured["stream_posts_per_s"] == pytest.approx(
+            posts_per_second(
+                DEFAULT_COSTS,
+                second["posts"],
+                measured["matches"],
+                measured["matcher_copies"],
+                measured["matcher_work"],
+            )
+        )
+        assert sum(measured["matcher_copies"]) == pytest.approx(
+            measured["model"]["spread"] * second["posts"]
+        )
+    assert second["relative_stream_throughput_vs_published"] == pytest.approx(
+        candidate["stream_posts_per_s"] / published["stream_posts_per_s"]
+    )
     assert candidate["work_throughput"] == pytest.approx(
         second["posts"] / max(candidate["matcher_work"])
     )

@@ -1,11 +1,14 @@
-"""The publish gate judges by counted matcher work, as the monitor does: a candidate whose
-posts-only model improves while its counted work gets worse is kept out (delta-rs only)."""
+"""The publish gate judges by the stream's cost model first, then counted matcher work, then
+the posts-only model: a candidate that wins on counted work but loses on the stream's
+model is kept out, as is one whose posts-only model improves while its counted work gets
+worse (delta-rs only)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 
+from core.stream.costs import StreamCosts, posts_per_second
 from spark_jobs.jobs.publish import publish
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import add_version, published_version
@@ -20,6 +23,47 @@ def _version(number: int, status: str, evaluation: dict | None = None):
         "validation": None, "status": status, "created_at": now,
         "published_at": now if status == "published" else None, "retired_at": None,
     }  # fmt: skip
+
+
+def test_a_version_that_wins_on_counted_work_but_loses_on_the_stream_is_kept_out(
+    tmp_path,
+) -> None:
+    """The candidate balances its matchers (its busiest does 20% less work) by sending
+    each post to twice as many of them; where a routed copy costs more than the work it
+    balances, the stream's model says the stream gets slower, and the gate keeps it out."""
+    costs = StreamCosts(
+        per_post=1e-6, per_copy_route=0.5e-6, per_copy_match=0.2e-6, per_work=0.02e-6,
+        per_match=0.1e-6,
+    )  # fmt: skip
+    posts, matches = 100_000, 700_000
+    # the published mapping: 4 matchers, spread 2 (200k copies), the busiest 1.5M work
+    published = ([60_000, 50_000, 50_000, 40_000], [1_500_000, 1_200_000, 1_100_000, 1_000_000])
+    # the candidate: spread 4 (400k copies), the busiest 1.2M work
+    candidate = ([100_000] * 4, [1_200_000, 1_150_000, 1_150_000, 1_100_000])
+    by_work = max(published[1]) / max(candidate[1])
+    by_stream = posts_per_second(costs, posts, matches, *candidate) / posts_per_second(
+        costs, posts, matches, *published
+    )
+    assert by_work > 1.2 and by_stream < 0.9  # the two measures disagree
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, _version(1, "published"))
+    evaluation = {
+        "relative_work_throughput_vs_published": by_work,
+        "relative_stream_throughput_vs_published": by_stream,
+    }
+    add_version(lakehouse, _version(2, "validated", evaluation))
+    kept = publish(lakehouse, 2, margin=0.05)
+    assert kept["changed"] is False and kept["basis"] == "stream model"
+    assert kept["reason"].startswith("candidate throughput (stream model) x0.")
+    assert published_version(lakehouse) == 1
+    # cheap copies: the same candidate wins on the stream too, and is published
+    cheap = StreamCosts(1e-6, 0.01e-6, 0.01e-6, 0.02e-6, 0.1e-6)
+    evaluation["relative_stream_throughput_vs_published"] = posts_per_second(
+        cheap, posts, matches, *candidate
+    ) / posts_per_second(cheap, posts, matches, *published)
+    assert evaluation["relative_stream_throughput_vs_published"] > 1.05
+    add_version(lakehouse, _version(3, "validated", evaluation))
+    assert publish(lakehouse, 3, margin=0.05)["changed"] is True
 
 
 def test_a_better_model_with_worse_counted_work_is_not_published(tmp_path) -> None:
