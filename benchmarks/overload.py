@@ -45,6 +45,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
+from core.stream.latency import pooled_quantiles
 from core.text import normalize
 
 if TYPE_CHECKING:
@@ -326,7 +327,9 @@ def run_mode(
                 "dispatch_task_s": round(figure.seconds_dispatch, 3),
                 "spark_s": round(figure.seconds_spark, 3),
                 "commit_s": round(figure.seconds_commit, 3),
+                "latency_p99_s": figure.latency_p99,
                 "_post_matches": post_matches,  # for the oracle; not written
+                "_latency": (committed.latency_ages or {}, committed.latency_after_stamp),
             }
         )
     shutil.rmtree(landing, ignore_errors=True)
@@ -371,6 +374,11 @@ def summarise(
     half = len(backlog) // 2
     processed = sum(r["posts"] for r in rows)
     taken = processed + sum(r["dropped_posts"] for r in rows)
+    # post-to-delivery latency over every steady delivery (core.stream.latency)
+    latency = pooled_quantiles([r.pop("_latency", ({}, 0.0)) for r in steady], (0.5, 0.95, 0.99))
+    for row in rows:
+        row.pop("_latency", None)
+    p50, p95, p99 = latency if latency is not None else (None, None, None)
     return {
         "factor": rows[0]["factor"],
         "shedding": rows[0]["shedding"],
@@ -389,6 +397,10 @@ def summarise(
         "posts dropped": taken - processed,
         "dropped share": round((taken - processed) / taken, 3) if taken else 0.0,
         "processed / capacity": round(processed / (capacity * duration), 3),
+        "latency p50 s": p50,
+        "latency p95 s": p95,
+        "latency p99 s": p99,
+        "p99 latency / trigger": round(p99 / trigger, 2) if p99 is not None else None,
     }
 
 
@@ -528,22 +540,29 @@ def run(options: StreamBench, inputs: StreamInputs, factors: list[float]) -> lis
                 "capacity posts/s": round(capacity),
             }
         )
+    # under capacity (every factor below 1) the figure is the delivery latency at each load
+    under = all(f < 1 for f in factors)
     header = list(summary[0])
-    print(f"\nstreaming matcher above its capacity ({workload}-based, N={nodes})")
+    where = "under" if under else "above"
+    print(f"\nstreaming matcher {where} its capacity ({workload}-based, N={nodes})")
     print(format_table(header, [[r[h] for h in header] for r in summary]))
     out.mkdir(parents=True, exist_ok=True)
     suffix = "" if source == "files" else f"_{source}"
-    write_csv(rows, out / f"stream_overload{suffix}.csv")
-    write_csv(summary, out / f"stream_overload_summary{suffix}.csv")
+    name = f"stream_latency{suffix}" if under else f"stream_overload{suffix}"
+    # per batch, and the summary per factor and rule
+    write_csv(rows, out / (f"stream_latency_batches{suffix}.csv" if under else f"{name}.csv"))
+    summary_csv = out / (f"{name}.csv" if under else f"stream_overload_summary{suffix}.csv")
+    write_csv(summary, summary_csv)
+    panels = (
+        ["latency p50 s", "latency p95 s", "latency p99 s", "p99 latency / trigger"]
+        if under
+        else ["accuracy", "processed / capacity", "p95 / trigger", "post delay p95 s"]
+    )
     plot_panels(
-        summary, x="factor",
-        panels=["accuracy", "processed / capacity", "p95 / trigger", "post delay p95 s"],
-        group_by="shedding", split_by="workload", path=out / f"stream_overload{suffix}.png",
-        title=f"Streaming matcher fed above its capacity ({workload}-based, N={nodes})",
+        summary, x="factor", panels=panels, group_by="shedding", split_by="workload",
+        path=out / f"{name}.png",
+        title=f"Streaming matcher fed at factors of its capacity ({workload}-based, N={nodes})",
         log_x=False,
     )  # fmt: skip
-    print(
-        f"wrote {out / f'stream_overload_summary{suffix}.csv'} and "
-        f"{out / f'stream_overload{suffix}.png'}"
-    )
+    print(f"wrote {summary_csv} and {out / f'{name}.png'}")
     return summary

@@ -97,3 +97,27 @@ def latency_sum(histogram: Mapping[int, int], after_start: float) -> float:
         return 0.0
     ages, counts = _ages_and_counts(histogram)
     return float(np.sum((ages + after_start) * counts))
+
+
+def pooled_quantiles(
+    samples: Sequence[tuple[Mapping[int, int], float]], quantiles: Sequence[float]
+) -> list[float] | None:
+    """Latency quantiles over several batches' deliveries: each batch's age histogram with
+    its own seconds from start to commit (``(histogram, after_start)`` pairs)."""
+    values, counts = [], []
+    for histogram, after_start in samples:
+        if histogram:
+            ages, per_bucket = _ages_and_counts(histogram)
+            values.append(ages + after_start)
+            counts.append(per_bucket)
+    if not values:
+        return None
+    if any(not 0 <= q <= 1 for q in quantiles):
+        raise InvalidArgumentError("quantiles lie in [0, 1]")
+    latency = np.concatenate(values)
+    weight = np.concatenate(counts)
+    order = np.argsort(latency, kind="stable")
+    latency, cumulative = latency[order], np.cumsum(weight[order])
+    total = int(cumulative[-1])
+    ranks = [max(1, int(np.ceil(q * total))) for q in quantiles]
+    return [round(float(latency[i]), 4) for i in np.searchsorted(cumulative, ranks)]

@@ -125,21 +125,37 @@ class LockTimeout(InvalidArgumentError):
     """A lakehouse lock stayed held by another process for longer than the wait allowed."""
 
 
+class LockLost(InvalidArgumentError):
+    """A lakehouse lock's lease was taken over while its holder still held it (a renewal
+    found it replaced): what the holder wrote meanwhile may interleave with another's."""
+
+
 def object_lock(
-    location: str, *, lease_seconds: float = 600.0, wait_seconds: float = 900.0
+    location: str,
+    *,
+    lease_seconds: float = 600.0,
+    wait_seconds: float = 900.0,
+    renew_seconds: float | None = None,
 ) -> contextlib.AbstractContextManager[None]:
     """An exclusive lease on the object ``location`` (``s3://bucket/key``), as a context
     manager: created with a conditional put (If-None-Match: *), so exactly one of several
-    processes on any machines creates it; deleted on exit. A holder that died leaves a
+    processes on any machines creates it; deleted on exit.
+
+    While it is held a thread renews it every ``renew_seconds`` (a third of the lease by
+    default) with a conditional put on the lease it last wrote (If-Match: its ETag), so a
+    holder that runs longer than ``lease_seconds`` keeps it. A holder that died leaves a
     lease that expires after ``lease_seconds``; the next process takes it over by
-    overwriting that expired lease conditionally (If-Match: its ETag), so of several
-    processes that saw it expire exactly one takes it: deleting it first and creating a
-    new one let a slower contender delete the winner's fresh lease and hold it too.
+    overwriting that expired lease conditionally (If-Match), so of several processes that
+    saw it expire exactly one takes it. The release deletes the lease only if it is still
+    the one this holder wrote (a conditional delete, If-Match): never a lease another
+    process took over.
 
     Raises:
         LockTimeout: when the lease could not be taken within ``wait_seconds``.
+        LockLost: on exit, when a renewal found the lease taken over while it was held.
     """
     import json
+    import threading
     import time
     import uuid
 
@@ -149,32 +165,37 @@ def object_lock(
     bucket, _, key = arrow_uri(location).split("://", 1)[1].partition("/")
     client = boto3.client("s3")  # endpoint and credentials from the AWS_* environment
     owner = uuid.uuid4().hex
+    every = renew_seconds if renew_seconds is not None else lease_seconds / 3
 
-    @contextlib.contextmanager
-    def held() -> Iterator[None]:
+    def lease() -> bytes:
+        return json.dumps({"owner": owner, "expires": time.time() + lease_seconds}).encode()
+
+    def lost_race(err: ClientError) -> bool:
+        return err.response.get("Error", {}).get("Code", "") in _LOST_RACE
+
+    def take() -> str:
+        """Wait for the lease; its ETag once this process holds it."""
         deadline = time.monotonic() + wait_seconds
         pause = 0.05
         while True:
-            body = json.dumps({"owner": owner, "expires": time.time() + lease_seconds})
             try:
-                client.put_object(Bucket=bucket, Key=key, Body=body.encode(), IfNoneMatch="*")
-                break
+                return str(
+                    client.put_object(Bucket=bucket, Key=key, Body=lease(), IfNoneMatch="*")["ETag"]
+                )
             except ClientError as err:
-                code = err.response.get("Error", {}).get("Code", "")
-                if code not in _LOST_RACE:
+                if not lost_race(err):
                     raise
             try:
                 found = client.get_object(Bucket=bucket, Key=key)
                 current = json.loads(found["Body"].read())
                 if float(current.get("expires", 0)) < time.time():  # its holder died
                     # ours only if nobody replaced the expired lease since we read it
-                    client.put_object(
-                        Bucket=bucket, Key=key, Body=body.encode(), IfMatch=found["ETag"]
+                    put = client.put_object(
+                        Bucket=bucket, Key=key, Body=lease(), IfMatch=found["ETag"]
                     )
-                    break
+                    return str(put["ETag"])
             except ClientError as err:
-                code = err.response.get("Error", {}).get("Code", "")
-                if code not in _LOST_RACE:
+                if not lost_race(err):
                     raise
                 continue  # released, or taken over, since we read it: try again at once
             if time.monotonic() > deadline:
@@ -183,12 +204,38 @@ def object_lock(
                 )
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        state = {"etag": take(), "lost": ""}
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(every):
+                try:
+                    put = client.put_object(
+                        Bucket=bucket, Key=key, Body=lease(), IfMatch=state["etag"]
+                    )
+                    state["etag"] = str(put["ETag"])
+                except ClientError as err:
+                    if lost_race(err):
+                        state["lost"] = f"lock {location}: the lease was taken over while held"
+                        return
+                    # a failed renewal is retried at the next turn: the lease still runs
+                    continue
+
+        renewer = threading.Thread(target=renew, name=f"lease {key}", daemon=True)
+        renewer.start()
         try:
             yield
         finally:
-            with contextlib.suppress(ClientError):
-                current = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-                if current.get("owner") == owner:
-                    client.delete_object(Bucket=bucket, Key=key)
+            done.set()
+            renewer.join()
+            if not state["lost"]:
+                # only the lease this holder wrote: a lease taken over stays
+                with contextlib.suppress(ClientError):
+                    client.delete_object(Bucket=bucket, Key=key, IfMatch=state["etag"])
+        if state["lost"]:
+            raise LockLost(state["lost"])
 
     return held()

@@ -240,6 +240,10 @@ class CommittedBatch:
     skipped_commits: list[str]
     figures: BatchFigures
     memory: SubscriptionMemory | None = None
+    # the deliveries' ages at the batch's stamp and the seconds from it to the commit
+    # (core.stream.latency.pooled_quantiles pools batches): benchmarks read them
+    latency_ages: dict[int, int] | None = None
+    latency_after_stamp: float = 0.0
 
 
 class BatchLog:

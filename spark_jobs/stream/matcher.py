@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from core.errors import InputDataError
 from core.shedding.policy import Backlog, StreamShedding
+from core.stream.latency import merge
 from core.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
 from core.stream.snapshot import MatcherSnapshot
 from schemas import table
@@ -283,9 +284,10 @@ class StreamMatcher:
             batch_id,
             [n for n in notes if n["kind"] != "quarantine"],
         )
+        clock = BatchClock(started, synced, computed, committed, stamped)
         figures = BatchFigures.of(
             BatchNotes(snapshot.n_matchers, route, match, dispatch, len(quarantined)),
-            BatchClock(started, synced, computed, committed, stamped),
+            clock,
             subscriptions=len(self.state.placement or ()),
             shedding=bool(plan.shedding_level),
         )
@@ -308,6 +310,8 @@ class StreamMatcher:
                 skipped_commits=[n for n, w in written.items() if w.skipped],
                 figures=figures,
                 memory=self._memory(snapshot, route, match),
+                latency_ages=merge([n.get("latency_ages", {}) for n in dispatch]),
+                latency_after_stamp=clock.after_stamp,
             )
         )
         log.info(

@@ -18,6 +18,9 @@ BATCH_COLUMNS = (
     ("posts", "posts"),
     ("matches", "matches"),
     ("seconds", "seconds_total"),
+    ("slowest matcher s", "seconds_match_slowest"),
+    ("latency p50 s", "latency_p50"),
+    ("latency p99 s", "latency_p99"),
     ("shedding level", "shedding_level"),
     ("backlog", "backlog_posts"),
 )

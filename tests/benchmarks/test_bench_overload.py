@@ -14,6 +14,7 @@ from benchmarks.overload import (
     summarise,
 )
 from core.errors import InputDataError
+from core.stream.latency import age_histogram
 
 
 def _row(batch: int, posts: int, dropped: int, matches: int, truth: list[int]) -> dict:
@@ -40,6 +41,26 @@ def test_summary_counts_processed_posts_against_capacity() -> None:
     assert got["dropped share"] == 0.5
     assert got["accuracy"] == pytest.approx(150 / 600)
     assert got["p95 / trigger"] == 0.4
+    assert got["latency p99 s"] is None  # no delivery carried an arrival time
+
+
+def test_summary_pools_the_steady_batches_delivery_latency() -> None:
+    rows = [_row(b, 100, 0, 50, [1] * 100) for b in range(3)]
+    # warm-up batch 0 (left out): 10 s; batch 1: 99 deliveries 0.2 s old at its stamp and
+    # committed 0.5 s later; batch 2: one delivery 10 s old, committed 1 s after its stamp
+    rows[0]["_latency"] = (age_histogram(np.full(5, 10_000.0)), 0.0)
+    rows[1]["_latency"] = (age_histogram(np.full(99, 200.0)), 0.5)
+    rows[2]["_latency"] = (age_histogram(np.array([10_000.0])), 1.0)
+    got = summarise(rows, trigger=5.0, warmup=1, capacity=40.0, duration=10.0)
+    assert got["latency p50 s"] == pytest.approx(0.7, rel=0.01)
+    assert got["latency p95 s"] == pytest.approx(0.7, rel=0.01)
+    assert got["latency p99 s"] == pytest.approx(0.7, rel=0.01)  # the 99th of 100
+    assert all("_latency" not in r for r in rows)  # not written to the CSV
+    rows = [_row(b, 100, 0, 50, [1] * 100) for b in range(2)]
+    rows[1]["_latency"] = (age_histogram(np.array([200.0] * 98 + [10_000.0] * 2)), 1.0)
+    got = summarise(rows, trigger=5.0, warmup=1, capacity=40.0, duration=10.0)
+    assert got["latency p99 s"] == pytest.approx(11.0, rel=0.01)
+    assert got["p99 latency / trigger"] == pytest.approx(2.2, rel=0.01)
 
 
 def test_modes_name_the_runs() -> None:

@@ -200,6 +200,94 @@ def test_two_processes_that_see_a_lease_expire_take_it_over_one_at_a_time(s3_roo
     assert sorted(held) == [0, 1] and most[0] == 1
 
 
+def _lease(s3_root: str) -> dict | None:
+    import boto3
+
+    key = storage.join(s3_root, "_locks", "t.lock").split(f"{BUCKET}/", 1)[1]
+    try:
+        return json.loads(boto3.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    except boto3.client("s3").exceptions.NoSuchKey:
+        return None
+
+
+def test_a_holder_past_its_lease_keeps_it_while_it_renews(s3_root):
+    """The first holder runs 2.5 leases; its renewals keep the second out until it leaves."""
+    location = storage.join(s3_root, "_locks", "t.lock")
+    events: list[tuple[str, float]] = []
+    first_in = threading.Event()
+
+    def first() -> None:
+        with storage.object_lock(location, lease_seconds=1.0, renew_seconds=0.2):
+            events.append(("first in", time.monotonic()))
+            first_in.set()
+            time.sleep(2.5)
+            events.append(("first out", time.monotonic()))
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert first_in.wait(30)
+    with storage.object_lock(location, lease_seconds=1.0, wait_seconds=30):
+        events.append(("second in", time.monotonic()))
+    holder.join(30)
+    assert [e for e, _ in events] == ["first in", "first out", "second in"]
+    assert _lease(s3_root) is None  # released
+
+
+def test_the_release_never_deletes_a_lease_another_process_took(s3_root):
+    """A holder that stalled past its lease (no renewal in time) finds it taken over: its
+    release leaves the new holder's lease, and its exit says the lock was lost."""
+    location = storage.join(s3_root, "_locks", "t.lock")
+    taken = threading.Event()
+    second_owner: list[str] = []
+
+    def second() -> None:
+        with storage.object_lock(location, lease_seconds=60, wait_seconds=30):
+            second_owner.append(_lease(s3_root)["owner"])
+            taken.set()
+            time.sleep(1.5)
+
+    contender = threading.Thread(target=second)
+    with (
+        pytest.raises(storage.LockLost, match="taken over"),
+        storage.object_lock(location, lease_seconds=0.3, renew_seconds=1.0),
+    ):
+        contender.start()  # waits out the 0.3 s lease, then takes it over
+        assert taken.wait(30)
+        time.sleep(0.8)  # the first holder's renewal finds the lease replaced
+    # the second holder still holds its lease: the first one's release did not delete it
+    assert _lease(s3_root)["owner"] == second_owner[0]
+    contender.join(30)
+    assert _lease(s3_root) is None
+
+
+def test_a_lease_taken_over_at_the_release_is_not_deleted(s3_root, monkeypatch):
+    """Another process takes the lease over just as its holder releases it (between a read
+    and a delete, for a release that reads first): the release is conditional on the lease
+    its holder wrote, so the new holder's lease stays."""
+    import boto3
+
+    key = storage.join(s3_root, "_locks", "t.lock").split(f"{BUCKET}/", 1)[1]
+    theirs = json.dumps({"owner": "other", "expires": time.time() + 600}).encode()
+    make_client = boto3.client
+
+    class TakenOverAtRelease:
+        def __init__(self, client):
+            self.client = client
+
+        def delete_object(self, **kwargs):
+            make_client("s3").put_object(Bucket=BUCKET, Key=key, Body=theirs)
+            return self.client.delete_object(**kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: TakenOverAtRelease(make_client(*a, **k)))
+    with storage.object_lock(storage.join(s3_root, "_locks", "t.lock")):
+        pass
+    monkeypatch.setattr(boto3, "client", make_client)
+    assert _lease(s3_root) == json.loads(theirs)
+
+
 def test_s3tm_sql_reads_an_s3_lakehouse(s3_root):
     lake = Lakehouse(None, s3_root, engine="rs")
     add_subscriptions(lake, ["storm warning", "cup final", "storm"], "alice")

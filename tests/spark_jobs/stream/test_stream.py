@@ -378,10 +378,14 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     lines = capsys.readouterr().out.splitlines()
     assert not any(line.startswith("{") for line in lines)
     header = next(k for k, line in enumerate(lines) if line.startswith("batch "))
-    for column in ("version", "posts", "matches", "seconds", "shedding level", "backlog"):
+    for column in (
+        "version", "posts", "matches", "seconds", "slowest matcher s", "latency p99 s",
+        "shedding level", "backlog",
+    ):  # fmt: skip
         assert column in lines[header]
     table = [line.split() for line in lines[header + 2 : header + 4]]
     assert [(r[0], r[2]) for r in table] == [("0", "200"), ("1", "200")]
+    assert all("-" not in r[4:8] for r in table)  # the slowest matcher and latencies known
     # the rows behind it with --json
     assert stream.run(StreamCommand("status", StreamConfig(), last=5, as_json=True), lakehouse) == 0
     lines = capsys.readouterr().out.splitlines()
