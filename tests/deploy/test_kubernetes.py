@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.kustomized import rendered, spark_defaults, task_pod
+from tests.deploy.kustomized import conf_settings, rendered, spark_defaults, task_pod
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "infra" / "k8s"
@@ -155,6 +155,11 @@ def test_rendered_overlays_are_valid_and_sized(overlay):
     assert overhead >= (1.2 if overlay == "prod" else 0.5) * app["executor"]["cores"], app
     defaults = by_kind[("ConfigMap", "s3tm-spark-defaults")]["data"]["spark-defaults.conf"]
     assert "spark.executor.memoryOverhead" in defaults
+    # no S3A committer named, as the image's own settings name none (Delta's commit
+    # protocol writes s3a:// without Hadoop's output committers)
+    image = (REPO / "docker" / "spark-defaults.conf").read_text()
+    assert "fs.s3a.committer" not in defaults and "fs.s3a.committer" not in str(app)
+    assert "fs.s3a.committer.name" not in conf_settings(image)
 
 
 def _gib(size: str) -> float:
