@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import threading
 import time
@@ -111,6 +112,9 @@ class Producer(threading.Thread):
             due = started + k * self.every
             time.sleep(max(0.0, due - time.monotonic()))
             self.late = max(self.late, time.monotonic() - due)
+            # written now, as a producer writes then renames: the file's time is when its
+            # posts arrived (the stream's delivery latency counts from it)
+            os.utime(self.staging / name)
             (self.staging / name).rename(self.landing / name)
 
 

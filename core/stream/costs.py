@@ -61,15 +61,16 @@ class StreamCosts:
         }
 
 
-# Fitted by `s3tm bench stream --routing hash,salb --workloads tweet,topic` (its "cost
-# model" lines) on the 2-core VM, 2026-12-07: used until a stream has run long enough here
-# to fit its own (MIN_BATCHES steady batches).
+# Fitted by `s3tm bench stream --workloads tweet,topic --routing hash,salb2 --runs 2` (its
+# "cost model" lines, docs/bench/stream_costs.csv: median error 2.6%, largest 8.7%) on the
+# 2-core AMD EPYC VM, 2026-12-07: used until a stream has run long enough here to fit its
+# own (MIN_BATCHES steady batches of two routing versions).
 DEFAULT_COSTS = StreamCosts(
-    per_post=1.6e-6,
-    per_copy_route=0.25e-6,
-    per_copy_match=0.15e-6,
-    per_work=0.035e-6,
-    per_match=0.15e-6,
+    per_post=2.97e-6,
+    per_copy_route=0.0,
+    per_copy_match=0.158e-6,
+    per_work=0.0347e-6,
+    per_match=0.321e-6,
 )
 MIN_BATCHES = 6  # steady batches a fit needs (each stage has two unknowns)
 

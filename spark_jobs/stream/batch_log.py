@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from core.errors import InputDataError
 from core.stream.latency import bucket_counts, latency_quantiles, latency_sum, merge
-from core.stream.notes import DispatchNote, MatchNote, RouteNote
+from core.stream.notes import DispatchNote, MatchNote, QuarantineNote, RouteNote, TaskNote
 from schemas import table
 from spark_jobs.lake.routing_store import now_utc
 
@@ -184,13 +184,28 @@ def slowest_matcher_seconds(match: Sequence[MatchNote]) -> float | None:
 
 @dataclass(frozen=True)
 class BatchNotes:
-    """A batch's task notes by kind (the quarantined records counted)."""
+    """A batch's task notes by kind: the tasks' figures and the quarantined records."""
 
     n_matchers: int
     route: list[RouteNote]
     match: list[MatchNote]
     dispatch: list[DispatchNote]
-    quarantined: int = 0
+    quarantine: list[QuarantineNote] = dataclasses.field(default_factory=list)
+
+    @property
+    def quarantined(self) -> int:
+        return len(self.quarantine)
+
+    @classmethod
+    def of(cls, n_matchers: int, notes: Sequence[TaskNote]) -> BatchNotes:
+        """The notes a batch's job returned, sorted by kind (warm-up notes left out)."""
+        return cls(
+            n_matchers,
+            [n for n in notes if n["kind"] == "route"],
+            [n for n in notes if n["kind"] == "match"],
+            [n for n in notes if n["kind"] == "dispatch"],
+            [n for n in notes if n["kind"] == "quarantine"],
+        )
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from core.shedding.plan import ShedPlan
     from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.table_files import WriteResult
 
 NOTHING_TO_ROUTE_BY = (
     "no routing version in force: run the remap DAG (it publishes a version, or the stream "
@@ -217,6 +219,7 @@ class StreamMatcher:
             self._batch(posts, batch_id)
 
     def _batch(self, posts: DataFrame, batch_id: int) -> None:
+        """plan -> sync -> shed -> match (one Spark job) -> commit -> record."""
         started = time.perf_counter()
         failpoints.crash_driver("before-plan", batch_id)
         plan = self.plan(batch_id)
@@ -232,9 +235,30 @@ class StreamMatcher:
             replayed=plan.replayed,
         )
         synced = time.perf_counter()
-        lake, app = self.lakehouse, self.app_id
         now, stamped = now_utc(), time.perf_counter()
-        staging = {name: lake.staging_dir(name) for name in self.outputs}
+        staging = {name: self.lakehouse.staging_dir(name) for name in self.outputs}
+        notes = self._match(posts, snapshot, shed_plan, batch_id, now, staging)
+        computed = time.perf_counter()
+        failpoints.crash_driver("after-dispatch", batch_id)
+        written = self._commit(staging, batch_id)
+        if notes.quarantine:
+            self._quarantine(notes.quarantine, batch_id, now)
+        failpoints.crash_driver("after-quarantine", batch_id)
+        clock = BatchClock(started, synced, computed, time.perf_counter(), stamped)
+        self._record(plan, snapshot, notes, clock, written)
+        if self.warm and not plan.replayed:
+            self.prefetch()
+
+    def _match(
+        self,
+        posts: DataFrame,
+        snapshot: MatcherSnapshot,
+        shed_plan: ShedPlan,
+        batch_id: int,
+        now: dt.datetime,
+        staging: dict[str, str],
+    ) -> BatchNotes:
+        """The batch's one Spark job (route, match, dispatch); its task notes by kind."""
         assert self.state.broadcast is not None
         # named in the Spark UI and the event log (the streaming batch's own name is put back)
         context = posts.sparkSession.sparkContext
@@ -243,24 +267,19 @@ class StreamMatcher:
             f"{DISPATCH_JOB}: batch {batch_id}, routing version {snapshot.routing_version}"
         )
         try:
-            notes: list[TaskNote] = [
-                json.loads(row["note"])
-                for row in self.pipeline.dispatched(
-                    posts,
-                    snapshot,
-                    self.state.broadcast,
-                    batch_id,
-                    now,
-                    {k: str(v) for k, v in staging.items()},
-                    shed_plan,
-                ).collect()
-            ]
+            job = self.pipeline.dispatched(
+                posts, snapshot, self.state.broadcast, batch_id, now, staging, shed_plan
+            )
+            notes: list[TaskNote] = [json.loads(row["note"]) for row in job.collect()]
         finally:
             context.setJobDescription(streaming_description)  # type: ignore[arg-type]
-        computed = time.perf_counter()
-        failpoints.crash_driver("after-dispatch", batch_id)
-        # each output table in one Delta commit carrying the batch id: a replayed batch
-        # finds it committed and drops its files instead
+        log.debug("stream: batch %d task notes %s", batch_id, notes)
+        return BatchNotes.of(snapshot.n_matchers, notes)
+
+    def _commit(self, staging: dict[str, str], batch_id: int) -> dict[str, WriteResult]:
+        """Each output table in one Delta commit carrying the batch id (``matches`` first):
+        a replayed batch finds it committed and drops its files instead."""
+        lake, app = self.lakehouse, self.app_id
         written = {
             name: lake.commit_staged(name, staging[name], app_id=app, batch_id=batch_id)
             for name in self.outputs
@@ -271,87 +290,48 @@ class StreamMatcher:
             "deliveries", staging["deliveries"], app_id=app, batch_id=batch_id
         )
         failpoints.crash_driver("after-deliveries", batch_id)
-        quarantined = [n for n in notes if n["kind"] == "quarantine"]
-        route = [n for n in notes if n["kind"] == "route"]
-        match = [n for n in notes if n["kind"] == "match"]
-        dispatch = [n for n in notes if n["kind"] == "dispatch"]
-        if quarantined:
-            self._quarantine(quarantined, batch_id, now)
-        failpoints.crash_driver("after-quarantine", batch_id)
-        committed = time.perf_counter()
-        log.debug(
-            "stream: batch %d task notes %s",
-            batch_id,
-            [n for n in notes if n["kind"] != "quarantine"],
-        )
-        clock = BatchClock(started, synced, computed, committed, stamped)
+        return written
+
+    def _record(
+        self,
+        plan: BatchPlan,
+        snapshot: MatcherSnapshot,
+        notes: BatchNotes,
+        clock: BatchClock,
+        written: dict[str, WriteResult],
+    ) -> None:
+        """The batch's figures to ``stream.batches``, its health to ``stream.health``, what
+        shedding learns from it, and the handler's memory of it."""
         figures = BatchFigures.of(
-            BatchNotes(snapshot.n_matchers, route, match, dispatch, len(quarantined)),
+            notes,
             clock,
             subscriptions=len(self.state.placement or ()),
             shedding=bool(plan.shedding_level),
         )
         self.log.record(plan, "committed", self.state.epoch, figures)
-        failpoints.crash_driver("after-record", batch_id)
-        self._record_health(plan, snapshot, route, match)
+        failpoints.crash_driver("after-record", plan.batch_id)
+        self._record_health(plan, snapshot, notes.route, notes.match)
         self.shedding.learn(
             snapshot,
             plan.shedding_level,
-            route,
-            match,
-            committed - started,
+            notes.route,
+            notes.match,
+            clock.committed - clock.started,
             dispatch_seconds=figures.seconds_dispatch,
         )
         self.figures.append(
             CommittedBatch(
-                batch_id=batch_id,
+                batch_id=plan.batch_id,
                 routing_version=plan.routing_version,
                 replayed=plan.replayed,
                 skipped_commits=[n for n, w in written.items() if w.skipped],
                 figures=figures,
-                memory=self._memory(snapshot, route, match),
-                latency_ages=merge([n.get("latency_ages", {}) for n in dispatch]),
+                memory=self._memory(snapshot, notes.route, notes.match),
+                latency_ages=merge([n.get("latency_ages", {}) for n in notes.dispatch]),
                 latency_after_stamp=clock.after_stamp,
             )
         )
-        log.info(
-            "stream: batch %d v%d%s: %d posts -> %d pairs%s -> %d matches, %d deliveries, "
-            "%d quarantined in %.2fs",
-            batch_id,
-            plan.routing_version,
-            " (replayed plan)" if plan.replayed else "",
-            figures.posts,
-            figures.routed_pairs,
-            (
-                f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
-                f"{figures.capped_posts} posts capped, {figures.dropped_posts} dropped"
-                f"{_value_share(route)}, {figures.shed_pairs} pairs shed)"
-                if plan.max_spread is not None
-                else ""
-            ),
-            figures.matches,
-            figures.deliveries,
-            figures.quarantined,
-            figures.seconds_total,
-        )
-        memory = self.figures[-1].memory
-        if memory is not None and memory.workers:
-            log.info(
-                "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
-                "base's %d subscription bytes) over %d workers; the broadcast: %d bytes, of "
-                "which changes %d; the tasks took the changes in %.3f s",
-                batch_id,
-                memory.worker_matchers_max,
-                memory.n_matchers,
-                memory.worker_bytes_max,
-                memory.base_bytes,
-                memory.workers,
-                memory.broadcast_bytes,
-                memory.changes_bytes,
-                memory.change_seconds,
-            )
-        if self.warm and not plan.replayed:
-            self.prefetch()
+        _log_batch(plan, figures, notes.route, self.figures[-1].memory)
 
     def _memory(
         self, snapshot: MatcherSnapshot, route: list[RouteNote], match: list[MatchNote]
@@ -448,6 +428,49 @@ def start(
     handler.query = query
     handler.follow_registry(lambda: query.isActive)
     return query, handler
+
+
+def _log_batch(
+    plan: BatchPlan,
+    figures: BatchFigures,
+    route: list[RouteNote],
+    memory: SubscriptionMemory | None,
+) -> None:
+    log.info(
+        "stream: batch %d v%d%s: %d posts -> %d pairs%s -> %d matches, %d deliveries, "
+        "%d quarantined in %.2fs",
+        plan.batch_id,
+        plan.routing_version,
+        " (replayed plan)" if plan.replayed else "",
+        figures.posts,
+        figures.routed_pairs,
+        (
+            f" (level {plan.shedding_level}, m={plan.max_spread:g}: "
+            f"{figures.capped_posts} posts capped, {figures.dropped_posts} dropped"
+            f"{_value_share(route)}, {figures.shed_pairs} pairs shed)"
+            if plan.max_spread is not None
+            else ""
+        ),
+        figures.matches,
+        figures.deliveries,
+        figures.quarantined,
+        figures.seconds_total,
+    )
+    if memory is not None and memory.workers:
+        log.info(
+            "stream: batch %d: a match worker holds at most %d of %d matchers (%d of the "
+            "base's %d subscription bytes) over %d workers; the broadcast: %d bytes, of "
+            "which changes %d; the tasks took the changes in %.3f s",
+            plan.batch_id,
+            memory.worker_matchers_max,
+            memory.n_matchers,
+            memory.worker_bytes_max,
+            memory.base_bytes,
+            memory.workers,
+            memory.broadcast_bytes,
+            memory.changes_bytes,
+            memory.change_seconds,
+        )
 
 
 def _value_share(route: list[RouteNote]) -> str:

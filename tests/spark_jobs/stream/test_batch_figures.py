@@ -36,7 +36,7 @@ def test_figures_sum_the_notes_and_the_slowest_matcher_sums_its_tasks() -> None:
          | {str(b): c for b, c in age_histogram(np.array([10_000.0])).items()}},
     ]  # fmt: skip
     figures = BatchFigures.of(
-        BatchNotes(2, route, match, dispatch, quarantined=3),  # type: ignore[arg-type]
+        BatchNotes(2, route, match, dispatch, [{"kind": "quarantine"}] * 3),  # type: ignore[arg-type,list-item]
         BatchClock(started=10.0, synced=10.5, computed=12.0, committed=12.25, stamped=11.0),
         subscriptions=9,
         shedding=True,
