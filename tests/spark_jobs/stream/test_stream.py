@@ -492,6 +492,19 @@ def test_two_streams_in_one_spark_application_do_not_share_worker_caches(lakehou
     assert [same for _, same in results] == [True, True]
 
 
+def test_a_batchs_job_is_fused_on_a_local_master_and_staged_on_a_cluster():
+    from core.errors import InvalidArgumentError
+    from spark_jobs.stream.pipeline import job_shape
+
+    assert job_shape("auto", "local[2]") == job_shape("auto", "local[*]") == "fused"
+    assert job_shape("auto", "spark://127.0.0.1:7077") == "staged"
+    assert job_shape("auto", "k8s://https://10.0.0.1:443") == "staged"
+    assert job_shape("staged", "local[2]") == "staged"  # asked for: the tests' other shape
+    assert job_shape("fused", "spark://h:7077") == "fused"
+    with pytest.raises(InvalidArgumentError, match="job shape"):
+        job_shape("spread", "local[2]")
+
+
 def test_match_tasks_are_one_per_matcher_on_a_cluster_and_at_most_the_slots_locally():
     from spark_jobs.stream.pipeline import match_tasks
 
