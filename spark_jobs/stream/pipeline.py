@@ -159,8 +159,14 @@ class MatchPipeline:
     ) -> DataFrame:
         """Pure transform: raw posts -> task notes, with ``matches`` / ``deliveries`` files
         written to ``staging`` as a side effect of the dispatch tasks."""
+        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
         if self.shape == "fused":
-            return self._fused(posts, snapshot, broadcast, batch_id, now, staging, shed_plan)
+            fused = functools.partial(
+                stream_tasks.fused_posts,
+                broadcast, snapshot.key, MAX_TEXT_CHARS, shed_plan, batch_id, now, staging,
+                crash=crash,
+            )  # fmt: skip
+            return with_arrival(posts).mapInArrow(fused, stream_tasks.DISPATCHED_SCHEMA)
         # one dispatch task per task slot; the match tasks: see match_tasks
         slots = task_slots(self.spark)
         n_match = match_tasks(str(self.spark.sparkContext.master), snapshot.n_matchers, slots)
@@ -168,7 +174,6 @@ class MatchPipeline:
         pkeys = match_keys[np.arange(snapshot.n_matchers) % n_match]
         n_dispatch = slots
         dkeys = self.keys(n_dispatch)
-        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
         # raw lines go to the route tasks as bytes: each is judged there by the ingest's
         # rules (core.corpus.json_lines), so no line is dropped or coerced on the way
         raw = with_arrival(posts)
@@ -193,24 +198,6 @@ class MatchPipeline:
         return matched.repartition(n_dispatch, "dkey").mapInArrow(
             dispatch, stream_tasks.DISPATCHED_SCHEMA
         )
-
-    def _fused(
-        self,
-        posts: DataFrame,
-        snapshot: MatcherSnapshot,
-        broadcast: Broadcast[MatcherSnapshot],
-        batch_id: int,
-        now: dt.datetime,
-        staging: dict[str, str],
-        shed_plan: ShedPlan,
-    ) -> DataFrame:
-        crash = failpoints.task_point(batch_id)  # None unless a crash test armed one
-        fused = functools.partial(
-            stream_tasks.fused_posts,
-            broadcast, snapshot.key, MAX_TEXT_CHARS, shed_plan, shed_plan.learns_yield,
-            batch_id, now, staging, crash=crash,
-        )  # fmt: skip
-        return with_arrival(posts).mapInArrow(fused, stream_tasks.DISPATCHED_SCHEMA)
 
 
 def with_arrival(posts: DataFrame) -> DataFrame:

@@ -326,7 +326,6 @@ def fused_posts(
     key: SnapshotKey,
     max_text_chars: int,
     plan: ShedPlan,
-    learn_yield: bool,
     batch_id: int,
     now: dt.datetime,
     staging: dict[str, str],
@@ -345,7 +344,7 @@ def fused_posts(
     cache = worker_cache()
     cache.hold = None
     route = RouteStep(snapshot, plan, cache, WORD_KEYS, max_text_chars)
-    match = MatchStep(snapshot, cache, learn_yield)
+    match = MatchStep(snapshot, cache, plan.learns_yield)
     kept = cache.matcher_words(snapshot)
     found: list[pa.Table] = []
     for batch in batches:
