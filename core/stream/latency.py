@@ -63,17 +63,7 @@ def latency_quantiles(
 ) -> list[float] | None:
     """The latency quantiles, seconds: each post's age at the batch's start plus
     ``after_start`` (the seconds from the start to the commit). None: no post."""
-    if not histogram:
-        return None
-    if any(not 0 <= q <= 1 for q in quantiles):
-        raise InvalidArgumentError("quantiles lie in [0, 1]")
-    ages, counts = _ages_and_counts(histogram)
-    cumulative = np.cumsum(counts)
-    total = int(cumulative[-1])
-    # the nearest rank: the smallest age with at least q of the posts at or below it
-    ranks = [max(1, int(np.ceil(q * total))) for q in quantiles]
-    at = np.searchsorted(cumulative, ranks)
-    return [round(float(ages[i]) + after_start, 4) for i in at]
+    return pooled_quantiles([(histogram, after_start)], quantiles)
 
 
 def bucket_counts(
@@ -119,5 +109,6 @@ def pooled_quantiles(
     order = np.argsort(latency, kind="stable")
     latency, cumulative = latency[order], np.cumsum(weight[order])
     total = int(cumulative[-1])
+    # the nearest rank: the smallest latency with at least q of the posts at or below it
     ranks = [max(1, int(np.ceil(q * total))) for q in quantiles]
     return [round(float(latency[i]), 4) for i in np.searchsorted(cumulative, ranks)]
