@@ -1,10 +1,12 @@
 #!/bin/bash
 # The Airflow chart's log groomer sidecars run `bash /clean-logs`: every
-# AIRFLOW__LOG_CLEANUP_FREQUENCY_MINUTES (15), delete the log files under the Airflow home's
-# logs folder older than AIRFLOW__LOG_RETENTION_DAYS (15) and the folders left empty.
+# AIRFLOW__LOG_CLEANUP_FREQUENCY_MINUTES (15), delete the log files under Airflow's logs
+# folder older than AIRFLOW__LOG_RETENTION_DAYS (15) and the folders left empty. The folder
+# is where Airflow writes them: AIRFLOW__LOGGING__BASE_LOG_FOLDER (the image sets
+# /opt/s3tm/logs/airflow), else Airflow's default under its home.
 set -euo pipefail
 
-readonly logs="${AIRFLOW_HOME:-/opt/airflow}/logs"
+readonly logs="${AIRFLOW__LOGGING__BASE_LOG_FOLDER:-${AIRFLOW_HOME:-/opt/airflow}/logs}"
 readonly retention_days="${AIRFLOW__LOG_RETENTION_DAYS:-15}"
 readonly every_minutes="${AIRFLOW__LOG_CLEANUP_FREQUENCY_MINUTES:-15}"
 

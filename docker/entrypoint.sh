@@ -13,15 +13,34 @@ spark_classpath() {
 
 # Airflow's KubernetesExecutor names its task pods' image as a repository and a tag: the
 # ones of S3TM_IMAGE (infra/k8s: the image of every pod, which one `images:` entry sets),
-# unless they are set. A digest or an untagged name cannot be split: it is said, and those
-# two settings are the operator's.
+# unless they are set. An immutable reference (REPOSITORY@sha256:...) does not split into
+# the two Airflow joins with ':': the task pods' template gets it as its image instead (a
+# copy of the template in /tmp, which the executor then reads). An untagged name is said,
+# and the two settings are the operator's.
 worker_image() {
-  local image="${S3TM_IMAGE:-}" tag
+  local image="${S3TM_IMAGE:-}" tag template="${AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE:-}"
   [ -n "${image}" ] || return 0
   [ -z "${AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY:-}" ] || return 0
+  if [[ "${image}" == *@sha256:* && -f "${template}" ]]; then
+    local copy="${TMPDIR:-/tmp}/s3tm-pod-template.yaml"
+    python - "${template}" "${copy}" "${image}" <<'EOF'
+import sys
+
+import yaml
+
+source, target, image = sys.argv[1:]
+with open(source) as text:
+    pod = yaml.safe_load(text)
+pod["spec"]["containers"][0]["image"] = image
+with open(target, "w") as text:
+    yaml.safe_dump(pod, text, sort_keys=False)
+EOF
+    export AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE="${copy}"
+    return 0
+  fi
   tag="${image##*:}"
   if [[ "${image}" != *:* || "${image}" == *@* || "${tag}" == */* ]]; then
-    echo "entrypoint: S3TM_IMAGE=${image} is not REPOSITORY:TAG: set AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY and _TAG for the task pods' image" >&2
+    echo "entrypoint: S3TM_IMAGE=${image} is not REPOSITORY:TAG or REPOSITORY@sha256:DIGEST with a pod template: set AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY and _TAG for the task pods' image" >&2
     return 0
   fi
   export AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY="${image%:*}"

@@ -124,9 +124,12 @@ class KubeApiServer:
                 subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             )
 
-    def kubectl(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *argv: str, check: bool = True, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [str(self.bin / "kubectl"), "--kubeconfig", str(self.kubeconfig), *argv],
+            input=input_text,
             capture_output=True,
             text=True,
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},

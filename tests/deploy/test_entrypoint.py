@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "entrypoint.sh"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "docker" / "entrypoint.sh"
 REPOSITORY = "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_REPOSITORY"
 TAG = "AIRFLOW__KUBERNETES_EXECUTOR__WORKER_CONTAINER_TAG"
 
 
 def _run(**env: str) -> tuple[dict[str, str], str]:
-    own = (REPOSITORY, TAG, "S3TM_IMAGE", "S3TM_LAKEHOUSE", "AIRFLOW__LOGGING__REMOTE_LOGGING")
+    own = (REPOSITORY, TAG, "S3TM_IMAGE", "S3TM_LAKEHOUSE", "AIRFLOW__LOGGING__REMOTE_LOGGING",
+           "AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE")  # fmt: skip
     base = {k: v for k, v in os.environ.items() if k not in own}
     done = subprocess.run(
         ["bash", str(SCRIPT), "env"], env={**base, **env}, capture_output=True, text=True,
@@ -44,9 +47,37 @@ def test_the_task_pods_image_is_s3tm_image(image: str, repository: str, tag: str
     "image", ["s3tm/platform", "registry.example:5000/s3tm/platform", "s3tm/platform@sha256:ab"]
 )
 def test_a_name_that_does_not_split_is_said_and_left_to_the_operator(image: str) -> None:
-    seen, said = _run(S3TM_IMAGE=image)
+    seen, said = _run(S3TM_IMAGE=image, AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE="")
     assert REPOSITORY not in seen and TAG not in seen
     assert image in said and REPOSITORY in said
+
+
+def test_an_image_by_digest_becomes_the_task_pod_templates_image(tmp_path: Path) -> None:
+    """kustomize's `images:` with a digest writes REPOSITORY@sha256:... into S3TM_IMAGE:
+    the task pods' template (infra/k8s) is copied with that image, and the executor reads
+    the copy; the mounted template is left as it is."""
+    import yaml
+
+    from tests.deploy.kustomized import rendered, task_pod
+
+    template = tmp_path / "pod-template.yaml"
+    pod = task_pod(rendered(REPO / "infra" / "k8s" / "base"))
+    template.write_text(yaml.safe_dump(pod))
+    image = "registry.example/s3tm/platform@sha256:" + "0" * 64
+    setting = "AIRFLOW__KUBERNETES_EXECUTOR__POD_TEMPLATE_FILE"
+    (tmp_path / "tmp").mkdir()
+    # the image's `python` (with PyYAML) is this one
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    seen, said = _run(
+        S3TM_IMAGE=image, TMPDIR=str(tmp_path / "tmp"), PATH=path, **{setting: str(template)}
+    )
+    assert said == "" and REPOSITORY not in seen
+    copy = yaml.safe_load(Path(seen[setting]).read_text())
+    assert copy["spec"]["containers"][0]["image"] == image
+    assert {k: v for k, v in copy["spec"].items() if k != "containers"} == {
+        k: v for k, v in pod["spec"].items() if k != "containers"
+    }
+    assert "image" not in yaml.safe_load(template.read_text())["spec"]["containers"][0]
 
 
 def test_the_operators_own_setting_and_no_image_are_left_alone() -> None:

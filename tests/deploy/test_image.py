@@ -151,6 +151,26 @@ def test_numba_kernels_load_from_the_image_with_no_compile(platform_image, conta
     assert "numba-cache/" not in changed, changed
 
 
+def test_kernels_load_from_the_cache_under_a_read_only_root(platform_image, container_engine):
+    """Pod Security "restricted" pods run on a read-only root filesystem with /tmp an
+    emptyDir (infra/k8s): numba refuses a cached kernel whose cache folder it cannot write,
+    so each Python process of the image copies the image's cache to /tmp as it starts
+    (docker/numba_cache.py), and every kernel loads from that copy with no compile."""
+    # as `kubectl exec` runs a command: not through the entrypoint
+    script = (
+        "import os; from core.warm_kernels import main; code = main(); "
+        "print('cache=' + os.environ['NUMBA_CACHE_DIR']); raise SystemExit(code)"
+    )
+    done = _run(container_engine, "run", "--rm", "--read-only", "--tmpfs", "/tmp",
+                "-e", "NUMBA_DEBUG_CACHE=1", "--entrypoint", "python", platform_image,
+                "-c", script)  # fmt: skip
+    out = _ok(done)
+    assert "cache=/tmp/numba-cache" in out, out[-2000:]
+    loaded = set(re.findall(r"\[cache\] data loaded from '([^']+)'", out))
+    assert loaded and all(p.startswith("/tmp/numba-cache/") for p in loaded), sorted(loaded)[:5]
+    assert not re.findall(r"\[cache\] data saved to (\S+)", out)
+
+
 def test_the_image_has_what_airflow_on_kubernetes_needs(platform_image, container_engine):
     """The KubernetesExecutor (the Helm values' executor) and spark-submit k8s:// from
     Airflow's Spark provider need Airflow's Kubernetes provider."""

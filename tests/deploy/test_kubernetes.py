@@ -5,6 +5,8 @@ CRD schema is not packaged, is checked for what the matcher relies on."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
 import re
 import shutil
@@ -66,7 +68,18 @@ def _check_prometheus_rule(rule: dict) -> None:
     project's rule file, group for group."""
     assert rule["apiVersion"] == "monitoring.coreos.com/v1" and rule["kind"] == "PrometheusRule"
     rules = yaml.safe_load((REPO / "infra" / "monitoring" / "s3tm-alerts.yml").read_text())
-    assert rule["spec"]["groups"] == rules["groups"]
+    # but for the runbook's page, the overlay's S3TM_RUNBOOK (its anchor the file's)
+    assert _anchors_only(rule["spec"]["groups"]) == _anchors_only(rules["groups"])
+
+
+def _anchors_only(groups: list[dict]) -> list[dict]:
+    groups = copy.deepcopy(groups)
+    for group in groups:
+        for rule in group["rules"]:
+            if "runbook_url" in rule.get("annotations", {}):
+                _page, anchor = rule["annotations"]["runbook_url"].split("#", 1)
+                rule["annotations"]["runbook_url"] = "#" + anchor
+    return groups
 
 
 def test_the_prometheus_rule_is_the_rule_filerendered() -> None:
@@ -423,13 +436,13 @@ def test_an_overlays_runbook_setting_becomes_every_alerts_runbook_url(tmp_path) 
     """The alerts' runbook_url is S3TM_RUNBOOK of s3tm-config (one setting) with each
     alert's anchor kept: prod's literals naming where the team serves the page, as DEPLOY.md
     tells a team to set them (a copy of infra/k8s, edited)."""
-    page = "https://git.example.org/team/s3tm/-/blob/main/docs/OPERATIONS.md"
+    page = "https://docs.team.example/s3tm/OPERATIONS.md"
     shutil.copytree(K8S, tmp_path / "k8s")
     prod = tmp_path / "k8s" / "overlays" / "prod" / "kustomization.yaml"
     text = prod.read_text()
-    literal = "      - S3TM_MATCHERS=64\n"
-    assert literal in text
-    prod.write_text(text.replace(literal, f"{literal}      - S3TM_RUNBOOK={page}\n"))
+    literal = re.search(r"      - S3TM_RUNBOOK=(\S+)\n", text)
+    assert literal and literal.group(1).startswith("https://"), "prod's runbook is a URL"
+    prod.write_text(text.replace(literal.group(0), f"      - S3TM_RUNBOOK={page}\n"))
     documents = rendered(tmp_path / "k8s" / "overlays" / "prod")
     rule = next(d for d in documents if d["kind"] == "PrometheusRule")
     rules = yaml.safe_load((REPO / "infra" / "monitoring" / "s3tm-alerts.yml").read_text())
@@ -455,33 +468,52 @@ def _secrets_named(node: object) -> set[str]:
             elif key == "secretName" and isinstance(value, str):
                 found.add(value)
             else:
-                found |= _secrets_named(value)
+                found |= _spark_secrets(str(key)) | _secrets_named(value)
     elif isinstance(node, list):
         for item in node:
             found |= _secrets_named(item)
-    elif isinstance(node, str) and "secretRef" in node:
-        found |= _secrets_named(yaml.safe_load(node))
+    elif isinstance(node, str):
+        found |= _spark_secrets(node)
+        if "secretRef" in node:
+            # a file in a ConfigMap (a pod template); an admission rule's CEL is not YAML
+            with contextlib.suppress(yaml.YAMLError):
+                found |= _secrets_named(yaml.safe_load(node))
     return found
 
 
-def test_deploy_creates_every_secret_the_overlays_name_after_its_namespace() -> None:
-    """DEPLOY.md's Kubernetes commands create each Secret the overlays name, after `kubectl
-    apply` made the namespace (the pods that read one wait for it)."""
+def _spark_secrets(text: str) -> set[str]:
+    """The Secrets a Spark setting mounts or reads (spark-defaults.conf, sparkConf)."""
+    mounted = re.findall(r"spark\.kubernetes\.\w+\.secrets\.([\w.-]+)", text)
+    as_env = re.findall(r"spark\.kubernetes\.\w+\.secretKeyRef\.\w+\s+([\w.-]+):", text)
+    return set(mounted) | set(as_env)
+
+
+def test_deploy_creates_every_secret_the_overlays_name_before_it_applies_them() -> None:
+    """DEPLOY.md's Kubernetes commands create the namespace, then each Secret the overlays
+    name (and the pull secret prod's accounts name), then `kubectl apply`: a pod reads its
+    Secrets and pull secret when it is created."""
     needed: set[str] = set()
     for overlay in OVERLAYS:
-        needed |= _secrets_named(rendered(K8S / "overlays" / overlay))
-    assert {"s3tm-airflow", "s3tm-object-store", "s3tm-airflow-login"} <= needed
+        documents = rendered(K8S / "overlays" / overlay)
+        needed |= _secrets_named(documents)
+        needed |= {
+            p["name"] for d in documents if d["kind"] == "ServiceAccount"
+            for p in d.get("imagePullSecrets", [])
+        }  # fmt: skip
+    assert {"s3tm-airflow", "s3tm-object-store", "s3tm-airflow-login", "s3tm-spark-auth",
+            "s3tm-registry"} <= needed  # fmt: skip
     docs = (REPO / "docs" / "DEPLOY.md").read_text()
     section = docs[docs.index("## 3. Kubernetes") :]
     lines = section[: section.index("\n## ")].splitlines()
     apply = next(i for i, line in enumerate(lines) if line.startswith("kubectl apply -k"))
+    namespace = next(i for i, line in enumerate(lines) if "create namespace" in line)
     created = {
         m.group(1): i
         for i, line in enumerate(lines)
-        if (m := re.search(r"create secret generic (\S+)", line))
+        if (m := re.search(r"create secret (?:generic|docker-registry) (\S+)", line))
     }
     assert needed <= created.keys(), needed - created.keys()
-    assert all(apply < created[name] for name in needed), (apply, created)
+    assert all(namespace < created[name] < apply for name in needed), (apply, created)
 
 
 def test_the_airflow_secret_holds_the_settings_compose_gives_from_its_env_file() -> None:
@@ -582,3 +614,84 @@ def test_every_airflow_setting_the_deployment_names_is_one_airflow_knows() -> No
     named = set(re.findall(r"AIRFLOW__[A-Z_]+__[A-Z_]+[A-Z]", text))
     assert len(named) >= 15, named
     assert named <= known, sorted(named - known)
+
+
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|_KEY(_ID)?$|FERNET", re.IGNORECASE)
+
+
+def _literal_secrets(node: object, where: str = "") -> list[str]:
+    """Each environment variable with a secret's name given a literal value, and each Spark
+    setting of a secret given one (a file path is not a secret): what `get pods` or `get
+    configmaps` would show to any account allowed to read them."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        name, value = node.get("name"), node.get("value")
+        if isinstance(name, str) and isinstance(value, str) and SECRET_NAME.search(name):
+            found.append(f"{where}: env {name}")
+        for key, item in node.items():
+            reference = re.search(r"\.secretKeyRef\.|\.secrets\.", str(key))  # a Secret's name
+            if (
+                isinstance(key, str) and key.startswith("spark.") and isinstance(item, str)
+                and re.search(r"secret|password|token|access\.key", key) and not reference
+                and not item.startswith("/")
+            ):  # fmt: skip
+                found.append(f"{where}: {key}")
+            found += _literal_secrets(item, where)
+    elif isinstance(node, list):
+        for item in node:
+            found += _literal_secrets(item, where)
+    elif isinstance(node, str) and node.lstrip().startswith(("apiVersion", "spark.", "#")):
+        with contextlib.suppress(yaml.YAMLError):
+            parsed = yaml.safe_load(node)
+            found += _literal_secrets(parsed if isinstance(parsed, dict) else {}, where)
+        found += _literal_secrets(conf_settings(node), where)
+    return found
+
+
+def test_no_secret_is_a_literal_in_any_rendered_pod_or_setting() -> None:
+    """Secrets reach pods by reference (secretRef, secretKeyRef, a mounted Secret's file),
+    never as a value in a pod spec, a pod template or Spark's settings: a test that fails
+    on one shows this scan would see it."""
+    for overlay in ["base", *(f"overlays/{o}" for o in (*OVERLAYS, "local"))]:
+        documents = rendered(K8S / overlay)
+        found = [f for d in documents for f in _literal_secrets(d, d["metadata"]["name"])]
+        assert not found, (overlay, found)
+    planted = copy.deepcopy(rendered(K8S / "base"))
+    matcher = next(d for d in planted if d["kind"] == "SparkApplication")
+    matcher["spec"]["driver"]["env"].append({"name": "KAFKA_SASL_PASSWORD", "value": "x"})
+    matcher["spec"]["sparkConf"]["spark.authenticate.secret"] = "hunter2"
+    found = [f for d in planted for f in _literal_secrets(d, d["metadata"]["name"])]
+    assert sorted(found) == [
+        "s3tm-matcher: env KAFKA_SASL_PASSWORD",
+        "s3tm-matcher: spark.authenticate.secret",
+    ], found
+
+
+def test_an_image_by_digest_reaches_every_platform_pod_and_the_task_pods(tmp_path) -> None:
+    """An immutable reference: `images:` with a digest rewrites every platform pod's image,
+    the matcher's and S3TM_IMAGE (the task pods' and their Spark pods': the entrypoint gives
+    a digest to the task pod template, tests/deploy/test_entrypoint.py) to
+    REPOSITORY@sha256:..., and nothing keeps the mutable tag."""
+    digest = "sha256:" + "ab" * 32
+    shutil.copytree(K8S, tmp_path / "k8s")
+    pinned = tmp_path / "k8s" / "overlays" / "pinned"
+    pinned.mkdir()
+    (pinned / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources:\n  - ../prod\nimages:\n  - name: s3tm/platform\n"
+        f"    newName: registry.example/s3tm/platform\n    digest: {digest}\n"
+    )
+    documents = rendered(pinned)
+    reference = f"registry.example/s3tm/platform@{digest}"
+    images = [
+        c["image"] for d in documents if d["kind"] in ("Deployment", "Job")
+        for c in d["spec"]["template"]["spec"].get("initContainers", [])
+        + d["spec"]["template"]["spec"]["containers"]
+        if "s3tm" in c["image"]
+    ]  # fmt: skip
+    assert images and set(images) == {reference}, set(images)
+    app = next(d for d in documents if d["kind"] == "SparkApplication")
+    assert app["spec"]["image"] == reference
+    config = next(d for d in documents if d["metadata"]["name"] == "s3tm-airflow-config")
+    assert config["data"]["S3TM_IMAGE"] == reference
+    assert "s3tm/platform:" not in yaml.safe_dump_all(documents)

@@ -128,9 +128,16 @@ def test_airflow_opens_its_ui_to_the_ingress_controller_and_its_logs_to_its_api_
 
 
 SECURE_RPC = {
-    "spark.authenticate": "true",  # a secret Spark generates per application on Kubernetes
+    "spark.authenticate": "true",
     "spark.network.crypto.enabled": "true",
     "spark.io.encryption.enabled": "true",
+    # the secret a file of the Secret s3tm-spark-auth, in drivers and executors: Spark's
+    # generated one would be an executor pod's environment variable (`get pods` shows it)
+    # (one key: the driver's and executors' fall back to it, and an executor's first
+    # connection, before it has the driver's settings, reads only this one)
+    "spark.authenticate.secret.file": "/etc/s3tm/spark-auth/secret",
+    "spark.kubernetes.driver.secrets.s3tm-spark-auth": "/etc/s3tm/spark-auth",
+    "spark.kubernetes.executor.secrets.s3tm-spark-auth": "/etc/s3tm/spark-auth",
 }
 
 
@@ -165,7 +172,10 @@ def _secret_refs(node: object) -> list[dict]:
     if isinstance(node, list):
         return [r for v in node for r in _secret_refs(v)]
     if isinstance(node, str) and "secretRef" in node:
-        return _secret_refs(yaml.safe_load(node))
+        try:  # a file in a ConfigMap (a pod template); an admission rule's CEL is not YAML
+            return _secret_refs(yaml.safe_load(node))
+        except yaml.YAMLError:
+            return []
     return []
 
 
@@ -185,15 +195,24 @@ def test_prod_reads_the_lakehouse_with_the_pods_identity(prod) -> None:
     assert "secretKeyRef.AWS_ACCESS_KEY_ID" in dev_remap["data"]["spark-defaults.conf"]
     # the service accounts whose pods read the lakehouse, each named where DEPLOY binds the role
     # (Airflow's API server: the run reports' tab reads them)
-    accounts = {"spark", task_pod(prod)["spec"]["serviceAccountName"]}
+    templates = by_kind[("ConfigMap", "s3tm-spark-pod-templates")]["data"]
+    executor = yaml.safe_load(templates["executor.yaml"])["spec"]["serviceAccountName"]
+    accounts = {"spark", executor, task_pod(prod)["spec"]["serviceAccountName"]}
     for name in ("s3tm-metrics", "airflow-api-server"):
         accounts.add(
             by_kind[("Deployment", name)]["spec"]["template"]["spec"]["serviceAccountName"]
         )
     assert all(("ServiceAccount", a) in by_kind for a in accounts), accounts
-    deploy = (REPO / "docs" / "DEPLOY.md").read_text()
-    annotate = next(line for line in deploy.splitlines() if "eks.amazonaws.com/role-arn" in line)
-    assert all(f" {a} " in annotate or annotate.endswith(f" {a}") for a in accounts), annotate
+    # the role on each of them, declared in the overlay (a pod reads it when it is created,
+    # so it is there before the first pod); the registry's pull secret on every account
+    role = "eks.amazonaws.com/role-arn"
+    annotated = {
+        name for (kind, name), d in by_kind.items()
+        if kind == "ServiceAccount" and role in d["metadata"].get("annotations", {})
+    }  # fmt: skip
+    assert annotated == accounts, annotated ^ accounts
+    pulls = [d.get("imagePullSecrets") for d in prod if d["kind"] == "ServiceAccount"]
+    assert pulls and all(p == [{"name": "s3tm-registry"}] for p in pulls), pulls
 
 
 def test_prod_reaches_kafka_over_tls_with_sasl_wherever_it_reads_it(prod) -> None:

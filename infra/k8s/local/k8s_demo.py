@@ -226,6 +226,8 @@ def platform_secrets(node: OneNode, passwords: dict[str, str]) -> str:
         },
     )
     secret(node, NAMESPACE, "s3tm-airflow-login", {"passwords.json": json.dumps({"admin": admin})})
+    # Spark's RPC secret, a file in drivers and executors (never their environment)
+    secret(node, NAMESPACE, "s3tm-spark-auth", {"secret": secrets.token_urlsafe(32)})
     return admin
 
 
@@ -253,6 +255,14 @@ def toolbox(node: OneNode, out: Path) -> None:
         "metadata": {"name": "s3tm-toolbox", "namespace": NAMESPACE},
         "spec": {
             "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            # admitted under the namespace's Pod Security "restricted", as every pod there
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 50000,
+                "runAsGroup": 0,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [
                 {
                     "name": "toolbox",
@@ -262,9 +272,19 @@ def toolbox(node: OneNode, out: Path) -> None:
                         {"configMapRef": {"name": "s3tm-config"}},
                         {"secretRef": {"name": "s3tm-object-store"}},
                     ],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "volumeMounts": [
+                        {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "state", "mountPath": "/opt/s3tm/state"},
+                    ],
                     "resources": {"requests": {"cpu": "50m", "memory": "512Mi"}},
                 }
             ],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "state", "emptyDir": {}}],
         },
     }
     node.kubectl("apply", "-f", "-", input_text=json.dumps(manifest))
@@ -454,6 +474,9 @@ def run(config: K8sDemoConfig) -> int:
                 STREAM_TIMEOUT_S,
             )
         report(node, committed(node), total)
+        with timed("what the platform's accounts did, from the API server's audit log"):
+            rights_used(node)
+            no_secret_in_environment(node)
         say(f"\nk8s demo: done in {time.perf_counter() - started:.0f}s")
         if config.keep:
             say(f"the cluster keeps running: KUBECONFIG={node.kubeconfig}")
@@ -485,6 +508,63 @@ def report(node: OneNode, batches: list[dict[str, Any]], total: int) -> None:
     ).stdout.split()
     drivers = sorted({e for e in events if e.endswith("-driver") and "matcher" not in e})
     say(f"Spark drivers the DAGs' tasks submitted: {len(drivers)} ({', '.join(drivers)})")
+
+
+def rights_used(node: OneNode) -> None:
+    """Each service account of the namespace: the requests it made (verb and resource, from
+    the API server's audit log), those refused, and what its Roles grant that it never
+    used (a right to trim, or one only a failure path takes)."""
+    prefix = f"system:serviceaccount:{NAMESPACE}:"
+    used: dict[str, set[str]] = {}
+    refused: dict[str, set[str]] = {}
+    for line in node.audit_log.read_text().splitlines():
+        event = json.loads(line)
+        user, ref = event["user"]["username"], event.get("objectRef") or {}
+        if not user.startswith(prefix) or ref.get("namespace") != NAMESPACE:
+            continue
+        resource = ref.get("resource", "?") + (
+            f"/{ref['subresource']}" if "subresource" in ref else ""
+        )
+        code = (event.get("responseStatus") or {}).get("code", 200)
+        bucket = refused if code in (401, 403) else used
+        bucket.setdefault(user[len(prefix) :], set()).add(f"{event['verb']} {resource}")
+    roles = json.loads(
+        node.kubectl("-n", NAMESPACE, "get", "roles,rolebindings", "-o", "json").stdout
+    )
+    granted: dict[str, set[str]] = {}
+    rules = {r["metadata"]["name"]: r["rules"] for r in roles["items"] if r["kind"] == "Role"}
+    for binding in (b for b in roles["items"] if b["kind"] == "RoleBinding"):
+        for subject in binding.get("subjects", []):
+            if subject.get("namespace", NAMESPACE) != NAMESPACE:
+                continue
+            for rule in rules.get(binding["roleRef"]["name"], []):
+                granted.setdefault(subject["name"], set()).update(
+                    f"{v} {r}" for r in rule["resources"] for v in rule["verbs"]
+                )
+    for account in sorted(set(used) | set(granted)):
+        say(f"    {account}: used {', '.join(sorted(used.get(account, ()))) or 'nothing'}")
+        if refused.get(account):
+            say(f"      refused: {', '.join(sorted(refused[account]))}")
+        # a watch is asked as get/list/watch; a server-side apply arrives as patch
+        idle = {g for g in granted.get(account, ()) if g not in used.get(account, set())}
+        if idle:
+            say(f"      granted, not used in this run: {', '.join(sorted(idle))}")
+
+
+def no_secret_in_environment(node: OneNode) -> None:
+    """No pod of the namespace carries Spark's authentication secret in its spec (Spark's
+    generated one would be an executor's environment variable, readable with `get pods`)."""
+    pods = json.loads(node.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json").stdout)
+    carrying = sorted(
+        pod["metadata"]["name"]
+        for pod in pods["items"]
+        for container in pod["spec"]["containers"]
+        for env in container.get("env", [])
+        if env["name"] == "SPARK_AUTHENTICATE_SECRET"
+    )
+    if carrying:
+        raise DemoFailed(f"Spark's secret is in the environment of {carrying}")
+    say(f"    no pod of {len(pods['items'])} carries Spark's secret in its environment")
 
 
 def main(argv: list[str] | None = None) -> int:

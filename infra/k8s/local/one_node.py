@@ -110,6 +110,7 @@ class OneNode:
     folder: Path
     bin: Path = field(init=False)
     kubeconfig: Path = field(init=False)
+    audit_log: Path = field(init=False)
     address: str = field(init=False)
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -135,6 +136,9 @@ class OneNode:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "logs").mkdir(exist_ok=True)
         self._stop_leftovers()
+        # each start is a new cluster: a run after a failed one starts from nothing, not on
+        # the objects it left in etcd
+        shutil.rmtree(self.folder / "etcd", ignore_errors=True)
         token = self._certificates()
         self._spawn(
             "etcd",
@@ -158,6 +162,15 @@ class OneNode:
         )
         wait_until("etcd", lambda: _answers("127.0.0.1", 2379), 60, 0.5)
         pki = self.folder / "pki"
+        # every request a service account makes, at metadata level: which rights the
+        # platform's accounts use (k8s_demo.py prints them beside what their Roles grant)
+        self.audit_log = self.folder / "logs" / "audit.jsonl"
+        policy = self.folder / "audit-policy.yaml"
+        policy.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+            "rules:\n  - level: Metadata\n    userGroups: [system:serviceaccounts]\n"
+            "  - level: None\n"
+        )
         self._spawn(
             "kube-apiserver",
             [
@@ -178,6 +191,8 @@ class OneNode:
                 "--allow-privileged=true",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--feature-gates=WatchList=false",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
             ],
         )
         self.kubeconfig = self.folder / "kubeconfig"
