@@ -5,10 +5,11 @@ Schedule: `0 * * * *` (UTC, hourly), or Trigger. Is the published routing versio
 paying? Reads the last `period_hours` of `stream.health` (written by the streaming matcher
 per micro-batch) and decides:
 
-- **remap** when the version's live throughput by counted matcher work (posts per unit of
-  the busiest matcher's lookups + matches: the measure the publish gate judges versions by)
-  has fallen by more than `max_drop` below the same figure over the version's first
-  `period_hours` of live posts, when the stream's word sketch
+- **remap** when the version's live posts/s as the stream's cost model predicts them
+  (from the period's posts, matches and each matcher's copies and counted work: the
+  measure the publish gate judges versions by) have fallen by more than `max_drop` below
+  the same figure over the version's first `period_hours` of live posts (throughput by
+  counted matcher work where batches lack the model's counts), when the stream's word sketch
   reports a new hot word over the split threshold, or when posts are ingested but no
   version is published. The `request_remap` task then emits the `remap_request` asset
   event (its extra carries the conditions), which triggers `s3tm_remap`; the remap run
@@ -29,6 +30,7 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from s3tm.orchestration.dag_support import (
+    cron_period,
     cron_schedule,
     dag_defaults,
 )
@@ -36,14 +38,17 @@ from schemas.assets import asset, signal
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
+SCHEDULE = "0 * * * *"
 
 
 @dag(
     dag_id="s3tm_monitor",
-    schedule=cron_schedule("0 * * * *"),
+    schedule=cron_schedule(SCHEDULE),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULTS.default_args,
+    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
+    on_failure_callback=DEFAULTS.on_run_failure,
     tags=["s3tm", "monitor", "routing"],
     doc_md=__doc__,
     params={

@@ -410,6 +410,9 @@ MONITOR_CHECKS = TableSpec(
             # throughput by counted matcher work: over the period, over the first period
             _f("live_work_throughput", pa.float64()),
             _f("reference_work_throughput", pa.float64()),
+            # the posts/s the stream's cost model predicts (the gate's measure, which decides)
+            _f("live_stream_posts_per_s", pa.float64()),
+            _f("reference_stream_posts_per_s", pa.float64()),
         ]
     ),
     key=("checked_at",),

@@ -4,12 +4,14 @@ A remap is asked for when (any of):
 
 - ``no_version``: posts are there to learn from but nothing routes them (no version
   published, and no remap has yet judged a candidate against hash routing);
-- ``throughput_drop``: the version's live throughput by counted matcher work (posts per
-  unit of the busiest matcher's lookups + matches: the measure the publish gate judges
-  versions by) fell by more than ``max_drop`` below its reference, the same figure over the
-  version's first period of live posts (the same index and counter; the gate's figure
-  comes from a replay on tries, another counter). Health rows written before the stream
-  counted work fall back to the posts-only model against hash routing, and say so;
+- ``throughput_drop``: the version's live posts/s as the stream's cost model predicts
+  them (``core.stream.costs``: the measure the publish gate judges versions by, from the
+  period's posts, matches and each matcher's copies and counted work) fell by more than
+  ``max_drop`` below its reference, the same figure over the version's first period of
+  live posts. Rows without the model's counts fall back to throughput by counted matcher
+  work (posts per unit of the busiest matcher's lookups + matches), and rows written
+  before the stream counted work to the posts-only model against hash routing; each
+  says which;
 - ``hot_word``: the live word sketch reports a word whose share per version exceeds the
   split threshold (:func:`core.monitor.health.hot_words`).
 
@@ -45,6 +47,8 @@ class HealthCheck:
     reference_relative_throughput: float | None = None
     live_work_throughput: float | None = None
     reference_work_throughput: float | None = None
+    live_stream_posts_per_s: float | None = None
+    reference_stream_posts_per_s: float | None = None
 
     @property
     def codes(self) -> list[str]:
@@ -62,6 +66,8 @@ def decide(
     max_drop: float,
     live_work: float | None = None,
     reference_work: float | None = None,
+    live_stream: float | None = None,
+    reference_stream: float | None = None,
     hash_routing: bool = False,
 ) -> HealthCheck:
     """Apply the rule above.
@@ -69,8 +75,10 @@ def decide(
     Args:
         live: the published version's merged health over the period (None: no rows).
         reference: its model relative throughput at publish time (None: not evaluated).
-        live_work, reference_work: its throughput by counted work over the period and over
-            its first live period (None: not counted; the model decides).
+        live_stream, reference_stream: its posts/s by the stream's cost model over the
+            period and over its first live period (None: rows without the model's counts).
+        live_work, reference_work: its throughput by counted work over the same periods
+            (None: not counted; the posts-only model decides).
         hot_words: the latest window's reported words (``word``, ``share``, ``versions``).
         hash_routing: the version checked is hash routing (see the module's rule).
 
@@ -90,10 +98,18 @@ def decide(
             NO_DATA,
             reference_relative_throughput=reference,
             reference_work_throughput=reference_work,
+            reference_stream_posts_per_s=reference_stream,
         )
     conditions = []
     now = live.relative_throughput
-    if live_work is not None and reference_work:
+    if live_stream is not None and reference_stream:
+        if live_stream < (1.0 - max_drop) * reference_stream:
+            conditions.append(
+                f"throughput_drop: the stream model's posts/s x{live_stream / reference_stream:.3f}"
+                f" of the version's first live period ({1 - live_stream / reference_stream:.1%}"
+                f" lower, more than {max_drop:.0%})"
+            )
+    elif live_work is not None and reference_work:
         if live_work < (1.0 - max_drop) * reference_work:
             conditions.append(
                 f"throughput_drop: throughput by matcher work x{live_work / reference_work:.3f} "
@@ -120,4 +136,6 @@ def decide(
         reference,
         live_work,
         reference_work,
+        live_stream,
+        reference_stream,
     )

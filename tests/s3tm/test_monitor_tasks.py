@@ -1,6 +1,7 @@
 """The monitor's check on a lakehouse (delta-rs, no Spark): it judges the published version
-by counted matcher work against the version's first live period, as the gate judges by
-counted work; the posts-only model is recorded beside it."""
+by the stream's cost model against the version's first live period, as the gate judges;
+without the model's counts (no committed batches), by counted matcher work; the posts-only
+model is recorded beside both."""
 
 from __future__ import annotations
 
@@ -56,6 +57,57 @@ def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
     assert check["live_relative_throughput"] > 1.2  # the model alone would have said healthy
     recorded = lakehouse.read_arrow("stream.monitor").to_pylist()
     assert recorded[-1]["live_work_throughput"] == 100 / 900
+
+
+def test_the_monitor_judges_by_the_stream_model_where_counted_work_sees_no_change(
+    tmp_path,
+) -> None:
+    """The busiest matcher's counted work stays the same, but each post now reaches four
+    times the matchers: counted work says healthy, the stream's cost model (each copy is
+    routed and matched) sees the posts/s fall by more than max_drop and asks for a remap,
+    and records both figures."""
+    from core.stream.costs import DEFAULT_COSTS, posts_per_second
+    from s3tm.orchestration.tasks.monitor import period_stream_throughput
+
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    add_version(lakehouse, {
+        "routing_version": 1, "algorithm": "salb2", "n_matchers": 2, "params": "{}",
+        "inputs": "{}", "subscribed_words": None, "metrics": "{}", "validation": None,
+        "status": "published", "created_at": T0, "published_at": T0, "retired_at": None,
+    })  # fmt: skip
+    rows = [
+        _health(0, T0, [500, 500], [60, 60]),
+        _health(1, T0 + dt.timedelta(minutes=30), [500, 500], [60, 60]),
+        _health(2, T0 + dt.timedelta(days=1), [500, 500], [400, 400]),
+    ]
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(rows, schema=table("stream.health").schema), "stream.health"
+    )
+    batches = [
+        {"query_id": "q", "batch_id": r["batch_id"], "stage": "committed",
+         "routing_version": 1, "epoch": 0, "posts": 100, "matches": 300,
+         "recorded_at": r["recorded_at"]}
+        for r in rows
+    ]  # fmt: skip
+    lakehouse.write_arrow(
+        pa.Table.from_pylist(batches, schema=table("stream.batches").schema), "stream.batches"
+    )
+    matches = {("q", b): 300 for b in range(3)}
+    first = period_stream_throughput(rows[:2], matches, DEFAULT_COSTS)
+    assert first == posts_per_second(DEFAULT_COSTS, 200, 600, [120, 120], [1000, 1000])
+    check = check_routing_health(
+        str(tmp_path / "lake"), now=T0 + dt.timedelta(days=1, minutes=10), run_id="t"
+    )
+    assert check["live_work_throughput"] == check["reference_work_throughput"]
+    assert check["decision"] == "remap"
+    assert any("stream model" in c for c in check["conditions"]), check["conditions"]
+    live = posts_per_second(DEFAULT_COSTS, 100, 300, [400, 400], [500, 500])
+    assert check["live_stream_posts_per_s"] == live
+    assert check["reference_stream_posts_per_s"] == first
+    recorded = lakehouse.read_arrow("stream.monitor").to_pylist()
+    assert recorded[-1]["live_stream_posts_per_s"] == live
+    # a row whose batch is not committed: the model has no matches for it, and says nothing
+    assert period_stream_throughput(rows, {("q", 0): 300}, DEFAULT_COSTS) is None
 
 
 def test_under_hash_routing_the_monitor_asks_only_when_hash_degrades(tmp_path) -> None:

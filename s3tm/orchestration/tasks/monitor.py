@@ -1,8 +1,10 @@
 """The Python step of the monitor DAG: read ``stream.health``, decide, record the check.
 
-The measure is the publish gate's: throughput by counted matcher work, here the live
-posts per unit of the busiest matcher's lookups + matches, against the same figure over
-the version's first ``period_hours`` of live posts (:mod:`core.monitor.decide`).
+The measure is the publish gate's: the posts/s the stream's cost model predicts
+(:mod:`core.stream.costs`, fitted on this lakehouse's batches when they allow it) from the
+live period's posts, matches and each matcher's copies and counted work, against the same
+figure over the version's first ``period_hours`` of live posts; throughput by counted
+matcher work is recorded beside it (:mod:`core.monitor.decide`).
 
 Small Delta tables, read and written with delta-rs on the Airflow worker (no Spark)."""
 
@@ -12,11 +14,13 @@ import datetime as dt
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.monitor.decide import decide
 from core.monitor.health import RoutingHealth, work_throughput
+from core.stream.costs import DEFAULT_COSTS, StreamCosts, posts_per_second
 from schemas import table
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import (
@@ -25,6 +29,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     routing_in_force,
 )
+from spark_jobs.lake.stream_costs import stream_costs
 
 
 def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> float | None:
@@ -47,6 +52,44 @@ def period_work_throughput(rows: list[dict[str, Any]]) -> float | None:
         for m, w in enumerate(row["work"]):
             work[m] += int(w)
     return work_throughput(sum(int(r.get("posts") or 0) for r in counted), work)
+
+
+def period_stream_throughput(
+    rows: list[dict[str, Any]], matches: dict[tuple[str, int], int], costs: StreamCosts
+) -> float | None:
+    """Posts/s the stream model predicts over health rows on a core per matcher: their
+    posts, the matches their batches made (``stream.batches``), and per matcher the posts
+    routed to it (copies) and its counted work. None when a row lacks one of them."""
+    usable = [
+        r for r in rows
+        if r.get("work") and r.get("loads") and (r["query_id"], r["batch_id"]) in matches
+    ]  # fmt: skip
+    if not usable or len(usable) < len(rows):
+        return None
+    width = max(max(len(r["work"]), len(r["loads"])) for r in usable)
+    copies, work = np.zeros(width), np.zeros(width)
+    for row in usable:
+        copies[: len(row["loads"])] += np.asarray(row["loads"], dtype=np.float64)
+        work[: len(row["work"])] += np.asarray(row["work"], dtype=np.float64)
+    posts = sum(int(r.get("posts") or 0) for r in usable)
+    if posts <= 0:
+        return None
+    made = sum(matches[(r["query_id"], r["batch_id"])] for r in usable)
+    return posts_per_second(costs, posts, made, copies, work)
+
+
+def _batch_matches(lakehouse: Lakehouse) -> dict[tuple[str, int], int]:
+    """Matches of each committed micro-batch, by (query, batch)."""
+    if not lakehouse.exists("stream.batches"):
+        return {}
+    batches = lakehouse.read_arrow("stream.batches").select(
+        ["query_id", "batch_id", "stage", "matches"]
+    )
+    return {
+        (r["query_id"], r["batch_id"]): int(r["matches"] or 0)
+        for r in batches.to_pylist()
+        if r["stage"] == "committed"
+    }
 
 
 def _first_period(rows: list[dict[str, Any]], hours: float) -> list[dict[str, Any]]:
@@ -95,6 +138,8 @@ def check_routing_health(
         if version is not None and not by_hash
         else None
     )
+    matches = _batch_matches(lakehouse) if rows else {}
+    costs = stream_costs(lakehouse) if matches else DEFAULT_COSTS
     check = decide(
         has_version=version is not None,
         has_posts=has_posts,
@@ -105,6 +150,8 @@ def check_routing_health(
         max_drop=max_drop,
         live_work=period_work_throughput(rows) if rows else None,
         reference_work=period_work_throughput(first) if first else None,
+        live_stream=period_stream_throughput(rows, matches, costs) if rows else None,
+        reference_stream=period_stream_throughput(first, matches, costs) if first else None,
         hash_routing=by_hash,
     )
     record = {
@@ -118,6 +165,8 @@ def check_routing_health(
         "reference_relative_throughput": reference,
         "live_work_throughput": check.live_work_throughput,
         "reference_work_throughput": check.reference_work_throughput,
+        "live_stream_posts_per_s": check.live_stream_posts_per_s,
+        "reference_stream_posts_per_s": check.reference_stream_posts_per_s,
         "max_drop": max_drop,
         "hot_words": latest.get("hot_words") or [],
         "decision": check.decision,
