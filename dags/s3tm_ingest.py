@@ -22,6 +22,7 @@ from airflow.sdk import Param, dag
 
 from s3tm.orchestration.dag_support import (
     BATCH_ID_TEMPLATE,
+    cron_period,
     cron_schedule,
     dag_defaults,
     spark_job,
@@ -30,15 +31,18 @@ from schemas.assets import asset
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
+SCHEDULE = "0 * * * *"
 
 
 @dag(
     dag_id="s3tm_ingest",
     # no start_date: the first scheduled run is the next slot (see cron_schedule)
-    schedule=cron_schedule("0 * * * *"),
+    schedule=cron_schedule(SCHEDULE),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULTS.default_args,
+    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
+    on_failure_callback=DEFAULTS.on_run_failure,
     tags=["s3tm", "ingest", "spark"],
     doc_md=__doc__,
     params={

@@ -43,6 +43,7 @@ from core.remap_options import (
     DEFAULT_SPLIT,
 )
 from s3tm.orchestration.dag_support import (
+    cron_period,
     cron_schedule,
     dag_defaults,
     spark_job,
@@ -55,17 +56,20 @@ WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
+SCHEDULE = "0 2 * * *"
 
 
 @dag(
     dag_id="s3tm_remap",
     schedule=AssetOrTimeSchedule(
-        timetable=cron_schedule("0 2 * * *"),
+        timetable=cron_schedule(SCHEDULE),
         assets=[signal("remap_request")],
     ),
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULTS.default_args,
+    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
+    on_failure_callback=DEFAULTS.on_run_failure,
     tags=["s3tm", "remap", "spark", "routing"],
     doc_md=__doc__,
     params={

@@ -66,6 +66,27 @@ class PlatformSettings(BaseSettings):
         "Kubernetes)",
     )
     task_retries: int = Field(default=2, ge=0, description="the DAGs' task retries")
+    # the slowest step measured is the remap's evaluate at 10M topic-based subscriptions,
+    # 18 minutes (docs/RESULTS.md): a task past an hour is hung, not slow
+    task_timeout_minutes: float = Field(
+        default=60.0,
+        gt=0,
+        description="every DAG task's `execution_timeout`: a task running longer is "
+        "stopped (its Spark job killed) and retried or failed",
+    )
+    # each try of each step of the nightly chain at its timeout, with room: a run past it
+    # holds the DAG's one run slot (max_active_runs=1) and is failed
+    run_timeout_minutes: float = Field(
+        default=240.0,
+        gt=0,
+        description="every DAG run's `dagrun_timeout` (a DAG scheduled more often than "
+        "that: its period)",
+    )
+    alert_email: str | None = Field(
+        default=None,
+        description="where a failed or retried task is reported (comma-separated addresses, "
+        "sent through the `smtp_default` connection; unset: no mail)",
+    )
     image: str | None = Field(
         default=None,
         description="on Kubernetes, the image of the Spark pods the DAG tasks submit",

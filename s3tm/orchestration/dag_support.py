@@ -6,6 +6,7 @@ database or connection.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Sequence
@@ -42,12 +43,35 @@ class DagDefaults:
     # N matchers: the deployment says it once (compose: POSTS_PARTITIONS; Kubernetes:
     # s3tm-config), the remap DAG's `nodes` defaults to it
     matchers: int
+    # every task's retries, execution_timeout and failure and retry notifiers
     default_args: dict[str, Any]
+    # a run's dagrun_timeout (run_timeout_within: no longer than the DAG's period) and the
+    # notifiers of a failed run (a timed-out one included)
+    run_timeout: timedelta
+    on_run_failure: list[Any]
+
+    def run_timeout_within(self, period: timedelta) -> timedelta:
+        """The run timeout of a DAG scheduled every ``period``: a hung run ends before the
+        next one is due (its one run slot would hold that run back)."""
+        return min(self.run_timeout, period)
+
+
+def notifiers(addresses: str | None) -> list[Any]:
+    """Airflow's SMTP notifier to ``addresses`` (comma-separated; the `smtp_default`
+    connection is the server): its mail names the DAG, the task, the run and its state and
+    links the task's log. None without addresses."""
+    to = [a.strip() for a in (addresses or "").split(",") if a.strip()]
+    if not to:
+        return []
+    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+    return [SmtpNotifier(to=to)]
 
 
 def dag_defaults() -> DagDefaults:
     """The DAGs' defaults now (the repository's lakehouse and landing folders unless set)."""
     platform = settings()
+    notify = notifiers(platform.alert_email)
     return DagDefaults(
         lakehouse=platform.lakehouse or str(REPO / "lakehouse"),
         landing=platform.landing or str(REPO / "landing"),
@@ -59,7 +83,11 @@ def dag_defaults() -> DagDefaults:
             "owner": "s3tm-platform",
             "retries": platform.task_retries,
             "retry_delay": timedelta(minutes=2),
+            "execution_timeout": timedelta(minutes=platform.task_timeout_minutes),
+            **({"on_failure_callback": notify, "on_retry_callback": notify} if notify else {}),
         },
+        run_timeout=timedelta(minutes=platform.run_timeout_minutes),
+        on_run_failure=notify,
     )
 
 
@@ -84,6 +112,17 @@ def cron_schedule(expression: str) -> Any:
     from airflow.timetables.trigger import CronTriggerTimetable
 
     return CronTriggerTimetable(expression, timezone="UTC", run_immediately=timedelta(0))
+
+
+def cron_period(expression: str) -> timedelta:
+    """The time between two runs of ``expression``: the shortest gap of its next eight."""
+    from datetime import UTC, datetime
+
+    from croniter import croniter
+
+    fires = croniter(expression, datetime(2026, 1, 5, tzinfo=UTC))
+    times = [fires.get_next(datetime) for _ in range(8)]
+    return min(later - earlier for earlier, later in itertools.pairwise(times))
 
 
 def application_path(job: str) -> str:
