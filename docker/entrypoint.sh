@@ -81,6 +81,10 @@ case "${1:-}" in
     java_opts=()
     while IFS= read -r option; do java_opts+=("${option}"); done < <(
       env | grep '^SPARK_JAVA_OPT_' | sort -t_ -k4 -n | sed 's/^[^=]*=//')
+    # Spark reads its RPC secret from spark.authenticate.secret.file only under a k8s://
+    # master, and those first options do not name the master (the driver's settings come
+    # later, over the authenticated connection): the executor is told it runs on Kubernetes
+    java_opts+=("-Dspark.master=k8s://https://${KUBERNETES_SERVICE_HOST:-kubernetes.default.svc}:${KUBERNETES_SERVICE_PORT:-443}")
     exec "${JAVA_HOME}/bin/java" "${java_opts[@]}" \
       "-Xms${SPARK_EXECUTOR_MEMORY}" "-Xmx${SPARK_EXECUTOR_MEMORY}" \
       -cp "$(spark_classpath)" \

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
-from core.errors import InputDataError, S3TMError
+from core.errors import InputDataError, InvalidArgumentError, S3TMError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -253,6 +253,42 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
         default=deployment_topic(),
         help="the posts topic (default: $POSTS_TOPIC or posts)",
     )
+
+
+KAFKA_START = ("earliest", "latest")
+
+
+def kafka_start_options(start: str) -> dict[str, str]:
+    """Spark's Kafka source options for where a new checkpoint starts reading: ``earliest``,
+    ``latest``, or an ISO-8601 time (each partition from its first record at or after it;
+    one without a zone is UTC). A checkpoint that exists resumes from its own offsets.
+
+    Raises:
+        InvalidArgumentError: for anything else.
+    """
+    import datetime as dt
+
+    if start in KAFKA_START:
+        return {"startingOffsets": start}
+    try:
+        when = dt.datetime.fromisoformat(start)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"--starting-offsets {start!r}: earliest, latest or an ISO-8601 time "
+            "(2026-12-07T10:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    # a record's time is the producer's or the broker's, in milliseconds
+    return {"startingTimestamp": str(int(when.timestamp() * 1000))}
+
+
+def kafka_client_options() -> dict[str, str]:
+    """The deployment's own Kafka client settings (``S3TM_KAFKA_OPTIONS``), as Spark's
+    Kafka source and sink take them: ``kafka.``-prefixed."""
+    from spark_jobs.settings import settings
+
+    return {f"kafka.{key}": str(value) for key, value in settings().kafka_options.items()}
 
 
 def kafka_jar_missing(err: Exception, hint: str = "") -> InputDataError | None:

@@ -125,6 +125,12 @@ class PlatformSettings(BaseSettings):
         description="the stream's matcher index: `predicate` (access predicates) or `trie`",
     )
     kafka_dir: Path = Field(default=Path(".kafka"), description="`s3tm kafka`'s broker folder")
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka client settings for the stream's and the ingest's Spark readers, "
+        'a JSON object (`{"client.id": "s3tm", "fetch.max.bytes": "52428800"}`): each '
+        "becomes Spark's `kafka.<setting>`",
+    )
     # -- failure injection (tests) --------------------------------------------------------
     crash: str | None = Field(
         default=None,

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from core.errors import InputDataError
 from spark_jobs import failpoints
-from spark_jobs.common import kafka_jar_missing, log
+from spark_jobs.common import kafka_client_options, kafka_jar_missing, log
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.jobs.sampling import hash_fraction_filter
 from spark_jobs.kafka_security import KafkaSecurity
@@ -226,6 +226,7 @@ def read_ranges(
             # records retention deleted meanwhile: read what is left, do not fail the batch
             .option("failOnDataLoss", "false")
             .options(**(security or KafkaSecurity()).spark_options())
+            .options(**kafka_client_options())  # the deployment's own (S3TM_KAFKA_OPTIONS)
             .load()
         )
     except Exception as err:

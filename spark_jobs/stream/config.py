@@ -35,6 +35,8 @@ class StreamConfig:
             <query_name>``, filled by :meth:`with_checkpoint`).
         max_files_per_trigger: files a micro-batch takes at most (0: all that landed).
         max_offsets_per_trigger: Kafka records a micro-batch takes at most (0: all).
+        starting_offsets: where a new checkpoint starts reading the topic: ``earliest``,
+            ``latest`` or an ISO-8601 time (``spark_jobs.common.kafka_start_options``).
         trigger_seconds: the processing-time trigger (0: batches back to back).
         available_now: process what has landed, then stop (no adaptive shedding then).
         seed: seeds the choice of split-word versions.
@@ -58,6 +60,7 @@ class StreamConfig:
     query_name: str = "s3tm_matcher"
     max_files_per_trigger: int = 0
     max_offsets_per_trigger: int = 0
+    starting_offsets: str = "earliest"
     trigger_seconds: float = 0.0
     available_now: bool = False
     seed: int = 0
@@ -154,6 +157,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.max_offsets_per_trigger,
         help="Kafka records a micro-batch takes at most (0: all)",
+    )
+    run_p.add_argument(
+        "--starting-offsets",
+        default=defaults.starting_offsets,
+        help="where a new checkpoint starts reading the topic: earliest, latest, or an "
+        "ISO-8601 time (each partition from its first record at or after it); a checkpoint "
+        "that exists resumes where it stopped",
     )
     run_p.add_argument(
         "--trigger-seconds",

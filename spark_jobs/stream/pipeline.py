@@ -31,7 +31,7 @@ from core.errors import InputDataError, InvalidArgumentError
 from core.shedding.plan import NO_SHEDDING, ShedPlan
 from core.stream.snapshot import MatcherSnapshot
 from spark_jobs import failpoints
-from spark_jobs.common import kafka_jar_missing
+from spark_jobs.common import kafka_client_options, kafka_jar_missing, kafka_start_options
 from spark_jobs.lake import storage
 from spark_jobs.lake.session import is_local_master
 from spark_jobs.stream import tasks as stream_tasks
@@ -234,7 +234,7 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
                 spark.readStream.format("kafka")
                 .option("kafka.bootstrap.servers", config.kafka_bootstrap)
                 .option("subscribe", config.kafka_topic)
-                .option("startingOffsets", "earliest")
+                .options(**kafka_start_options(config.starting_offsets))
                 # records deleted by retention before they were read: say so, do not stop
                 .option("failOnDataLoss", "false")
                 # a broker restarting (seconds) must not fail the query: offsets are asked
@@ -242,6 +242,9 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
                 .option("fetchOffset.numRetries", KAFKA_OFFSET_RETRIES)
                 .option("fetchOffset.retryIntervalMs", 1000)
                 .options(**config.kafka_security.spark_options())
+                # the deployment's own client settings (S3TM_KAFKA_OPTIONS) last: a team's
+                # value wins
+                .options(**kafka_client_options())
             )
             if config.max_offsets_per_trigger:
                 reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)

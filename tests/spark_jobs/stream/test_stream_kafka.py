@@ -106,6 +106,42 @@ def test_produce_to_kafka_then_stream_equals_brute_force_with_offsets_in_the_qua
         assert raw.decode() in bad and raw.decode().startswith(row["raw"][:5])
 
 
+def test_a_new_checkpoint_starts_at_the_time_it_is_given(
+    lakehouse, scene, tmp_path, kafka_broker, spark_process_env, monkeypatch
+):
+    """--starting-offsets with a time: a new checkpoint reads each partition from its
+    first record at or after it (the posts produced before are never matched); the
+    deployment's Kafka client settings (S3TM_KAFKA_OPTIONS) reach Spark's reader, which
+    refuses one it manages itself, naming it."""
+    import datetime as dt
+    import time
+
+    landing = scene
+    harness.publish_learned(lakehouse, landing, 4, "salb", split=True)
+    topic = _topic(kafka_broker, 3)
+    landing.write(400)
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    time.sleep(1.5)  # record times are the producer's, in milliseconds
+    since = dt.datetime.now(dt.UTC)
+    time.sleep(0.5)
+    later = landing.write(400)
+    for path in sorted(landing.root.glob("posts-*.jsonl"))[:-1]:
+        path.unlink()  # produce only the later file
+    _produce(kafka_broker, topic, landing, spark_process_env)
+    assert sum(kafka_broker.end_offsets(topic).values()) == 800
+
+    config = _kafka_config(tmp_path, landing, kafka_broker, topic,
+                           starting_offsets=since.isoformat())  # fmt: skip
+    monkeypatch.setenv("S3TM_KAFKA_OPTIONS", '{"client.id": "s3tm-stream-test"}')
+    harness.run_to_end(lakehouse, config)
+    harness.assert_exact(lakehouse, landing, later, at_least=300)
+
+    monkeypatch.setenv("S3TM_KAFKA_OPTIONS", '{"auto.offset.reset": "none"}')
+    other = _kafka_config(tmp_path / "other", landing, kafka_broker, topic)
+    with pytest.raises(Exception, match=r"auto\.offset\.reset"):
+        harness.run_to_end(lakehouse, other)
+
+
 @pytest.mark.parametrize("part", HALVES)
 def test_kafka_stream_killed_at_every_point_restarts_exactly(
     lakehouse, tmp_path, kafka_broker, spark_process_env, part
