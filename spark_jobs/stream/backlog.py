@@ -11,7 +11,7 @@ import functools
 import json
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from core.shedding.policy import Backlog
+from core.stream.shedding_policy import Backlog
 from spark_jobs.lake.storage import filesystem, fs_path, join
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from core.errors import InvalidArgumentError
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES
-from core.shedding.policy import SheddingOptions
+from core.stream.shedding_policy import SheddingOptions
 from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
 from spark_jobs.kafka_security import DEFAULT_BOOTSTRAP, DEFAULT_TOPIC, KafkaSecurity
 from spark_jobs.stream.health import HealthOptions

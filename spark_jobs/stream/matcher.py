@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from core.errors import InputDataError
-from core.shedding.policy import Backlog, StreamShedding
 from core.stream.latency import merge
 from core.stream.notes import MatchNote, QuarantineNote, RouteNote, TaskNote
+from core.stream.shedding_policy import Backlog, StreamShedding
 from core.stream.snapshot import MatcherSnapshot
 from schemas import table
 from spark_jobs import failpoints

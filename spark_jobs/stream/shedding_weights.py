@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.shedding.slot_weights import slot_names, weights_of_slots
+from core.stream.slot_weights import slot_names, weights_of_slots
 from core.stream.snapshot import MatcherSnapshot
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import InvalidArgumentError
 from core.shedding.drop_cost import DROPPED_POST_COST
-from core.shedding.policy import Backlog, SheddingOptions, StreamShedding
+from core.stream.shedding_policy import Backlog, SheddingOptions, StreamShedding
 
 
 def test_the_ladder_caps_down_to_two_drops_then_drops_at_one_matcher() -> None:

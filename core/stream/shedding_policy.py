@@ -14,7 +14,7 @@ Per micro-batch, before it is routed:
    measured at each level, else from the spreads and the route / match time split;
 3. the level, its cap and (``yield``) the utility weights become the batch's
    :class:`ShedPlan`; the plan is recorded before the batch runs, and the weights are kept
-   (the stream's :class:`core.shedding.slot_weights.SlotWeightStore`), so a replayed batch
+   (the stream's :class:`core.stream.slot_weights.SlotWeightStore`), so a replayed batch
    sheds exactly the same pairs.
 
 After the batch: the route tasks' spread histograms, bytes and timings update L(l), the
@@ -37,9 +37,9 @@ from core.shedding.input_rate import InputRate
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
-from core.shedding.slot_weights import SlotWeightStore
 from core.shedding.yield_stats import YieldObservation, YieldStats
 from core.stream.notes import MatchNote, RouteNote
+from core.stream.slot_weights import SlotWeightStore
 from core.stream.snapshot import MatcherSnapshot
 
 log = logging.getLogger("s3tm.jobs")  # the stream job's log, as the Spark side's
