@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from spark_jobs.lake.delta_io import Lakehouse
 
-log = logging.getLogger("s3tm.jobs")
+log = logging.getLogger(__name__)
 
 
 def quiet_chatty_loggers() -> None:

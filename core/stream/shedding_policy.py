@@ -42,7 +42,7 @@ from core.stream.notes import MatchNote, RouteNote
 from core.stream.slot_weights import SlotWeightStore
 from core.stream.snapshot import MatcherSnapshot
 
-log = logging.getLogger("s3tm.jobs")  # the stream job's log, as the Spark side's
+log = logging.getLogger(__name__)
 
 # Share of posts processed in full while shedding, so the yield estimate stays unbiased.
 EXEMPT_FRACTION = 0.02

@@ -27,7 +27,7 @@ from s3tm.cli.options import HoldoutOptions, add_command
 from s3tm.mapping_files import load_table, save_table
 from spark_jobs.lake.corpus_files import read_corpus, read_word_list, write_demo_corpus
 
-log = logging.getLogger("s3tm")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from s3tm.cli.options import add_command
 from s3tm.mapping_files import save_table
 from spark_jobs.lake.corpus_files import write_demo_corpus
 
-log = logging.getLogger("s3tm")
+log = logging.getLogger(__name__)
 
 DEMO_ALGORITHMS = (("hash", False), ("salb", False), ("salb", True), ("salb2", True))
 

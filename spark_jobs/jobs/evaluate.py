@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,11 +27,13 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.stream.costs import StreamCosts
 from core.stream.costs import posts_per_second as stream_posts_per_second
-from spark_jobs.common import exit_process, job_entry, log
+from spark_jobs.common import exit_process, job_entry
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, holdout_filter
 from spark_jobs.lake import routing_store
 from spark_jobs.lake.stream_costs import stream_costs
 from spark_jobs.lake.subscription_store import active_corpus
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import exit_process, job_entry, log, window_start
+from spark_jobs.common import exit_process, job_entry, window_start
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -25,9 +26,11 @@ import tyro
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import exit_process, job_entry, log
+from spark_jobs.common import exit_process, job_entry
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deployment_topic
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

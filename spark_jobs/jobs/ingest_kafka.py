@@ -24,10 +24,12 @@ import pyarrow as pa
 
 from core.errors import InputDataError
 from spark_jobs import failpoints
-from spark_jobs.common import kafka_client_options, kafka_jar_missing, log
+from spark_jobs.common import kafka_client_options, kafka_jar_missing
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
 from spark_jobs.jobs.sampling import hash_fraction_filter
 from spark_jobs.kafka_security import KafkaSecurity
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
-from spark_jobs.common import exit_process, job_entry, log, window_start
+from spark_jobs.common import exit_process, job_entry, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
@@ -72,6 +73,8 @@ from spark_jobs.lake.routing_store import (
     published_version,
 )
 from spark_jobs.lake.subscription_store import active_corpus
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

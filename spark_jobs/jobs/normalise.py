@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
-from spark_jobs.common import exit_process, job_entry, log
+from spark_jobs.common import exit_process, job_entry
 from spark_jobs.jobs.sampling import hash_fraction_filter
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -10,6 +10,7 @@ subscriptions that moved."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
@@ -27,7 +28,7 @@ from core.placement.lasp import (
     place_subscriptions,
 )
 from spark_jobs import failpoints
-from spark_jobs.common import exit_process, job_entry, log
+from spark_jobs.common import exit_process, job_entry
 from spark_jobs.lake.routing_store import (
     get_version,
     latest_pending,
@@ -38,6 +39,8 @@ from spark_jobs.lake.routing_store import (
     write_placements,
 )
 from spark_jobs.lake.subscription_store import active_corpus
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from core.errors import InputDataError
-from spark_jobs.common import action_job_main, add_common_arguments, exit_process, log
+from spark_jobs.common import action_job_main, add_common_arguments, exit_process
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
@@ -28,6 +29,8 @@ from spark_jobs.lake.subscription_store import (
     register_word_sets,
     track_phrases,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     import deltalake
 
-log = logging.getLogger("spark_jobs.lake.delta_io")
+log = logging.getLogger(__name__)
 
 DEFAULT_LAKEHOUSE = "lakehouse"
 LAKEHOUSE_ENV = env_name("lakehouse")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.options import SessionOptions
 
-log = logging.getLogger("s3tm.sql_server")
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 15002
 # the variable Spark Connect's clients and this server read the shared token from (not an

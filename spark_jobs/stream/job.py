@@ -13,15 +13,18 @@ This module is the command line (``spark-submit spark_jobs/stream/job.py run|sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_jobs import failpoints
-from spark_jobs.common import action_job_main, exit_process, log
+from spark_jobs.common import action_job_main, exit_process
 from spark_jobs.lake.storage import join, spark_uri
 from spark_jobs.stream.config import StreamCommand, add_arguments
 from spark_jobs.stream.matcher import start
 from spark_jobs.stream.status import print_status
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import threading
 import time
 import uuid
@@ -38,7 +39,6 @@ from core.stream.shedding_policy import Backlog, StreamShedding
 from core.stream.snapshot import MatcherSnapshot
 from schemas import table
 from spark_jobs import failpoints
-from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc, routing_in_force
 from spark_jobs.stream.backlog import file_backlog, kafka_backlog
 from spark_jobs.stream.batch_log import (
@@ -63,6 +63,8 @@ from spark_jobs.stream.placement_sync import DriverState, PlacementSync
 from spark_jobs.stream.registry_follower import RegistryFollower
 from spark_jobs.stream.shedding_weights import CheckpointWeights
 from spark_jobs.stream.warm_up import WarmUp, WarmUpFigures
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -11,14 +11,16 @@ Python worker's cache, :class:`core.stream.worker.MatcherCache`, keeps it).
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from core.errors import InputDataError
 from core.stream.snapshot import MatcherSubs
-from spark_jobs.common import log
 from spark_jobs.lake.storage import filesystem, join
+
+log = logging.getLogger(__name__)
 
 FOLDER = "matcher-bases"
 _FIELDS = ("sub_ids", "indptr", "word_ids", "subscriber_codes")

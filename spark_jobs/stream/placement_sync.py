@@ -7,6 +7,7 @@ since the version's base, whose per-matcher files the match tasks read
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ import pyarrow.compute as pc
 from core.placement.live import LivePlacement
 from core.stream.snapshot import MatcherSnapshot, SnapshotMaker
 from schemas import table
-from spark_jobs.common import log
 from spark_jobs.lake.routing_store import (
     load_routing_table,
     now_utc,
@@ -28,6 +28,8 @@ from spark_jobs.lake.routing_store import (
 )
 from spark_jobs.stream.health import StreamHealth
 from spark_jobs.stream.matcher_bases import FileBases, bases_root
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark import Broadcast

@@ -10,12 +10,14 @@ same with or without the follower; only where the seconds are spent moves.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from spark_jobs.common import log
+log = logging.getLogger(__name__)
+
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

@@ -11,12 +11,12 @@ dispatch, Parquet) runs once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spark_jobs.common import log
 from spark_jobs.lake.routing_store import now_utc
 from spark_jobs.lake.session import is_local_master
 from spark_jobs.lake.storage import join
@@ -24,6 +24,8 @@ from spark_jobs.stream import warm_tasks
 from spark_jobs.stream.config import WARM_TEXTS
 from spark_jobs.stream.pipeline import MatchPipeline, task_slots
 from spark_jobs.stream.placement_sync import DriverState
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

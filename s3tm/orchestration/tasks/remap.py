@@ -4,14 +4,16 @@ and written with delta-rs on the worker)."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from core.errors import S3TMError
 from s3tm.orchestration.reports import charts as report_charts
 from s3tm.orchestration.reports import store as reports
 from s3tm.orchestration.reports.text import decision_sentence, evaluation_table
-from spark_jobs.common import log
 from spark_jobs.lake.delta_io import Lakehouse
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from schemas.rows import VersionParams, VersionRow
