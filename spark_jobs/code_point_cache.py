@@ -58,7 +58,9 @@ def load_or_build(path: Path | None = None) -> np.ndarray:
                 np.save(out, classes, allow_pickle=False)
             os.replace(partial, cache)
         except OSError:
-            partial.unlink(missing_ok=True)
+            # a read-only install (a pod's read-only root): the table stays this process's
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
     return classes
 
 

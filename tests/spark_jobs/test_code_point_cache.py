@@ -52,3 +52,21 @@ def test_the_file_is_beside_the_encoder_keyed_by_what_the_table_is_built_from(mo
     # another Unicode database (or Python, or tokeniser source): another file
     monkeypatch.setattr(code_point_cache.unicodedata, "unidata_version", "0.0.0")
     assert code_point_cache.cache_path() != path
+
+
+def test_a_read_only_install_builds_the_table_and_writes_nothing(tmp_path, monkeypatch):
+    """A pod's read-only root filesystem (Pod Security "restricted", infra/k8s): every
+    write and the clean-up of the partial file fail with EROFS; the table is still the
+    classifier's, built in this process."""
+    import errno
+
+    cache = tmp_path / "__pycache__" / "code_point_classes.test.npy"
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    table = code_point_cache.load_or_build(cache)
+    assert np.array_equal(table, encoder.classify_code_points())
+    assert not cache.parent.exists()
