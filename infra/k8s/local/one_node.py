@@ -165,6 +165,7 @@ class OneNode:
         # every request a service account makes, at metadata level: which rights the
         # platform's accounts use (k8s_demo.py prints them beside what their Roles grant)
         self.audit_log = self.folder / "logs" / "audit.jsonl"
+        self.audit_log.unlink(missing_ok=True)  # this cluster's requests only
         policy = self.folder / "audit-policy.yaml"
         policy.write_text(
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
