@@ -66,13 +66,16 @@ def test_the_airflow_charts_probe_and_log_groomer_paths_run(platform_image, cont
     probe = _run(container_engine, "run", "--rm", platform_image, "/entrypoint", "python", "-c",
                  "import airflow; print('probe ok')")  # fmt: skip
     assert "probe ok" in _ok(probe)
+    # the groomer cleans where the image's Airflow writes its logs (its
+    # AIRFLOW__LOGGING__BASE_LOG_FOLDER), not a folder under Airflow's home
     script = (
-        "mkdir -p /tmp/home/logs/old && touch -d '20 days ago' /tmp/home/logs/old/a.log && "
-        "touch /tmp/home/logs/new.log && (AIRFLOW_HOME=/tmp/home timeout 5 bash /clean-logs "
-        ">/dev/null || true) && find /tmp/home/logs | sort"
+        'logs="$AIRFLOW__LOGGING__BASE_LOG_FOLDER" && mkdir -p "$logs/old" && '
+        'touch -d \'20 days ago\' "$logs/old/a.log" && touch "$logs/new.log" && '
+        '(timeout 5 bash /clean-logs >/dev/null || true) && find "$logs" | sort'
     )
     left = _ok(_run(container_engine, "run", "--rm", platform_image, "sh", "-c", script))
-    assert left.split() == ["/tmp/home/logs", "/tmp/home/logs/new.log"]
+    logs = "/opt/s3tm/logs/airflow"  # the image's (docker/Dockerfile)
+    assert left.split() == [logs, f"{logs}/new.log"]
 
 
 def test_airflow_lists_the_four_dags_with_no_import_error(platform_image, container_engine):
