@@ -102,19 +102,24 @@ def decide(
         )
     conditions = []
     now = live.relative_throughput
-    if live_stream is not None and reference_stream:
-        if live_stream < (1.0 - max_drop) * reference_stream:
-            conditions.append(
-                f"throughput_drop: the stream model's posts/s x{live_stream / reference_stream:.3f}"
-                f" of the version's first live period ({1 - live_stream / reference_stream:.1%}"
-                f" lower, more than {max_drop:.0%})"
+    # the gate's measure where the rows carry its counts, else counted work
+    measured = next(
+        (
+            (name, now_value, then)
+            for name, now_value, then in (
+                ("the stream model's posts/s", live_stream, reference_stream),
+                ("throughput by matcher work", live_work, reference_work),
             )
-    elif live_work is not None and reference_work:
-        if live_work < (1.0 - max_drop) * reference_work:
+            if now_value is not None and then
+        ),
+        None,
+    )
+    if measured is not None:
+        name, now_value, then = measured
+        if now_value < (1.0 - max_drop) * then:
             conditions.append(
-                f"throughput_drop: throughput by matcher work x{live_work / reference_work:.3f} "
-                f"of the version's first live period ({1 - live_work / reference_work:.1%} "
-                f"lower, more than {max_drop:.0%})"
+                f"throughput_drop: {name} x{now_value / then:.3f} of the version's first live "
+                f"period ({1 - now_value / then:.1%} lower, more than {max_drop:.0%})"
             )
     elif reference is not None and not math.isnan(now) and now < (1.0 - max_drop) * reference:
         conditions.append(

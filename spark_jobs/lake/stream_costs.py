@@ -66,7 +66,13 @@ def lakehouse_fit(store: DeltaStore) -> CostFit | None:
     one routing version."""
     if not (store.exists("stream.batches") and store.exists("stream.health")):
         return None
-    rows = steady_batches(store.read_arrow("stream.batches"), store.read_arrow("stream.health"))
+    return tables_fit(store.read_arrow("stream.batches"), store.read_arrow("stream.health"))
+
+
+def tables_fit(batches: pa.Table, health: pa.Table) -> CostFit | None:
+    """The fit over the steady batches of ``stream.batches`` and ``stream.health`` as read
+    (a caller that holds them already), or None as :func:`lakehouse_fit`."""
+    rows = steady_batches(batches, health)
     if len({version for version, _ in rows}) < 2:
         return None
     try:
@@ -78,7 +84,11 @@ def lakehouse_fit(store: DeltaStore) -> CostFit | None:
 def stream_costs(store: DeltaStore) -> StreamCosts:
     """The costs the gate predicts the stream with: the lakehouse's own fit, else the
     defaults."""
-    fitted = lakehouse_fit(store)
+    return costs_of(lakehouse_fit(store))
+
+
+def costs_of(fitted: CostFit | None) -> StreamCosts:
+    """A fit's costs, else the defaults (each said in the log)."""
     if fitted is None:
         log.info("stream costs: the model's defaults (too few batches here to fit)")
         return DEFAULT_COSTS

@@ -26,15 +26,18 @@ def _health(batch: int, at: dt.datetime, work: list[int], loads: list[int]) -> d
     }  # fmt: skip
 
 
-def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
-    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+def _published(lakehouse: Lakehouse, metrics: str = "{}") -> None:
+    """Routing version 1, salb2 over 2 matchers, published at T0 with ``metrics``."""
     add_version(lakehouse, {
         "routing_version": 1, "algorithm": "salb2", "n_matchers": 2, "params": "{}",
-        "inputs": "{}", "subscribed_words": None,
-        "metrics": '{"evaluation": {"relative_model_throughput_vs_hash": 1.2}}',
-        "validation": None, "status": "published", "created_at": T0, "published_at": T0,
-        "retired_at": None,
+        "inputs": "{}", "subscribed_words": None, "metrics": metrics, "validation": None,
+        "status": "published", "created_at": T0, "published_at": T0, "retired_at": None,
     })  # fmt: skip
+
+
+def test_the_monitor_asks_for_a_remap_when_counted_work_drops(tmp_path) -> None:
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    _published(lakehouse, '{"evaluation": {"relative_model_throughput_vs_hash": 1.2}}')
     rows = [
         # its first live hour: balanced work
         _health(0, T0, [500, 500], [60, 60]),
@@ -70,11 +73,7 @@ def test_the_monitor_judges_by_the_stream_model_where_counted_work_sees_no_chang
     from s3tm.orchestration.tasks.monitor import period_stream_throughput
 
     lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
-    add_version(lakehouse, {
-        "routing_version": 1, "algorithm": "salb2", "n_matchers": 2, "params": "{}",
-        "inputs": "{}", "subscribed_words": None, "metrics": "{}", "validation": None,
-        "status": "published", "created_at": T0, "published_at": T0, "retired_at": None,
-    })  # fmt: skip
+    _published(lakehouse)
     rows = [
         _health(0, T0, [500, 500], [60, 60]),
         _health(1, T0 + dt.timedelta(minutes=30), [500, 500], [60, 60]),

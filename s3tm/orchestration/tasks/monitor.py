@@ -29,7 +29,7 @@ from spark_jobs.lake.routing_store import (
     now_utc,
     routing_in_force,
 )
-from spark_jobs.lake.stream_costs import stream_costs
+from spark_jobs.lake.stream_costs import costs_of, tables_fit
 
 
 def _publish_time_relative_throughput(lakehouse: Lakehouse, version: int) -> float | None:
@@ -78,16 +78,12 @@ def period_stream_throughput(
     return posts_per_second(costs, posts, made, copies, work)
 
 
-def _batch_matches(lakehouse: Lakehouse) -> dict[tuple[str, int], int]:
-    """Matches of each committed micro-batch, by (query, batch)."""
-    if not lakehouse.exists("stream.batches"):
-        return {}
-    batches = lakehouse.read_arrow("stream.batches").select(
-        ["query_id", "batch_id", "stage", "matches"]
-    )
+def _batch_matches(batches: pa.Table) -> dict[tuple[str, int], int]:
+    """Matches of each committed micro-batch of ``stream.batches``, by (query, batch)."""
+    rows = batches.select(["query_id", "batch_id", "stage", "matches"]).to_pylist()
     return {
         (r["query_id"], r["batch_id"]): int(r["matches"] or 0)
-        for r in batches.to_pylist()
+        for r in rows
         if r["stage"] == "committed"
     }
 
@@ -138,8 +134,14 @@ def check_routing_health(
         if version is not None and not by_hash
         else None
     )
-    matches = _batch_matches(lakehouse) if rows else {}
-    costs = stream_costs(lakehouse) if matches else DEFAULT_COSTS
+    # stream.batches read once: each batch's matches, and with the health rows the cost
+    # model's fit to this lakehouse's batches (the gate's)
+    matches: dict[tuple[str, int], int] = {}
+    costs = DEFAULT_COSTS
+    if rows and lakehouse.exists("stream.batches"):
+        batches = lakehouse.read_arrow("stream.batches")
+        matches = _batch_matches(batches)
+        costs = costs_of(tables_fit(batches, health))
     check = decide(
         has_version=version is not None,
         has_posts=has_posts,
