@@ -1,5 +1,6 @@
 # All set-up goes through `make`: a fresh machine needs only Python 3.11, Java 17, Maven and
-# make. Versions are pinned in pyproject.toml (Python) and docker/jars/pom.xml (JVM jars);
+# make. Versions are locked in uv.lock (Python; pyproject.toml holds the supported ranges)
+# and pinned in docker/jars/pom.xml (JVM jars);
 # this file only says how to install them.
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -26,11 +27,13 @@ WORKERS ?= 2
 
 setup: $(VENV)/.installed $(VENV)/.bytecode $(VENV)/.zip-bytecode $(JARS)/.resolved $(WEB)/.resolved $(VENV)/.kernels
 
-$(VENV)/.installed: pyproject.toml
+# the locked versions (uv.lock), exactly: --frozen never re-resolves, so what runs here is
+# what CI and the image run; --inexact keeps uv itself in the environment
+$(VENV)/.installed: pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[dev]"
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --quiet --frozen --inexact --compile-bytecode --extra dev
 	@touch $@
 
 # The project's own modules compiled to bytecode once (the installed packages are, by uv's

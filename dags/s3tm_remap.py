@@ -21,6 +21,12 @@ there are subscriptions, else by the model); else the current routing stays (the
 version, or hash routing, which the stream routes by until a candidate beats it), and the
 report says why -> run report.
 
+The window: a nightly run (and each run of an `airflow backfill`) learns on the `window_days`
+full days before its data interval ends, so re-running it, or backfilling a past day,
+learns from that day's data and records a version for it; publish never puts a version
+learned on older days over a newer one. A Trigger or a monitor request learns on the newest
+days.
+
 Params: `nodes` (N), `algorithm`, `split`, `incremental`, `max_moved`, `full_remap_gain`,
 `window_days` (a monitor request may ask for a shorter window: the run then learns on the
 recent days only), `margin`, `cooccurrence` (off: gold.cooccurrence is for SQL users only),
@@ -51,7 +57,8 @@ from s3tm.orchestration.dag_support import (
 from schemas.assets import asset, signal
 
 # the learning window this run uses: the `learning_window` task's result
-WINDOW = "{{ ti.xcom_pull(task_ids='learning_window') }}"
+WINDOW = "{{ ti.xcom_pull(task_ids='learning_window')['%s'] }}"
+WINDOW_DAYS, WINDOW_END, AS_OF = WINDOW % "days", WINDOW % "end", WINDOW % "as_of"
 
 
 # the deployment's settings when the file is parsed
@@ -128,7 +135,9 @@ def s3tm_remap() -> None:
         "graph",
         [
             "--window-days",
-            WINDOW,
+            WINDOW_DAYS,
+            "--end",
+            WINDOW_END,
             "{{ '--cooccurrence' if params.cooccurrence else '--no-cooccurrence' }}",
         ],
         outlets=[asset("gold.post_words"), asset("gold.word_stats")],
@@ -142,7 +151,11 @@ def s3tm_remap() -> None:
             "--algorithm",
             "{{ params.algorithm }}",
             "--window-days",
-            WINDOW,
+            WINDOW_DAYS,
+            "--end",
+            WINDOW_END,
+            "--as-of",
+            AS_OF,
             "{{ '--split' if params.split else '--no-split' }}",
             "{{ '--incremental' if params.incremental and params.algorithm == 'salb2' "
             "else '--no-incremental' }}",
@@ -158,13 +171,22 @@ def s3tm_remap() -> None:
 
     @task
     def learning_window(
-        params: dict | None = None, triggering_asset_events: dict | None = None
-    ) -> int:
+        params: dict | None = None,
+        triggering_asset_events: dict | None = None,
+        dag_run=None,
+        data_interval_end=None,
+    ) -> dict:
         """Days to learn on: `window_days`, or the monitor's shorter request (after a burst
-        or a drop, the recent posts are the ones that matter)."""
-        from s3tm.orchestration.tasks.remap import learning_window_days
+        or a drop, the recent posts are the ones that matter); a nightly or backfill run's
+        end at its data interval's."""
+        from s3tm.orchestration.tasks.remap import learning_window as window_of
 
-        return learning_window_days(int(params["window_days"]), triggering_asset_events)
+        return window_of(
+            int(params["window_days"]),
+            triggering_asset_events,
+            getattr(dag_run, "run_type", None),
+            data_interval_end,
+        )
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def request_holds(

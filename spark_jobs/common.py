@@ -67,15 +67,20 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = Fals
     )
 
 
-def window_start(frame: DataFrame, day_column: str, window_days: int) -> dt.date | None:
-    """First day of the last ``window_days`` days present in ``frame`` (None: all days).
+def window_start(
+    frame: DataFrame, day_column: str, window_days: int, end: dt.date | None = None
+) -> dt.date | None:
+    """First day of the ``window_days`` days that end at ``end`` (a run bound to its data
+    interval), else of the last ``window_days`` days present in ``frame`` (None: all days).
 
-    Relative to the data, not the clock, so a backfill or a demo on old data has a window.
+    Without ``end``, relative to the data, not the clock, so a demo on old data has a window.
     """
     from pyspark.sql import functions as F
 
     if window_days <= 0:
         return None
+    if end is not None:
+        return end - dt.timedelta(days=window_days - 1)
     last = frame.agg(F.max(day_column)).collect()[0][0]
     return None if last is None else last - dt.timedelta(days=window_days - 1)
 

@@ -61,8 +61,10 @@ case "${what}" in
     ;;
   services)
     [ -d "${m2}/repository" ] || { say "no Maven cache at ${m2}: run make setup first"; exit 1; }
-    # moto's pin is pyproject.toml's (the tests' S3 server)
-    moto="$(sed -n 's/^ *"\(moto\[server\]==[^"]*\)".*/\1/p' "${repo}/pyproject.toml")"
+    # moto's version is uv.lock's (the tests' S3 server)
+    moto_version="$(awk '/^name = "moto"$/ { getline; gsub(/"/, "", $3); print $3; exit }' "${repo}/uv.lock")"
+    [ -n "${moto_version}" ] || { say "uv.lock locks no moto"; exit 1; }
+    moto="moto[server]==${moto_version}"
     postgres="$(build postgres 15-${suite})"
     s3="$(build s3 moto "" --build-arg "MOTO_REQUIREMENT=${moto}")"
     kafka="$(build kafka maven "${repo}/docker" --build-arg MAVEN_FLAGS=--offline \

@@ -33,7 +33,8 @@ class GraphConfig:
     end: dt.date | None = None
     """last day, inclusive (default: all)"""
     window_days: int = 0
-    """only the last N days present in silver (0: all; --start wins)"""
+    """only the N days that end at --end, else the last N days present in silver (0: all;
+    --start wins)"""
     cooccurrence: bool = False
     """also write gold.cooccurrence (word pairs per day: no learner reads it; at 10M posts
     it is the largest table and the slowest step)"""
@@ -86,7 +87,7 @@ def run(config: GraphConfig, lakehouse: Lakehouse) -> int:
     from pyspark.sql import functions as F
 
     silver = lakehouse.read("silver.posts")
-    start = config.start or window_start(silver, "event_day", config.window_days)
+    start = config.start or window_start(silver, "event_day", config.window_days, config.end)
     if start:
         silver = silver.where(F.col("event_day") >= F.lit(start))
     if config.end:

@@ -3,7 +3,9 @@
 Every line is judged by ``core.corpus.records.parse_json_record`` (the same rules as the file
 reader): malformed JSON, non-UTF-8, missing/empty/oversized text, ids that are not strings
 or integers, and blank lines are quarantined with the reason, as are unparseable
-``created_at`` values and duplicate ids (within the batch or already in bronze). Line ends
+``created_at`` values, posts dated after the batch's cut-off (the time it reads plus
+``CLOCK_SKEW``: a post from the future would move every learning window) and duplicate ids
+(within the batch or already in bronze). Line ends
 are LF, CRLF or a lone CR, so every line of a file is one bronze or one quarantine row.
 Files already ingested are skipped, so a re-run adds nothing; the commits carry the batch
 id (Delta transaction), so a retried batch is not written twice.
@@ -60,6 +62,9 @@ class IngestConfig:
     """monotonic batch number (default: the epoch second now)"""
     default_day: dt.date | None = None
     """event day of posts without created_at (default: today, UTC)"""
+    dated_until: dt.datetime | None = None
+    """the batch's cut-off: posts created after it are quarantined (default: the time of
+    the read plus 5 minutes of clock skew)"""
     # TLS and SASL towards the broker: the environment's KAFKA_* settings
     # (kafka_security.py), never a command-line option
     kafka_security: Annotated[KafkaSecurity, tyro.conf.Suppress] = field(
@@ -76,6 +81,9 @@ class IngestConfig:
 
 
 APP_ID = "s3tm.ingest"
+# how far a source's clock may run ahead of this one before its posts count as future-dated
+CLOCK_SKEW = dt.timedelta(minutes=5)
+FUTURE_REASON = "created_at in the future (after the batch's cut-off)"
 
 
 def _gunzip_if_needed(content: bytes) -> bytes:
@@ -115,7 +123,13 @@ def parse_landing(files: DataFrame) -> DataFrame:
 
 
 def split_records(
-    parsed: DataFrame, known_ids: DataFrame, *, batch: str, default_day: dt.date, now: dt.datetime
+    parsed: DataFrame,
+    known_ids: DataFrame,
+    *,
+    batch: str,
+    default_day: dt.date,
+    now: dt.datetime,
+    dated_until: dt.datetime,
 ) -> tuple[DataFrame, DataFrame]:
     """Pure transform: parsed records -> (bronze rows, quarantine rows).
 
@@ -125,6 +139,7 @@ def split_records(
         batch: the ingest batch label written on every row.
         default_day: event day of posts without ``created_at``.
         now: ingestion timestamp (UTC).
+        dated_until: the cut-off (UTC): posts created after it are quarantined.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -143,6 +158,7 @@ def split_records(
     judged = ranked.join(known, "post_id", "left").withColumn(
         "reason",
         F.when(bad_time, F.lit("unparseable created_at"))
+        .when(F.col("created_ts") > F.lit(dated_until).cast("timestamp"), F.lit(FUTURE_REASON))
         .when(F.col("known"), F.lit("duplicate id (already ingested)"))
         .when(F.col("rank") > 1, F.lit("duplicate id (within batch)")),
     )
@@ -235,6 +251,7 @@ def commit_records(
     batch_id: int,
     default_day: dt.date | None,
     now: dt.datetime,
+    dated_until: dt.datetime | None = None,
 ) -> IngestBatchSummary:
     """Judges parsed records and commits the quarantine, then bronze, under ``batch_id``
     (a batch already committed by ``app_id`` writes nothing). Returns the batch's figures."""
@@ -245,8 +262,17 @@ def commit_records(
         if lakehouse.exists("bronze.posts")
         else spark.createDataFrame([], "post_id string")
     )
+    if dated_until is None:
+        dated_until = now + CLOCK_SKEW
+    elif dated_until.tzinfo is not None:  # the lakehouse's times are UTC's, without a zone
+        dated_until = dated_until.astimezone(dt.UTC).replace(tzinfo=None)
     bronze, quarantine = split_records(
-        parsed, known, batch=batch, default_day=default_day or now.date(), now=now
+        parsed,
+        known,
+        batch=batch,
+        default_day=default_day or now.date(),
+        now=now,
+        dated_until=dated_until,
     )
     bronze = bronze.cache()
     quarantine = quarantine.cache()
@@ -306,6 +332,7 @@ def _run_files(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
         batch_id=batch_id,
         default_day=config.default_day,
         now=now,
+        dated_until=config.dated_until,
     )
     print(json.dumps({"files": len(new_files), **summary}))
     return 0
@@ -333,6 +360,7 @@ def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
             batch_id=ranges[0].batch_id,
             default_day=config.default_day,
             now=now,
+            dated_until=config.dated_until,
         )
         committed += 1
         print(

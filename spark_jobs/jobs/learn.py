@@ -19,6 +19,11 @@ version with the same N is published, has its matcher ids renamed to keep the mo
 subscriptions where the published version has them (``core.learn.align``: the same routing,
 fewer subscriptions re-placed; params ``aligned_kept_subscription_words``).
 
+A run bound to its data interval (``--end``: the remap DAG's nightly and backfill runs)
+learns on the ``--window-days`` ending there and refines (and takes matcher ids from) the
+newest once-published version learned on days before it, not today's: re-running it
+learns the same mapping. Every version records its window's last day (``inputs.end``).
+
 Driver memory and time: the edges are read from the version's Parquet files straight into
 dictionary-encoded Arrow columns on the driver (:func:`window_edges_arrow`: the learner
 runs there anyway, and Spark's ``toArrow`` of the strings was most of the job), with no
@@ -71,6 +76,8 @@ from spark_jobs.lake.routing_store import (
     load_routing_table,
     now_utc,
     published_version,
+    versions,
+    window_end,
 )
 from spark_jobs.lake.subscription_store import active_corpus
 
@@ -167,9 +174,14 @@ class LearnConfig(LearnerOptions):
     start: dt.date | None = None
     """first day of the window"""
     end: dt.date | None = None
-    """last day of the window"""
+    """last day of the window: a scheduled run's, the last day before its data interval
+    ends (default: the newest day in gold.post_words)"""
     window_days: int = 0
-    """only the last N days present in gold.post_words (0: all)"""
+    """only the N days that end at --end, else the last N days present in gold.post_words
+    (0: all)"""
+    as_of: dt.datetime | None = None
+    """the time the run learns as of: a scheduled run's data interval end (default: now);
+    the live hot words are those the stream recorded in the hours before it"""
     subscribed: Literal["auto", "registry", "all"] = "auto"
     """learn on the registry's words (auto: when it has any)"""
     seed: int = 0
@@ -179,6 +191,9 @@ class LearnConfig(LearnerOptions):
     hours (stream.health) the versions their live share needs (0: off)"""
 
     def __post_init__(self) -> None:
+        if self.as_of is not None and self.as_of.tzinfo is None:
+            # a time without a zone is UTC's, as every time the lakehouse records
+            object.__setattr__(self, "as_of", self.as_of.replace(tzinfo=dt.UTC))
         if self.nodes < 1:
             raise InvalidArgumentError(f"--nodes must be >= 1, got {self.nodes}")
         if self.incremental and self.algorithm != "salb2":
@@ -196,14 +211,20 @@ class LearnConfig(LearnerOptions):
             )
 
 
-def live_hot_words(lakehouse: Lakehouse, hours: float) -> dict[str, float]:
-    """The hot words of the latest ``stream.health`` row recorded in the last ``hours``,
-    with their live share of word occurrences: a burst the learning window dilutes."""
+def live_hot_words(
+    lakehouse: Lakehouse, hours: float, as_of: dt.datetime | None = None
+) -> dict[str, float]:
+    """The hot words of the latest ``stream.health`` row recorded in the ``hours`` before
+    ``as_of`` (default: now), with their live share of word occurrences: a burst the learning
+    window dilutes. A past interval's run reads what was live then, so it learns the same."""
     if hours <= 0 or not lakehouse.exists("stream.health"):
         return {}
-    since = now_utc() - dt.timedelta(hours=hours)
+    until = as_of or now_utc()
+    since = until - dt.timedelta(hours=hours)
     rows = [
-        r for r in lakehouse.read_arrow("stream.health").to_pylist() if r["recorded_at"] >= since
+        r
+        for r in lakehouse.read_arrow("stream.health").to_pylist()
+        if since <= r["recorded_at"] <= until
     ]
     if not rows:
         return {}
@@ -243,6 +264,7 @@ class LearningWindow:
     """The window's posts as the learners take them, and what they were read from."""
 
     edges_version: int  # of gold.post_words
+    last_day: dt.date | None  # the newest day of the window's edges (None: no dated edge)
     corpus: Corpus  # training posts
     judge: Corpus | None  # held-out posts the incremental-or-full choice is judged on
     read_seconds: float
@@ -268,6 +290,14 @@ def read_window(lakehouse: Lakehouse, config: LearnConfig) -> LearningWindow:
     training_edges, held_out = window_edges_arrow(
         snapshot, config.start, config.end, config.holdout_fraction
     )
+    days = [
+        day
+        for values in snapshot.partitions
+        if (day := values.get("day")) is not None
+        and (config.start is None or day >= config.start.isoformat())
+        and (config.end is None or day <= config.end.isoformat())
+    ]
+    last_day = dt.date.fromisoformat(max(days)) if days else None
     if not config.incremental:
         held_out = held_out.slice(0, 0)  # only the incremental choice reads it: free it now
     corpus = training_corpus(training_edges)
@@ -275,7 +305,7 @@ def read_window(lakehouse: Lakehouse, config: LearnConfig) -> LearningWindow:
     # posts a full remap always looks better (it was fitted to them)
     judge = training_corpus(held_out) if config.incremental and held_out.num_rows else None
     del training_edges, held_out  # the corpora hold what learning needs (GBs at 10M posts)
-    return LearningWindow(edges_version, corpus, judge, time.perf_counter() - started)
+    return LearningWindow(edges_version, last_day, corpus, judge, time.perf_counter() - started)
 
 
 def registry_words(lakehouse: Lakehouse, subscribed: str) -> RegistryWords:
@@ -302,7 +332,7 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
     window = read_window(lakehouse, config)
     corpus = window.corpus
     registry = registry_words(lakehouse, config.subscribed)
-    live = live_hot_words(lakehouse, config.live_hot_words) if split else {}
+    live = live_hot_words(lakehouse, config.live_hot_words, config.as_of) if split else {}
     min_parts = {w: versions_needed(share, nodes) for w, share in live.items()}
     if min_parts:
         log.info("live hot words (stream.health) get at least these versions: %s", min_parts)
@@ -316,17 +346,20 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         min_parts=min_parts,
         subscriptions=registry.corpus,
     )
-    published = _published_table(lakehouse)
-    if published is not None and published[1].n_matchers == nodes:
+    base = _base_table(lakehouse, config.end)
+    if base is not None and base[1].n_matchers == nodes:
         # the full remap takes the published matcher ids where it can: the same routing,
         # fewer subscriptions re-placed when it replaces the published version
-        learned = align_to_published(learned, published[1], registry.word_subscriptions)
+        learned = align_to_published(learned, base[1], registry.word_subscriptions)
     aligned = learned.table.manifest.get("aligned_to_published")
     training = routing_metrics(route_corpus(learned.table, corpus, seed=seed))
     remap: RemapChoice = {"remap": "full", "remap_reason": "--no-incremental"}
-    if config.incremental:
+    if config.incremental and base is None and config.end is not None:
+        reason = f"no published version learned on days before {config.end}"
+        remap = {"remap": "full", "remap_reason": reason}
+    elif config.incremental:
         learned, training, remap = incremental_or_full(
-            published,
+            base,
             registry.word_subscriptions,
             corpus,
             window.judge,
@@ -342,8 +375,8 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         )
     if aligned is not None and remap["remap"] == "full":
         # what the renaming of the full remap's matchers kept in place (subscription words)
-        assert published is not None
-        remap["aligned_to_version"] = published[0]
+        assert base is not None
+        remap["aligned_to_version"] = base[0]
         remap["aligned_kept_subscription_words"] = int(aligned["kept_subscription_words"])
         remap["unaligned_kept_subscription_words"] = int(aligned["kept_subscription_words_before"])
     params: VersionParams = {
@@ -355,10 +388,13 @@ def learn_version(lakehouse: Lakehouse, config: LearnConfig) -> LearnSummary:
         "hot_words": learned.table.n_split_words,
         "live_hot_words": min_parts,
     }
+    # the window's end is always recorded (publish never puts a version learned on older
+    # days over a newer one): the run's, else the newest day it read
+    end = config.end or window.last_day
     inputs: LearnInputs = {
         "gold.post_words": window.edges_version,
         "start": config.start.isoformat() if config.start else None,
-        "end": config.end.isoformat() if config.end else None,
+        "end": end.isoformat() if end else None,
         "training_posts": corpus.n_posts,
         "training_edges": corpus.n_edges,
         "subscriptions": registry.count,
@@ -411,9 +447,31 @@ def _published_table(lakehouse: Lakehouse) -> tuple[int, RoutingTable] | None:
     return None if version is None else (version, load_routing_table(lakehouse, version))
 
 
+def _base_table(lakehouse: Lakehouse, end: dt.date | None) -> tuple[int, RoutingTable] | None:
+    """The version a remap refines and takes matcher ids from: the published one, or for a
+    run bound to its data interval (``end``) the newest once-published version learned on
+    days before it, so a backfill or a re-run of a past interval learns the same mapping
+    whatever was published since."""
+    if end is None:
+        return _published_table(lakehouse)
+    earlier = [
+        (learned_end, row["routing_version"])
+        for row in versions(lakehouse)
+        if row["status"] in ("published", "retired")
+        and (learned_end := window_end(row)) is not None
+        and learned_end < end
+    ]
+    if not earlier:
+        return None
+    version = max(earlier)[1]
+    return version, load_routing_table(lakehouse, version)
+
+
 def run(config: LearnConfig, lakehouse: Lakehouse) -> int:
     start = config.start
-    if start is None and config.window_days > 0 and lakehouse.exists("gold.post_words"):
+    if start is None and config.window_days > 0 and config.end is not None:
+        start = config.end - dt.timedelta(days=config.window_days - 1)
+    elif start is None and config.window_days > 0 and lakehouse.exists("gold.post_words"):
         start = window_start(lakehouse.read("gold.post_words"), "day", config.window_days)
     summary = learn_version(lakehouse, dataclasses.replace(config, start=start))
     print(json.dumps(summary))

@@ -9,7 +9,9 @@ stream's, as its cost model predicts it on a cluster with a core per matcher
 (``core.stream.costs``: per post, per routed copy, per lookup and match on the busiest
 matcher, per match dispatched), when both versions could be replayed with the
 subscriptions; else counted work (posts / the busiest matcher's lookups plus matches);
-else the posts-only model (|P| / max load).
+else the posts-only model (|P| / max load). Under a margin, a candidate learned on a window
+that ends before the published version's (a backfill, a re-run of a past interval) is
+recorded but never published over it.
 ``rollback VERSION`` publishes an older version again.
 """
 
@@ -33,6 +35,7 @@ from spark_jobs.lake.routing_store import (
     published_version,
     update_versions,
     versions,
+    window_end,
 )
 
 if TYPE_CHECKING:
@@ -101,6 +104,11 @@ def _publish(
     if current == chosen:
         return {"published": chosen, "changed": False, "reason": "already published"}
     metrics = json.loads(meta["metrics"] or "{}")
+    older = _older_window(meta, get_version(lakehouse, current)) if current is not None else None
+    if margin is not None and older is not None:
+        # a backfill or a re-run of a past interval records its version, and leaves the one
+        # learned on later days in force (an operator may still publish it by number)
+        return {"published": current, "changed": False, "candidate": chosen, "reason": older}
     if margin is not None:
         kept = _gate(metrics.get("evaluation", {}), chosen, current, margin)
         if kept is not None:
@@ -120,6 +128,18 @@ def _publish(
     failpoints.crash("publish:before-commit")
     update_versions(lakehouse, changes)
     return {"published": chosen, "changed": True, "retired": current}
+
+
+def _older_window(candidate: VersionRow, current: VersionRow) -> str | None:
+    """Why ``candidate`` must not replace ``current``: it was learned on a window that ends
+    before the published version's; else None (either end unrecorded: no verdict)."""
+    candidate_end, current_end = window_end(candidate), window_end(current)
+    if candidate_end is None or current_end is None or candidate_end >= current_end:
+        return None
+    return (
+        f"candidate was learned on days up to {candidate_end}, before the published "
+        f"version's ({current_end}): a past interval's version never replaces a newer one"
+    )
 
 
 def _gate(

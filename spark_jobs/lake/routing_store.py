@@ -65,6 +65,12 @@ class PublishGate(TypedDict):
     decided_at: str
 
 
+def window_end(row: VersionRow) -> dt.date | None:
+    """The last day of the window a version was learned on (None: not recorded)."""
+    end = json.loads(row["inputs"] or "{}").get("end")
+    return dt.date.fromisoformat(end) if end else None
+
+
 def hash_routing_version(n_matchers: int) -> int:
     """The routing version the stream records while it routes by hash over ``n_matchers``
     (no version published): ``-N``, never a learned version's number (those count from 1)."""

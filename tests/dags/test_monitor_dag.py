@@ -305,3 +305,28 @@ def test_remap_reads_the_request_from_the_triggering_events():
     )
     assert "remap_conf" not in fresh
     assert learning_window_days(7, {"remap_request": [SimpleNamespace(extra=fresh)]}) == 7
+
+
+def test_a_nightly_or_backfill_run_learns_on_the_days_before_its_interval_ends():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from s3tm.orchestration.tasks.remap import learning_window
+
+    end = dt.datetime(2026, 3, 4, 2, 0, tzinfo=dt.UTC)
+    bound = {"days": 7, "end": "2026-03-03", "as_of": "2026-03-04T02:00:00+00:00"}
+    assert learning_window(7, None, "scheduled", end) == bound
+    assert learning_window(7, None, "backfill", end) == bound
+    # an interval given in another zone is the same instant
+    eastern = end.astimezone(dt.timezone(dt.timedelta(hours=-5)))
+    assert learning_window(7, None, "backfill", eastern) == bound
+    # Airflow's own DagRunType (a str enum) as the task's context gives it
+    from airflow.utils.types import DagRunType
+
+    assert learning_window(7, None, DagRunType.SCHEDULED, end) == bound
+    # a Trigger and a monitor request learn on the newest days (the request's shorter window)
+    latest = {"days": 7, "end": "None", "as_of": "None"}
+    assert learning_window(7, None, "manual", end) == latest
+    request = {"remap_request": [SimpleNamespace(extra={"remap_conf": {"window_days": 1}})]}
+    assert learning_window(7, request, "asset_triggered", end) == {**latest, "days": 1}
+    assert learning_window(7, None, "scheduled", None) == latest

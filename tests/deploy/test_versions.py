@@ -1,5 +1,5 @@
 """Every image tag and jar version of docker/ and infra/ is pinned, and the versions agree
-with pyproject.toml's pins and with the jars pyspark ships (a wrong Delta or Hadoop jar
+with uv.lock's versions and with the jars pyspark ships (a wrong Delta or Hadoop jar
 only fails at run time on a cluster, so it is caught here)."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 def _pins() -> dict[str, str]:
+    """The project's version and every locked package's (uv.lock: what runs here, in CI
+    and in the image)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = {"s3tm": project["version"]}
-    for requirement in project["dependencies"]:
-        name, _, version = requirement.partition("==")
-        pins[name.strip()] = version.strip()
-    return pins
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    pins = {p["name"]: p["version"] for p in lock["package"] if p["name"] != "s3tm"}
+    return {**pins, "s3tm": project["version"]}
 
 
 def _pom_properties() -> dict[str, str]:
@@ -99,7 +99,7 @@ def test_set_up_resolved_the_pom_and_adds_no_jar_spark_already_ships():
 
 def test_dockerfile_images_are_pinned_and_consistent():
     pins, images = _pins(), _dockerfile_images()
-    # Spark is pyspark's own distribution (pyproject's pin), not a Spark image
+    # Spark is pyspark's own distribution (uv.lock's version), not a Spark image
     assert set(images) == {"JAVA_IMAGE", "MAVEN_IMAGE", "PYTHON_IMAGE"}
     assert all(_pinned(image) for image in images.values()), images
     assert pins["pyspark"]
@@ -225,3 +225,45 @@ def test_the_wheel_holds_none_of_the_launchers_compose_replaces() -> None:
     launchers = {"cluster_demo", "spark_cluster", "s3_server", "postgres", "prometheus"}
     assert not {m for m in modules if m.rsplit(".", 1)[1] in launchers}
     assert "s3tm.local.kafka_broker" in modules
+
+
+def test_the_package_declares_ranges_and_this_environment_is_the_lock():
+    """A team installs the package beside its own Airflow: pyproject declares ranges, never
+    one exact version; uv.lock answers them (`uv lock --check`, from uv's cache), and every
+    package this environment runs is the locked version (make setup syncs it --frozen)."""
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + [
+        r for extra in project["optional-dependencies"].values() for r in extra
+    ]
+    exact = [r for r in declared if "==" in r]
+    assert not exact, f"exact pins belong in uv.lock: {exact}"
+    uv = Path(sys.executable).with_name("uv")
+    checked = subprocess.run(
+        [str(uv), "lock", "--check", "--offline"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    locked = _pins()
+    installed = {
+        name: metadata.version(name) for name in locked if name != "s3tm" and _installed(name)
+    }
+    assert len(installed) > 200  # the dev extra's whole tree
+    differ = {n: (v, locked[n]) for n, v in installed.items() if v != locked[n]}
+    assert not differ, f"installed, locked: {differ}"
+
+
+def _installed(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True

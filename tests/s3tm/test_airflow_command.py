@@ -491,6 +491,54 @@ def test_a_monitor_request_triggers_a_remap_through_the_scheduler(airflow_ui):
     ), report
 
 
+def test_a_backfill_records_a_version_per_day_and_keeps_the_current_one(airflow_ui):
+    """`airflow backfill create` (here through the REST API the UI's Backfill form uses) over
+    three past days of the demo's posts: the scheduler runs s3tm_remap once per day, each
+    learns on the days before its interval ends, and none replaces the version the demo
+    published, which learned on the newest day."""
+    import datetime as dt
+
+    from airflow_client.client import BackfillApi
+    from airflow_client.client.models import BackfillPostBody
+
+    from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.lake.routing_store import published_version, versions
+
+    api: AirflowApi = airflow_ui["api"]
+    lakehouse = Lakehouse(None, airflow_ui["out"] / "lakehouse", engine="rs")
+    live = published_version(lakehouse)
+    assert live is not None
+    known = len(versions(lakehouse))
+    # the demo's posts: seven days from 2026-01-01; the nightly 02:00 runs of the 4th to
+    # the 6th learn on the days up to the 3rd, 4th and 5th
+    BackfillApi(api.client).create_backfill(
+        BackfillPostBody(
+            dag_id="s3tm_remap",
+            from_date=dt.datetime(2026, 1, 4, tzinfo=dt.UTC),
+            to_date=dt.datetime(2026, 1, 6, 12, tzinfo=dt.UTC),
+            max_active_runs=1,
+        )
+    )
+    deadline = time.monotonic() + 900
+    while True:
+        backfilled = [r for r in api.runs("s3tm_remap") if r.run_type == "backfill"]
+        if len(backfilled) == 3 and all(r.state in ("success", "failed") for r in backfilled):
+            break
+        assert time.monotonic() < deadline, [(r.dag_run_id, r.state) for r in backfilled]
+        time.sleep(5)
+    for run in backfilled:
+        assert run.state == "success", api.failed_tasks("s3tm_remap", run.dag_run_id)
+    added = versions(lakehouse)[known:]
+    ends = sorted(json.loads(row["inputs"])["end"] for row in added)
+    assert ends == ["2026-01-03", "2026-01-04", "2026-01-05"]
+    assert published_version(lakehouse) == live
+    from s3tm.orchestration.reports.store import read_report
+
+    for run in backfilled:
+        report = read_report(airflow_ui["out"] / "lakehouse", "remap", run.dag_run_id)
+        assert report is not None and "a past interval's version never replaces" in report
+
+
 def _requested_remap(api: AirflowApi, before: set[str], is_request: Callable[[Any], Any]) -> str:
     """The id of the asset-triggered s3tm_remap run (not in ``before``) that consumed an
     event ``is_request`` picks, once the scheduler's next loops have made it."""

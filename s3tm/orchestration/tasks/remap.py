@@ -3,6 +3,7 @@ and written with delta-rs on the worker)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -82,6 +83,39 @@ def learning_window_days(window_days: int, events: Any) -> int:
         if isinstance(extra.get("remap_conf"), dict) and "window_days" in extra["remap_conf"]
     ]
     return min(asked) if asked else window_days
+
+
+class LearningWindow(TypedDict):
+    """The learning_window task's XCom, as the graph and learn jobs' options take it: the
+    window's days, its last day and the time the run learns as of ("None": the newest data
+    and now)."""
+
+    days: int
+    end: str
+    as_of: str
+
+
+# runs that stand for their data interval: the nightly schedule's, and a backfill's
+BOUND_RUN_TYPES = frozenset({"scheduled", "backfill"})
+
+
+def learning_window(
+    window_days: int, events: Any, run_type: str | None, interval_end: dt.datetime | None
+) -> LearningWindow:
+    """The run's learning window. A scheduled or backfill run learns on the days before its
+    data interval ends (the last full day, and the live hot words as of the interval's end):
+    re-running it, or backfilling a past day, learns from that day's data, not today's. A
+    Trigger or a monitor request learns on the newest data."""
+    days = learning_window_days(window_days, events)
+    run_type = getattr(run_type, "value", run_type)  # Airflow's DagRunType, or its value
+    if run_type not in BOUND_RUN_TYPES or interval_end is None:
+        return {"days": days, "end": "None", "as_of": "None"}
+    last_full_day = interval_end.astimezone(dt.UTC).date() - dt.timedelta(days=1)
+    return {
+        "days": days,
+        "end": last_full_day.isoformat(),
+        "as_of": interval_end.astimezone(dt.UTC).isoformat(),
+    }
 
 
 def stale_request_reason(events: Any, in_force: int | None) -> str | None:

@@ -198,3 +198,33 @@ def test_a_first_version_not_evaluated_against_hash_is_refused(tmp_path) -> None
     add_version(lakehouse, _version(1, "validated"))
     with pytest.raises(InputDataError, match="not evaluated against hash routing"):
         publish(lakehouse, 1, margin=0.02)
+
+
+def test_a_version_of_an_earlier_window_is_recorded_not_published_over_a_newer_one(
+    tmp_path,
+) -> None:
+    """A backfill's candidate wins by every measure, but was learned on days before the
+    published version's: the gate keeps the newer version; an operator may still publish
+    it by number; a window that ends on the same day or later is judged as usual."""
+    lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
+    better = {"relative_stream_throughput_vs_published": 2.0}
+
+    def learned_until(number: int, status: str, end: str | None) -> dict:
+        return {**_version(number, status, better), "inputs": json.dumps({"end": end})}
+
+    add_version(lakehouse, learned_until(1, "published", "2026-03-06"))
+    add_version(lakehouse, learned_until(2, "validated", "2026-03-03"))
+    kept = publish(lakehouse, 2, margin=0.05)
+    assert kept == {
+        "published": 1,
+        "changed": False,
+        "candidate": 2,
+        "reason": "candidate was learned on days up to 2026-03-03, before the published "
+        "version's (2026-03-06): a past interval's version never replaces a newer one",
+    }
+    assert published_version(lakehouse) == 1
+    add_version(lakehouse, learned_until(3, "validated", "2026-03-06"))
+    add_version(lakehouse, learned_until(4, "validated", None))  # before windows were recorded
+    assert publish(lakehouse, 4, margin=0.05)["changed"] is True
+    assert publish(lakehouse, 3, margin=0.05)["changed"] is True
+    assert publish(lakehouse, 2)["changed"] is True  # by hand, no margin
