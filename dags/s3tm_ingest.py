@@ -27,7 +27,6 @@ from s3tm.orchestration.dag_support import (
     dag_defaults,
     spark_job,
 )
-from schemas.assets import asset
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
@@ -80,17 +79,15 @@ def s3tm_ingest() -> None:
             "--batch-id",
             BATCH_ID_TEMPLATE,
         ],
-        outlets=[
-            asset("bronze.posts"),
-            asset("bronze.kafka_offsets"),
-            asset("silver.posts_quarantine"),
-        ],
+        inlets=DEFAULTS.tables("bronze.posts", "bronze.kafka_offsets"),
+        outlets=DEFAULTS.tables("bronze.posts", "bronze.kafka_offsets", "silver.posts_quarantine"),
     )
     normalise = spark_job(
         "normalise",
         "normalise",
         ["--sample-rate", "{{ params.sample_rate }}"],
-        outlets=[asset("silver.posts")],
+        inlets=DEFAULTS.tables("bronze.posts"),
+        outlets=DEFAULTS.tables("silver.posts", "silver.posts_quarantine"),
     )
     ingest >> normalise
 

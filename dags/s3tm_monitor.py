@@ -34,7 +34,7 @@ from s3tm.orchestration.dag_support import (
     cron_schedule,
     dag_defaults,
 )
-from schemas.assets import asset, signal
+from schemas.assets import signal
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
@@ -70,7 +70,10 @@ SCHEDULE = "0 * * * *"
     },
 )
 def s3tm_monitor() -> None:
-    @task(outlets=[asset("stream.monitor")])
+    @task(
+        inlets=DEFAULTS.tables("stream.batches", "stream.health", "routing.versions"),
+        outlets=DEFAULTS.tables("stream.monitor"),
+    )
     def check(params: dict | None = None, run_id: str | None = None) -> dict:
         from s3tm.orchestration.tasks.monitor import check_routing_health
 

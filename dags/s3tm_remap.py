@@ -54,7 +54,7 @@ from s3tm.orchestration.dag_support import (
     dag_defaults,
     spark_job,
 )
-from schemas.assets import asset, signal
+from schemas.assets import signal
 
 # the learning window this run uses: the `learning_window` task's result
 WINDOW = "{{ ti.xcom_pull(task_ids='learning_window')['%s'] }}"
@@ -63,6 +63,8 @@ WINDOW_DAYS, WINDOW_END, AS_OF = WINDOW % "days", WINDOW % "end", WINDOW % "as_o
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
+# a version's tables: what learn, place, validate and evaluate read of the routing
+ROUTING = ("routing.versions", "routing.mappings")
 SCHEDULE = "0 2 * * *"
 
 
@@ -140,7 +142,8 @@ def s3tm_remap() -> None:
             WINDOW_END,
             "{{ '--cooccurrence' if params.cooccurrence else '--no-cooccurrence' }}",
         ],
-        outlets=[asset("gold.post_words"), asset("gold.word_stats")],
+        inlets=DEFAULTS.tables("silver.posts"),
+        outlets=DEFAULTS.tables("gold.post_words", "gold.word_stats"),
     )
     learn = spark_job(
         "learn",
@@ -164,10 +167,27 @@ def s3tm_remap() -> None:
             "--full-remap-gain",
             "{{ params.full_remap_gain }}",
         ],
-        outlets=[asset("routing.mappings"), asset("routing.versions")],
+        inlets=DEFAULTS.tables(
+            "gold.post_words", "subscriptions.registry", "stream.health", *ROUTING
+        ),
+        outlets=DEFAULTS.tables("routing.mappings", "routing.versions"),
     )
-    place = spark_job("place", "place", [], outlets=[asset("routing.placements")])
-    evaluate = spark_job("evaluate", "evaluate", [], outlets=[asset("routing.versions")])
+    place = spark_job(
+        "place",
+        "place",
+        [],
+        inlets=DEFAULTS.tables("subscriptions.registry", "routing.placements", *ROUTING),
+        outlets=DEFAULTS.tables("routing.placements", "routing.versions"),
+    )
+    evaluate = spark_job(
+        "evaluate",
+        "evaluate",
+        [],
+        inlets=DEFAULTS.tables(
+            "silver.posts", "subscriptions.registry", "routing.placements", *ROUTING
+        ),
+        outlets=DEFAULTS.tables("routing.versions"),
+    )
 
     @task
     def learning_window(
@@ -188,7 +208,9 @@ def s3tm_remap() -> None:
             data_interval_end,
         )
 
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    @task.short_circuit(
+        ignore_downstream_trigger_rules=False, inlets=DEFAULTS.tables("routing.versions")
+    )
     def request_holds(
         params: dict | None = None, triggering_asset_events: dict | None = None
     ) -> bool:
@@ -198,26 +220,31 @@ def s3tm_remap() -> None:
 
         return stale_request(params["lakehouse"], triggering_asset_events) is None
 
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    @task.short_circuit(
+        ignore_downstream_trigger_rules=False, inlets=DEFAULTS.tables("silver.posts")
+    )
     def has_posts(params: dict | None = None) -> bool:
         """Skips the run (not fails it) while silver.posts is empty: run s3tm_ingest first."""
         from s3tm.orchestration.tasks.remap import has_learning_input
 
         return has_learning_input(params["lakehouse"])
 
-    @task
+    @task(
+        inlets=DEFAULTS.tables("routing.placements", "subscriptions.registry", *ROUTING),
+        outlets=DEFAULTS.tables("routing.versions"),
+    )
     def validate(params: dict | None = None) -> dict:
         from s3tm.orchestration.tasks.remap import validate_candidate
 
         return validate_candidate(params["lakehouse"])
 
-    @task(outlets=[asset("routing.versions")])
+    @task(inlets=DEFAULTS.tables("routing.versions"), outlets=DEFAULTS.tables("routing.versions"))
     def publish(params: dict | None = None) -> dict:
         from s3tm.orchestration.tasks.remap import publish_if_better
 
         return publish_if_better(params["lakehouse"], float(params["margin"]))
 
-    @task(trigger_rule="all_done")
+    @task(trigger_rule="all_done", inlets=DEFAULTS.tables("routing.versions"))
     def report(
         outcome: dict | None,
         params: dict | None = None,

@@ -95,6 +95,7 @@ def run_job(
 ) -> int:
     """Build the session and lakehouse, run ``body``, report time; 2 on a user error.
     ``spark=False``: no session, the lakehouse through delta-rs (read-only actions)."""
+    from spark_jobs.lake.catalog import register_tables
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
 
@@ -111,7 +112,10 @@ def run_job(
         if not spark:
             return body(Lakehouse(None, lakehouse, engine="rs"))
         session = build_session(f"s3tm-{name}", master=master)
-        code = body(Lakehouse(session, lakehouse))
+        store = Lakehouse(session, lakehouse)
+        code = body(store)
+        if code == 0:  # what the job wrote, by name in the catalog (when there is one)
+            register_tables(session, store)
     except S3TMError as err:
         print(f"s3tm {name}: error: {err}", file=sys.stderr)
         return 2

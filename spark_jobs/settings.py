@@ -40,6 +40,12 @@ class PlatformSettings(BaseSettings):
         description="where `s3tm_ingest` finds JSON-lines files (a path or `s3://`; unset: "
         "`<repo>/landing`)",
     )
+    catalog_uri: str | None = Field(
+        default=None,
+        description="a Hive Metastore (`thrift://host:9083`) in which every Spark job "
+        "registers the lakehouse's tables, so Spark SQL, Trino or a BI tool find them by "
+        "name (`routing.versions`); unset: tables by path only",
+    )
     posts_source: Literal["files", "kafka"] = Field(
         default="files",
         description="where `s3tm_ingest` reads posts: `files` (`S3TM_LANDING`) or `kafka`",

@@ -31,6 +31,7 @@ RESOURCE_FIXTURES: dict[str, str] = {
     "spark": "spark",  # an in-process local SparkSession (JVM)
     "spark_process_env": "spark",  # Spark started by a child process (the CLI, spark-submit)
     "cluster": "spark",  # a Spark standalone master and workers
+    "metastore": "spark",  # a Hive Metastore (a JVM) on loopback
     "airflow_process_env": "airflow",  # `airflow` commands with a metadata database
     "airflow_ui": "airflow",  # `s3tm airflow` (scheduler, API server)
     "chromium": "browser",  # headless Chromium driven by Playwright

@@ -50,6 +50,13 @@ class DagDefaults:
     run_timeout: timedelta
     on_run_failure: list[Any]
 
+    def tables(self, *names: str) -> list[Any]:
+        """The Assets of tables ``names`` in the deployment's lakehouse: a task's inlets or
+        outlets, and the datasets of its OpenLineage events."""
+        from schemas.assets import asset
+
+        return [asset(name, self.lakehouse) for name in names]
+
     def run_timeout_within(self, period: timedelta) -> timedelta:
         """The run timeout of a DAG scheduled every ``period``: a hung run ends before the
         next one is due (its one run slot would hold that run back)."""
@@ -164,16 +171,43 @@ def submit_conf(environ: dict[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
+# OpenLineage's Spark listener (its jar: docker/jars/pom.xml)
+OPENLINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+
+
+def lineage_conf() -> dict[str, str]:
+    """The Spark settings that turn OpenLineage's listener on, when Airflow's OpenLineage
+    provider has a transport (``[openlineage] transport``, ``OPENLINEAGE_URL``, ...): the
+    operator then adds that transport and the Airflow task as the Spark run's parent, so
+    one setting sends both sides' events to one place. Nothing without a transport."""
+    from airflow.providers.openlineage import conf as lineage
+
+    if lineage.is_disabled():
+        return {}
+    return {
+        "spark.extraListeners": OPENLINEAGE_LISTENER,
+        "spark.openlineage.namespace": lineage.namespace(),
+    }
+
+
 def spark_job(
-    task_id: str, job: str, args: Sequence[str], *, outlets: Sequence[Any] = (), **kwargs: Any
+    task_id: str,
+    job: str,
+    args: Sequence[str],
+    *,
+    inlets: Sequence[Any] = (),
+    outlets: Sequence[Any] = (),
+    **kwargs: Any,
 ) -> Any:
     """A SparkSubmitOperator running ``spark_jobs/jobs/<job>.py`` against ``spark_default``.
 
     The lakehouse root comes from the DAG run's ``lakehouse`` param; executors use this
-    interpreter (the one with the project installed).
+    interpreter (the one with the project installed). ``inlets`` and ``outlets``: the
+    tables it reads and writes (Assets; lineage).
     """
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+    lineage = lineage_conf()
     return SparkSubmitOperator(
         task_id=task_id,
         application=application_path(job),
@@ -186,7 +220,10 @@ def spark_job(
             env_name("lakehouse"): "{{ params.lakehouse }}",
         },
         properties_file=str(SPARK_PROPERTIES) if SPARK_PROPERTIES.is_file() else None,
-        conf=submit_conf(),
+        conf={**submit_conf(), **lineage},
+        inlets=list(inlets),
         outlets=list(outlets),
+        openlineage_inject_parent_job_info=bool(lineage),
+        openlineage_inject_transport_info=bool(lineage),
         **kwargs,
     )

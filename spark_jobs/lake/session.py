@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from spark_jobs.lake import jars
+from spark_jobs.lake.catalog import catalog_conf
 from spark_jobs.settings import settings
 
 if TYPE_CHECKING:
@@ -186,6 +187,8 @@ def build_session(
     if delta_jars_present():
         defaults.update(DELTA_CONF)
     defaults.update(s3a_settings(os.environ))
+    if platform.catalog_uri:  # the tables by name, in a team's Hive Metastore
+        defaults.update(catalog_conf(platform.catalog_uri))
     # what spark-submit, spark-defaults.conf, the operator or the connection gave wins;
     # the caller's own ``conf`` (a test's, a benchmark's) wins over everything
     chosen_conf = {k: v for k, v in defaults.items() if k not in given}

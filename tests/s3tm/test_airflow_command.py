@@ -229,6 +229,115 @@ def test_remap_end_to_end_with_airflow_dags_test(demo):
     assert "below the required" in page  # the same report as a page
 
 
+@contextlib.contextmanager
+def _lineage_receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """An OpenLineage HTTP endpoint on loopback (the API Marquez serves): its URL, and the
+    events posted to it so far."""
+    import http.server
+
+    events: list[dict[str, Any]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            events.append(json.loads(body))
+            self.send_response(201)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", events
+    finally:
+        server.shutdown()
+
+
+def test_every_remap_task_sends_its_lineage_with_the_tables_it_read_and_wrote(demo):
+    """With an OpenLineage transport set (one Airflow setting), every task of an s3tm_remap
+    run sends START and COMPLETE naming the tables it reads and writes by their location,
+    and each Spark job's own listener sends the Delta tables it wrote under the same names,
+    its Airflow task as its parent."""
+    from schemas.tables import TABLES
+
+    lakehouse = (demo["out"] / "lakehouse").resolve()
+
+    def table_name(name: str) -> str:
+        return str(lakehouse / TABLES[name].relative_path)
+
+    with _lineage_receiver() as (url, events):
+        env = {
+            **demo["env"],
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "http", "url": url}),
+            "AIRFLOW__OPENLINEAGE__NAMESPACE": "s3tm-test",
+        }
+        done = subprocess.run(
+            [str(AIRFLOW), "dags", "test", "s3tm_remap"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=demo["out"],
+        )
+        ran = f"exit={done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0 and "state=success" in ran, ran
+        time.sleep(2)  # the last events are posted as the run ends
+        received = list(events)
+
+    def datasets(event: dict[str, Any], side: str) -> set[str]:
+        return {d["name"] for d in event.get(side) or [] if d["namespace"] == "file"}
+
+    def parent_names(event: dict[str, Any]) -> list[str]:
+        parent = event["run"].get("facets", {}).get("parent", {})
+        return [p.get("job", {}).get("name", "") for p in (parent, parent.get("root", {}))]
+
+    airflow_events: dict[str, dict[str, dict[str, Any]]] = {}
+    # a Spark application's events name its Airflow task as their parent; the events of the
+    # application's queries name the application (and, as root, the task)
+    application_task = {
+        event["job"]["name"]: parent.split(".", 1)[1]
+        for event in received
+        for parent in parent_names(event)[:1]
+        if parent.startswith("s3tm_remap.")
+    }
+    spark_outputs: dict[str, set[str]] = {}
+    for event in received:
+        job = event["job"]["name"]
+        if event["job"]["namespace"] == "s3tm-test" and job.startswith("s3tm_remap."):
+            airflow_events.setdefault(job.split(".", 1)[1], {})[event["eventType"]] = event
+            continue
+        tasks = [application_task.get(name) for name in parent_names(event)]
+        tasks += [n.split(".", 1)[1] for n in parent_names(event) if n.startswith("s3tm_remap.")]
+        task = next((t for t in tasks if t), None)
+        if task is not None:  # a Spark job's, under its Airflow task
+            spark_outputs.setdefault(task, set()).update(datasets(event, "outputs"))
+    expected = {
+        "graph": (["silver.posts"], ["gold.post_words", "gold.word_stats"]),
+        "learn": (["gold.post_words"], ["routing.mappings", "routing.versions"]),
+        "place": (["routing.mappings"], ["routing.placements", "routing.versions"]),
+        "validate": (["routing.placements"], ["routing.versions"]),
+        "evaluate": (["silver.posts"], ["routing.versions"]),
+        "publish": (["routing.versions"], ["routing.versions"]),
+    }
+    for task, (reads, writes) in expected.items():
+        assert {"START", "COMPLETE"} <= set(airflow_events.get(task, {})), (task, airflow_events)
+        complete = airflow_events[task]["COMPLETE"]
+        assert {table_name(t) for t in reads} <= datasets(complete, "inputs"), (task, complete)
+        assert {table_name(t) for t in writes} <= datasets(complete, "outputs"), (task, complete)
+    for task in ("learning_window", "has_posts", "report"):
+        assert {"START", "COMPLETE"} <= set(airflow_events.get(task, {})), task
+    # the Spark jobs' listener sees the writes Spark plans (the graph job's edges; the
+    # routing tables are written from the driver's Arrow, which no listener sees: the
+    # tasks' declared tables carry those) and names them as the tasks do
+    assert table_name("gold.post_words") in spark_outputs.get("graph", set()), spark_outputs
+    for task, seen in spark_outputs.items():
+        declared = {table_name(t) for t in expected.get(task, ((), ()))[1]}
+        assert seen <= declared, (task, seen, declared)
+
+
 def _dom(url: str, profile: Path) -> str:
     done = subprocess.run(
         [

@@ -1,0 +1,89 @@
+"""The lakehouse's tables in a team's catalog: a Hive Metastore (``S3TM_CATALOG_URI``).
+
+Every Spark job registers the tables that exist, idempotently, as external Delta tables at
+their location: database = the table's layer (``routing``, ``silver``, ...; ``default``
+for ``matches`` and ``deliveries``), so ``SELECT * FROM routing.versions`` works in any
+Spark, Trino or BI tool on that metastore. The Delta log stays the truth: the catalog holds
+a name and a location, never a schema to keep in step. Why a Hive Metastore: its Thrift
+API is what Spark, Trino, Flink and most BI tools speak, and Spark ships its client (and
+the server, which the tests and compose run from the same jars).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from core.errors import InputDataError
+from schemas.tables import TABLES
+from spark_jobs.lake import storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.lake.delta_store import DeltaStore
+
+log = logging.getLogger(__name__)
+
+# Spark settings of a session on the catalog (static: set before the session starts)
+HIVE_CATALOG = "spark.sql.catalogImplementation"
+
+
+def catalog_conf(uri: str) -> dict[str, str]:
+    """The Spark settings that put a session on the Hive Metastore at ``uri``."""
+    return {HIVE_CATALOG: "hive", "spark.hadoop.hive.metastore.uris": uri}
+
+
+def qualified_name(table: str) -> tuple[str, str]:
+    """(database, table) of a lakehouse table in the catalog."""
+    database, _, name = table.rpartition(".")
+    return database or "default", name
+
+
+def _registered_location(spark: SparkSession, database: str, name: str) -> str | None:
+    if not spark.catalog.tableExists(f"`{database}`.`{name}`"):
+        return None
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{database}`.`{name}`").collect()
+    return next((r.data_type for r in rows if r.col_name == "Location"), None)
+
+
+def _canonical(location: str) -> str:
+    """A location as the metastore or Spark may spell it: ``file:/x``, ``file:///x`` and
+    ``/x`` are one path."""
+    if location.startswith("file:"):
+        location = "/" + location[len("file:") :].lstrip("/")
+    return location.rstrip("/")
+
+
+def register_tables(spark: SparkSession, lakehouse: DeltaStore) -> list[str]:
+    """Register every existing table of ``lakehouse`` in the session's catalog; returns
+    the names registered now (a table already there at the same location is left alone).
+
+    Raises:
+        InputDataError: a table of that name is registered at another location (another
+            lakehouse's): the catalog is not changed behind its owner's back.
+    """
+    if spark.conf.get(HIVE_CATALOG, "in-memory") != "hive":
+        return []
+    registered = []
+    for table in sorted(TABLES):
+        if not lakehouse.exists(table):
+            continue
+        database, name = qualified_name(table)
+        location = storage.spark_uri(lakehouse.path(table))
+        found = _registered_location(spark, database, name)
+        if found is not None:
+            if _canonical(found) != _canonical(location):
+                raise InputDataError(
+                    f"the catalog's {database}.{name} is at {found}, not at this "
+                    f"lakehouse's {location}: drop it there, or use another metastore"
+                )
+            continue
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS `{database}`.`{name}` USING DELTA LOCATION '{location}'"
+        )
+        registered.append(f"{database}.{name}")
+    if registered:
+        log.info("registered in the catalog: %s", ", ".join(registered))
+    return registered
