@@ -5,8 +5,9 @@ reader): malformed JSON, non-UTF-8, missing/empty/oversized text, ids that are n
 or integers, and blank lines are quarantined with the reason, as are unparseable
 ``created_at`` values, posts dated after the batch's cut-off (the time it reads plus
 ``CLOCK_SKEW``: a post from the future would move every learning window) and duplicate ids
-(within the batch or already in bronze). Line ends
-are LF, CRLF or a lone CR, so every line of a file is one bronze or one quarantine row.
+(within the batch, or in bronze on the batch's days, ``--dedupe-days`` either side: the
+scan stays a few partitions as bronze grows). Line ends are LF, CRLF or a lone CR, so every
+line of a file is one bronze or one quarantine row.
 Files already ingested are skipped, so a re-run adds nothing; the commits carry the batch
 id (Delta transaction), so a retried batch is not written twice.
 """
@@ -35,7 +36,7 @@ from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deplo
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from spark_jobs.lake.delta_io import Lakehouse
 
@@ -65,6 +66,9 @@ class IngestConfig:
     dated_until: dt.datetime | None = None
     """the batch's cut-off: posts created after it are quarantined (default: the time of
     the read plus 5 minutes of clock skew)"""
+    dedupe_days: int = 2
+    """a post id already in bronze on the batch's days, or this many days either side, is
+    a duplicate (bounds the scan as bronze grows; -1: all of bronze)"""
     # TLS and SASL towards the broker: the environment's KAFKA_* settings
     # (kafka_security.py), never a command-line option
     kafka_security: Annotated[KafkaSecurity, tyro.conf.Suppress] = field(
@@ -122,6 +126,38 @@ def parse_landing(files: DataFrame) -> DataFrame:
     return files.select("path", "content").mapInArrow(parse_files, PARSED_SCHEMA)
 
 
+def created_timestamp() -> Column:
+    """A record's ``created_at`` as a timestamp: ISO 8601, or Twitter's "Wed Oct 10
+    20:19:24 +0000 2018" (Spark cannot parse weekday names, so the first four characters
+    are cut off); null when neither parses."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(
+        F.try_to_timestamp(F.col("created_at")),
+        F.try_to_timestamp(F.substring("created_at", 5, 64), F.lit("MMM dd HH:mm:ss Z yyyy")),
+    )
+
+
+def known_ids(
+    bronze: DataFrame, parsed: DataFrame, *, default_day: dt.date, dedupe_days: int
+) -> DataFrame:
+    """The ``post_id`` of bronze a batch's records are checked against: those on the days
+    the batch's posts fall on, ``dedupe_days`` either side (every day: -1). A post sent
+    again keeps its ``created_at``, so it falls on its first copy's day; the bound keeps the
+    scan to a few partitions however long bronze grows."""
+    from pyspark.sql import functions as F
+
+    if dedupe_days < 0:
+        return bronze.select("post_id")
+    day = F.coalesce(F.to_date(created_timestamp()), F.lit(default_day))
+    span = parsed.where("ok").agg(F.min(day).alias("first"), F.max(day).alias("last")).first()
+    if span is None or span.first is None:
+        return bronze.select("post_id").limit(0)
+    margin = dt.timedelta(days=dedupe_days)
+    days = F.col("event_day").between(F.lit(span.first - margin), F.lit(span.last + margin))
+    return bronze.where(days).select("post_id")
+
+
 def split_records(
     parsed: DataFrame,
     known_ids: DataFrame,
@@ -144,13 +180,7 @@ def split_records(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # ISO 8601, or Twitter's "Wed Oct 10 20:19:24 +0000 2018" (Spark cannot parse weekday
-    # names, so the first four characters are cut off).
-    created = F.coalesce(
-        F.try_to_timestamp(F.col("created_at")),
-        F.try_to_timestamp(F.substring("created_at", 5, 64), F.lit("MMM dd HH:mm:ss Z yyyy")),
-    )
-    good = parsed.where("ok").withColumn("created_ts", created)
+    good = parsed.where("ok").withColumn("created_ts", created_timestamp())
     bad_time = F.col("created_at").isNotNull() & F.col("created_ts").isNull()
     first = Window.partitionBy("post_id").orderBy("source_file", "line_number")
     ranked = good.withColumn("rank", F.row_number().over(first))
@@ -252,13 +282,16 @@ def commit_records(
     default_day: dt.date | None,
     now: dt.datetime,
     dated_until: dt.datetime | None = None,
+    dedupe_days: int = 2,
 ) -> IngestBatchSummary:
     """Judges parsed records and commits the quarantine, then bronze, under ``batch_id``
     (a batch already committed by ``app_id`` writes nothing). Returns the batch's figures."""
     spark = lakehouse.spark
     batch = str(batch_id)
+    day = default_day or now.date()
+    parsed = parsed.cache()  # read for its days, then judged
     known = (
-        lakehouse.read("bronze.posts").select("post_id")
+        known_ids(lakehouse.read("bronze.posts"), parsed, default_day=day, dedupe_days=dedupe_days)
         if lakehouse.exists("bronze.posts")
         else spark.createDataFrame([], "post_id string")
     )
@@ -270,7 +303,7 @@ def commit_records(
         parsed,
         known,
         batch=batch,
-        default_day=default_day or now.date(),
+        default_day=day,
         now=now,
         dated_until=dated_until,
     )
@@ -291,6 +324,7 @@ def commit_records(
         summary["quarantine_reasons"] = {r.reason: r["count"] for r in reasons}
     bronze.unpersist()
     quarantine.unpersist()
+    parsed.unpersist()
     return summary
 
 
@@ -333,6 +367,7 @@ def _run_files(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
         default_day=config.default_day,
         now=now,
         dated_until=config.dated_until,
+        dedupe_days=config.dedupe_days,
     )
     print(json.dumps({"files": len(new_files), **summary}))
     return 0
@@ -361,6 +396,7 @@ def _run_kafka(config: IngestConfig, lakehouse: Lakehouse, batch_id: int, now: d
             default_day=config.default_day,
             now=now,
             dated_until=config.dated_until,
+            dedupe_days=config.dedupe_days,
         )
         committed += 1
         print(

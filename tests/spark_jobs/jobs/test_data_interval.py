@@ -138,3 +138,60 @@ def test_a_post_dated_after_the_cut_off_is_quarantined_with_the_reason(lakehouse
     assert ingest.run(config, lakehouse) == 0
     reasons = {r.post_id: r.reason for r in lakehouse.read("silver.posts_quarantine").collect()}
     assert reasons["late"] == ingest.FUTURE_REASON
+
+
+def test_the_dedupe_reads_the_batch_days_of_bronze_only(lakehouse, tmp_path):
+    """A duplicate on the batch's days is quarantined; the ids it is checked against come
+    from those days' partitions (two days either side), not from all of bronze."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+
+    def post(post_id: str, day: int) -> str:
+        text = f"post {post_id} words here"
+        return json.dumps(
+            {"id": post_id, "text": text, "created_at": f"2026-03-{day:02d}T09:00:00Z"}
+        )
+
+    (landing / "a.jsonl").write_text("\n".join(post(f"p{d}", d) for d in range(1, 21)) + "\n")
+    assert ingest.run(ingest.IngestConfig(landing=str(landing), batch_id=1), lakehouse) == 0
+    (landing / "b.jsonl").write_text(
+        "\n".join([post("p10", 10), post("new", 10), post("p1", 10)]) + "\n"
+    )
+    assert ingest.run(ingest.IngestConfig(landing=str(landing), batch_id=2), lakehouse) == 0
+    quarantined = {
+        r.post_id: r.reason
+        for r in lakehouse.read("silver.posts_quarantine").collect()
+        if r.ingest_batch == "2"
+    }
+    assert quarantined == {"p10": "duplicate id (already ingested)"}
+    # p1 sent again dated another day is outside the window: accepted (the bound's price)
+    added = {r.post_id for r in lakehouse.read("bronze.posts").collect() if r.ingest_batch == "2"}
+    assert added == {"new", "p1"}
+
+    parsed = lakehouse.spark.createDataFrame(
+        [(True, "x", "2026-03-10T09:00:00Z")], "ok boolean, post_id string, created_at string"
+    )
+    bronze = lakehouse.read("bronze.posts")
+    checked = ingest.known_ids(bronze, parsed, default_day=DAYS[0], dedupe_days=2)
+    everything = ingest.known_ids(bronze, parsed, default_day=DAYS[0], dedupe_days=-1)
+    # the files the scan read (its partitions pruned before any file is opened), against
+    # the files of bronze's log on each day
+    from deltalake import DeltaTable
+
+    log = DeltaTable(str(table("bronze.posts").location(lakehouse.location))).get_add_actions()
+    file_days = [str(p["event_day"]) for p in log.column("partition").to_pylist()]
+    in_window = [d for d in file_days if "2026-03-08" <= d <= "2026-03-12"]
+    assert _files_read(checked) == len(in_window) < len(file_days)
+    assert _files_read(everything) == len(file_days)
+
+
+def _files_read(frame) -> int:
+    frame.collect()
+    plan = frame._jdf.queryExecution().executedPlan()
+    leaves = plan.collectLeaves()
+    total = 0
+    for i in range(leaves.size()):
+        metrics = leaves.apply(i).metrics()
+        if metrics.contains("numFiles"):
+            total += int(metrics.apply("numFiles").value())
+    return total
