@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -31,7 +32,16 @@ def _run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
 def test_the_wheel_beside_a_teams_airflow_parses_the_four_dags(tmp_path):
     lock = tomllib.loads((REPO / "uv.lock").read_text())
     airflow = next(p["version"] for p in lock["package"] if p["name"] == "apache-airflow")
-    _run(str(UV), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path / "dist"), cwd=REPO)
+    # built from a copy: setuptools leaves build/ and an egg-info beside the sources
+    source = tmp_path / "source"
+    for name in ("pyproject.toml", "README.md", "uv.lock"):
+        source.mkdir(exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    for package in ("core", "schemas", "spark_jobs", "s3tm"):
+        shutil.copytree(
+            REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    _run(str(UV), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path / "dist"), cwd=source)
     (wheel,) = (tmp_path / "dist").glob("s3tm-*.whl")
     team = tmp_path / "team"
     _run(str(UV), "venv", "--quiet", "--python", sys.executable, str(team))
