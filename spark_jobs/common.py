@@ -80,9 +80,14 @@ def window_start(
     if window_days <= 0:
         return None
     if end is not None:
-        return end - dt.timedelta(days=window_days - 1)
+        return days_ending(end, window_days)
     last = frame.agg(F.max(day_column)).collect()[0][0]
-    return None if last is None else last - dt.timedelta(days=window_days - 1)
+    return None if last is None else days_ending(last, window_days)
+
+
+def days_ending(last: dt.date, window_days: int) -> dt.date:
+    """First day of the ``window_days`` days that end at ``last`` (inclusive)."""
+    return last - dt.timedelta(days=window_days - 1)
 
 
 def run_job(

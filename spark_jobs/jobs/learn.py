@@ -68,7 +68,7 @@ from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
-from spark_jobs.common import exit_process, job_entry, window_start
+from spark_jobs.common import days_ending, exit_process, job_entry, window_start
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
@@ -470,7 +470,7 @@ def _base_table(lakehouse: Lakehouse, end: dt.date | None) -> tuple[int, Routing
 def run(config: LearnConfig, lakehouse: Lakehouse) -> int:
     start = config.start
     if start is None and config.window_days > 0 and config.end is not None:
-        start = config.end - dt.timedelta(days=config.window_days - 1)
+        start = days_ending(config.end, config.window_days)
     elif start is None and config.window_days > 0 and lakehouse.exists("gold.post_words"):
         start = window_start(lakehouse.read("gold.post_words"), "day", config.window_days)
     summary = learn_version(lakehouse, dataclasses.replace(config, start=start))

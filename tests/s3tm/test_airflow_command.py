@@ -168,6 +168,21 @@ def test_the_demo_prints_the_next_steps_and_metrics_show_reads_what_it_wrote(dem
     assert sum(s.value for s in samples if s.name == "s3tm_stream_posts_total") == streamed
 
 
+def _dags_test_remap(demo: dict[str, Any], env: dict[str, str], *args: str) -> None:
+    """`airflow dags test s3tm_remap` on the demo's home; fails the test unless the run
+    succeeded."""
+    done = subprocess.run(
+        [str(AIRFLOW), "dags", "test", "s3tm_remap", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=demo["out"],
+    )
+    ran = f"exit={done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0 and "state=success" in ran, ran
+
+
 def test_remap_end_to_end_with_airflow_dags_test(demo):
     """The demo's `dags test` runs of s3tm_ingest and s3tm_remap published a version; a
     second s3tm_remap by `airflow dags test` on the demo's home, whose worse candidate (hash,
@@ -176,23 +191,8 @@ def test_remap_end_to_end_with_airflow_dags_test(demo):
     from spark_jobs.lake.routing_store import published_version, versions
     from tests.support.holdout import held_out_words
 
-    done = subprocess.run(
-        [
-            str(AIRFLOW),
-            "dags",
-            "test",
-            "s3tm_remap",
-            "--conf",
-            json.dumps({"algorithm": "hash", "split": False, "margin": 0.05, "nodes": DEMO_NODES}),
-        ],
-        env=demo["env"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=demo["out"],
-    )
-    worse = f"exit={done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert done.returncode == 0 and "state=success" in worse, worse
+    worse = {"algorithm": "hash", "split": False, "margin": 0.05, "nodes": DEMO_NODES}
+    _dags_test_remap(demo, demo["env"], "--conf", json.dumps(worse))
     lakehouse = demo["out"] / "lakehouse"
     store = Lakehouse(None, lakehouse, engine="rs")
     rows = versions(store)
@@ -274,16 +274,7 @@ def test_every_remap_task_sends_its_lineage_with_the_tables_it_read_and_wrote(de
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "http", "url": url}),
             "AIRFLOW__OPENLINEAGE__NAMESPACE": "s3tm-test",
         }
-        done = subprocess.run(
-            [str(AIRFLOW), "dags", "test", "s3tm_remap"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=demo["out"],
-        )
-        ran = f"exit={done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        assert done.returncode == 0 and "state=success" in ran, ran
+        _dags_test_remap(demo, env)
         time.sleep(2)  # the last events are posted as the run ends
         received = list(events)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyspark
 
 from core.errors import S3TMError
+from s3tm.local.processes import stop_group
 
 JARS = Path(pyspark.__file__).parent / "jars"
 START_TIMEOUT_S = 120.0
@@ -78,10 +79,5 @@ def hive_metastore(folder: Path) -> Iterator[str]:
             time.sleep(0.5)
         yield f"thrift://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_group(process, timeout_s=30)  # started in a session of its own
         log.close()
