@@ -297,9 +297,10 @@ def in_platform(engine: Engine, out: Path, *argv: str) -> None:
     engine.compose_run("run", "--rm", "--no-deps", "-v", f"{out}:/demo:ro", "metrics", *argv)
 
 
-def query(engine: Engine, sql: str) -> list[dict[str, Any]]:
-    """``s3tm sql`` in the running exporter's container (it holds the lakehouse's settings)."""
-    text = engine.exec_in("metrics", "s3tm", "sql", "--format", "json", sql)
+def query(engine: Engine, sql: str, sql_engine: str = "duckdb") -> list[dict[str, Any]]:
+    """``s3tm sql`` in the running exporter's container (it holds the lakehouse's settings):
+    DuckDB over the files (no JVM: the demo polls), or Spark SQL on the metastore."""
+    text = engine.exec_in("metrics", "s3tm", "sql", "--engine", sql_engine, "--format", "json", sql)
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
@@ -475,8 +476,18 @@ def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, 
     )
     say(engine.exec_in("metrics", "python", "-c", summary))
     print_switch_over(committed(engine))
+    print_catalog(engine)
     print_scraped(values["PROMETHEUS_PORT"], committed(engine))
     print_applications(values["SPARK_UI_PORT"])
+
+
+def print_catalog(engine: Engine) -> None:
+    """A team's query by table name through the metastore finds the published version."""
+    sql = "SELECT routing_version, algorithm FROM routing.versions WHERE status = 'published'"
+    rows = query(engine, sql, "catalog")
+    if [row["routing_version"] for row in rows] != [2]:
+        raise DemoFailed(f"routing.versions through the catalog: {rows}, not version 2")
+    say(f"\nthe catalog (thrift://metastore:9083) names the tables: {sql}\n    -> {rows}")
 
 
 def print_switch_over(batches: list[dict[str, Any]]) -> None:

@@ -148,6 +148,15 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Hive Metastore server on loopback (``s3tm metastore``'s): its thrift:// URI."""
+    from tests.support.metastore import hive_metastore
+
+    with hive_metastore(tmp_path_factory.mktemp("metastore")) as uri:
+        yield uri
+
+
 def s3_environment(endpoint: str) -> dict[str, str]:
     """The variables every engine reads an S3 endpoint and its credentials from (the same
     names the deployment sets)."""

@@ -41,6 +41,9 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
         "sql": "SQL over the lakehouse's Delta tables (time travel with --as-of)",
         "sql-server": "[spark] a SQL endpoint (Spark Connect) over the lakehouse's tables",
     },
+    "s3tm.cli.catalog": {
+        "metastore": "a Hive Metastore server for the lakehouse's tables (S3TM_CATALOG_URI)"
+    },
     "s3tm.cli.commands": {
         "demo-corpus": "write a seeded synthetic corpus (JSON lines)",
         "learn": "learn a word -> matcher mapping from a corpus",

@@ -9,7 +9,11 @@ Time travel: ``--as-of TABLE=VERSION`` or ``--as-of TABLE=TIMESTAMP`` (ISO 8601,
 it says otherwise) reads that table as it was; repeat it for several tables. The versions
 read are printed on stderr.
 
-Engine: DuckDB (its SQL dialect) over delta-rs' file lists; no JVM starts. JSON columns
+Engine: with a catalog configured (``S3TM_CATALOG_URI``: a Hive Metastore the Spark jobs
+register their tables in), Spark SQL on it, so a query reads the tables by the names a
+team's other tools use; time travel is then Delta's own ``VERSION AS OF n`` in the query.
+Otherwise (``--engine duckdb`` forces it) DuckDB (its SQL dialect) over delta-rs' file
+lists; no JVM starts. JSON columns
 (``metrics``, ``validation``, ``params``) are read with ``get_json_object(col, '$.path')``,
 as in Spark SQL. ``s3tm sql`` with no query reads statements from a prompt (end each with
 ``;``, ``\\q`` quits); ``--examples`` lists the documented queries, ``--example NAME`` runs one.
@@ -35,6 +39,7 @@ import pyarrow as pa
 from s3tm.cli.text import plain
 
 FORMATS = ("table", "csv", "json")
+ENGINES = ("auto", "catalog", "duckdb")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=[],
         metavar="TABLE=VERSION|TIMESTAMP",
         help="read TABLE at a Delta version or timestamp (repeatable)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="catalog: Spark SQL on S3TM_CATALOG_URI; duckdb: the lakehouse's files; "
+        "auto (default): the catalog when one is configured",
     )
     p.add_argument("--format", choices=FORMATS, default="table", help="output (default: table)")
     p.add_argument(
@@ -87,9 +99,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from core.errors import InvalidArgumentError
+    from s3tm.sql.catalog_engine import CatalogSQL
     from s3tm.sql.engine import LakehouseSQL, parse_as_of
     from s3tm.sql.examples import EXAMPLES, example
     from spark_jobs.lake.delta_io import Lakehouse
+    from spark_jobs.settings import settings
 
     if args.examples:
         for item in EXAMPLES:
@@ -99,6 +113,25 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("give a query or --example NAME, not both")
     if args.max_rows < 1:
         raise InvalidArgumentError("--max-rows must be at least 1")
+    query = example(args.example).sql if args.example else args.query
+    catalog = settings().catalog_uri
+    if args.engine == "catalog" and not catalog:
+        raise InvalidArgumentError(
+            "--engine catalog: no catalog is configured (S3TM_CATALOG_URI=thrift://HOST:PORT)"
+        )
+    if catalog and args.engine != "duckdb":
+        if args.as_of:
+            raise InvalidArgumentError(
+                "--as-of reads the lakehouse's files (--engine duckdb); on the catalog write "
+                "Delta's time travel in the query: FROM routing.versions VERSION AS OF 3"
+            )
+        if args.lakehouse:
+            raise InvalidArgumentError(
+                f"--lakehouse: the catalog ({catalog}) says where each table is; "
+                "--engine duckdb reads a lakehouse by its path"
+            )
+        print(f"-- Spark SQL on the catalog {catalog}", file=sys.stderr)
+        return _answer(CatalogSQL(catalog), query, args)
     as_of = parse_as_of(args.as_of)
     lakehouse = Lakehouse(None, args.lakehouse, engine="rs")
     if not lakehouse.remote and not lakehouse.root.is_dir():
@@ -112,7 +145,10 @@ def _run(args: argparse.Namespace) -> int:
             print(
                 f"-- {name} as of {registered.as_of}: version {registered.version}", file=sys.stderr
             )
-    query = example(args.example).sql if args.example else args.query
+    return _answer(engine, query, args)
+
+
+def _answer(engine: Any, query: str | None, args: argparse.Namespace) -> int:
     if query is None:
         return _prompt(engine, args)
     write_result(engine.query(query), args.format, sys.stdout, max_rows=args.max_rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import decimal
 import io
 import json
 import os
@@ -253,6 +254,7 @@ def test_formats_round_trip(lake, capsys):
         (["--as-of", "matches=2020-01-01", "SELECT 1"], "did not exist yet"),
         (["--as-of", "nope.table=1", "SELECT 1"], "unknown table"),
         (["--example", "nope"], "no example 'nope'"),
+        (["--engine", "catalog", "SELECT 1"], "no catalog is configured"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(lake, argv, message):
@@ -515,3 +517,53 @@ def test_the_sql_server_catalog_retires_replaced_versions_after_their_grace(spar
 def _location(spark, table: str) -> str:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
     return next((r.data_type for r in rows if r.col_name == "Location"), "")
+
+
+CATALOG_EXAMPLES = """
+import datetime as dt, json, sys
+from s3tm.sql.catalog_engine import CatalogSQL
+from s3tm.sql.examples import EXAMPLES
+from spark_jobs.lake.catalog import register_tables
+from spark_jobs.lake.delta_io import Lakehouse
+engine = CatalogSQL(sys.argv[2])
+register_tables(engine.spark, Lakehouse(engine.spark, sys.argv[1]))
+def utc(v):
+    return v.astimezone(dt.UTC).isoformat() if isinstance(v, dt.datetime) else str(v)
+print(json.dumps({item.name: engine.query(item.sql).to_pylist() for item in EXAMPLES},
+                 default=utc))
+"""
+
+
+def _comparable(rows: list[dict]) -> list[str]:
+    """Rows as text that both engines spell alike: numbers as numbers (floats to 9 digits),
+    times as UTC."""
+
+    def value(v: object) -> object:
+        if isinstance(v, decimal.Decimal):  # DuckDB sums integers as HUGEINT
+            v = int(v) if v == v.to_integral_value() else float(v)
+        if isinstance(v, float):
+            return round(v, 9)
+        if isinstance(v, dt.datetime):  # the catalog's side came as JSON: UTC ISO text
+            return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).astimezone(dt.UTC).isoformat()
+        return v
+
+    return sorted(json.dumps({k: value(v) for k, v in r.items()}, default=str) for r in rows)
+
+
+def test_every_example_reads_the_same_through_the_catalog(lake, metastore, spark_process_env):
+    """Spark SQL on the catalog (``s3tm sql`` with ``S3TM_CATALOG_URI``) and DuckDB over the
+    files return the same rows for every documented query."""
+    run = subprocess.run(
+        [sys.executable, "-c", CATALOG_EXAMPLES, str(lake.root), metastore],
+        env={**spark_process_env, "S3TM_CATALOG_URI": metastore},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    on_catalog = json.loads(run.stdout.strip().splitlines()[-1])
+    for item in EXAMPLES:
+        expected = _sql(lake, item.sql)
+        assert expected, item.name  # the fixture has rows for every example
+        assert _comparable(on_catalog[item.name]) == _comparable(expected), item.name

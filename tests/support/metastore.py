@@ -1,24 +1,21 @@
-"""A Hive Metastore on loopback: the Thrift server of the Hive jars pyspark ships (the
-client Spark uses, so client and server agree), on an embedded Derby database under a
-folder; what a team's catalog is to the platform (``S3TM_CATALOG_URI``)."""
+"""A Hive Metastore on loopback for a test: ``s3tm metastore``'s server
+(``spark_jobs.lake.metastore``) on a free port, its database under a folder; what a team's
+catalog is to the platform (``S3TM_CATALOG_URI``)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import pyspark
-
 from core.errors import S3TMError
 from s3tm.local.processes import stop_group
+from spark_jobs.lake.metastore import MetastoreConfig, command, listening
 
-JARS = Path(pyspark.__file__).parent / "jars"
 START_TIMEOUT_S = 120.0
 
 
@@ -28,56 +25,31 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1.0)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextmanager
-def hive_metastore(folder: Path) -> Iterator[str]:
-    """A running metastore; yields its ``thrift://127.0.0.1:PORT``. Its log: ``folder/
-    metastore.log``."""
-    java = (
-        str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
-        if "JAVA_HOME" in os.environ
-        else shutil.which("java")
-    )
-    if java is None:
-        raise S3TMError("no java on PATH or JAVA_HOME: the metastore is a JVM")
+def hive_metastore(folder: Path, environ: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A running metastore; yields its ``thrift://127.0.0.1:PORT``. ``environ``: its
+    variables (an S3 server's endpoint and keys), default this process's. Its log:
+    ``folder/metastore.log``."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    log = (folder / "metastore.log").open("wb")
+    config = MetastoreConfig(folder=folder, port=_free_port())
+    env = dict(os.environ if environ is None else environ)
+    log_path = folder / "metastore.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(
-        [
-            java,
-            "-Xmx512m",
-            "-cp",
-            f"{JARS}/*",
-            # the log4j2 async loggers Hive turns on need a jar pyspark does not ship
-            "-Dhive.async.log.enabled=false",
-            "-Djavax.jdo.option.ConnectionURL=jdbc:derby:;"
-            f"databaseName={folder / 'db'};create=true",
-            f"-Dhive.metastore.warehouse.dir={folder / 'warehouse'}",
-            "-Ddatanucleus.schema.autoCreateAll=true",
-            "-Dhive.metastore.schema.verification=false",
-            "-Dderby.stream.error.file=" + str(folder / "derby.log"),
-            "org.apache.hadoop.hive.metastore.HiveMetaStore",
-            "-p",
-            str(port),
-        ],
+        command(config, env),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not _listening(port):
+        while not listening("127.0.0.1", config.port):
             if process.poll() is not None or time.monotonic() > deadline:
-                tail = (folder / "metastore.log").read_text(errors="replace")[-3000:]
-                raise S3TMError(f"the metastore did not start on port {port}:\n{tail}")
+                tail = log_path.read_text(errors="replace")[-3000:]
+                raise S3TMError(f"the metastore did not start on port {config.port}:\n{tail}")
             time.sleep(0.5)
-        yield f"thrift://127.0.0.1:{port}"
+        yield f"thrift://127.0.0.1:{config.port}"
     finally:
         stop_group(process, timeout_s=30)  # started in a session of its own
         log.close()
