@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -117,7 +118,7 @@ def spark_process_env() -> dict[str, str]:
 
 
 @pytest.fixture()
-def lakehouse(spark: object, tmp_path: Path):
+def lakehouse(spark: Any, tmp_path: Path):
     """An empty lakehouse under a tmp dir, with the engine the session supports."""
     from spark_jobs.lake.delta_io import Lakehouse
 

@@ -90,7 +90,7 @@ class CpuReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
-            if key == KEY and value[0] == report.when:
+            if key == KEY and isinstance(value, tuple) and value[0] == report.when:
                 self.rows.append(
                     {
                         "test": report.nodeid,

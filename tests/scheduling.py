@@ -47,7 +47,7 @@ def _file_of(nodeid: str) -> str:
 def order_longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
     """Sorts ``items`` in place: files by their seconds, longest first; a file's tests keep
     their order (module fixtures are built once)."""
-    first_seen = {}
+    first_seen: dict[str, int] = {}
     for k, item in enumerate(items):
         first_seen.setdefault(_file_of(item.nodeid), k)
 

@@ -142,12 +142,15 @@ def application_path(job: str) -> str:
 
 
 # what a Spark job's driver and executors need from the submitting pod's environment (on
-# Kubernetes they start in pods of their own): the object store's endpoint and region
+# Kubernetes they start in pods of their own): the object store's endpoint and region,
+# the lakehouse and its catalog
 FORWARDED_ENV = (
     "AWS_ENDPOINT_URL",
     "AWS_REGION",
     "AWS_ALLOW_HTTP",
     env_name("lakehouse"),
+    # the catalog the jobs register their tables in (spark_jobs/lake/catalog.py)
+    env_name("catalog_uri"),
     # Kafka's TLS and SASL settings (spark_jobs/kafka_security.py), not its credentials:
     # those reach drivers from a Secret (spark-defaults' secretKeyRef)
     "KAFKA_SECURITY_PROTOCOL",

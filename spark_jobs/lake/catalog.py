@@ -25,13 +25,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# where the databases' own folders are, in the lakehouse: the metastore makes a database's
+# folder when it registers it (Spark's default, ./spark-warehouse of whatever process asks,
+# is a folder on the metastore's machine it may not write)
+CATALOG_DIR = "_catalog"
+
 # Spark settings of a session on the catalog (static: set before the session starts)
 HIVE_CATALOG = "spark.sql.catalogImplementation"
+METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
 
 
 def catalog_conf(uri: str) -> dict[str, str]:
     """The Spark settings that put a session on the Hive Metastore at ``uri``."""
-    return {HIVE_CATALOG: "hive", "spark.hadoop.hive.metastore.uris": uri}
+    return {HIVE_CATALOG: "hive", METASTORE_URIS: uri}
 
 
 def qualified_name(table: str) -> tuple[str, str]:
@@ -65,6 +71,19 @@ def register_tables(spark: SparkSession, lakehouse: DeltaStore) -> list[str]:
     """
     if spark.conf.get(HIVE_CATALOG, "in-memory") != "hive":
         return []
+    from pyspark.errors import PySparkException
+
+    try:
+        return _register(spark, lakehouse)
+    except PySparkException as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputDataError(
+            f"registering the tables in the catalog ({spark.conf.get(METASTORE_URIS, '?')}) "
+            f"failed, the tables are written: {first}"
+        ) from err
+
+
+def _register(spark: SparkSession, lakehouse: DeltaStore) -> list[str]:
     registered = []
     for table in sorted(TABLES):
         if not lakehouse.exists(table):
@@ -79,7 +98,8 @@ def register_tables(spark: SparkSession, lakehouse: DeltaStore) -> list[str]:
                     f"lakehouse's {location}: drop it there, or use another metastore"
                 )
             continue
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        folder = storage.spark_uri(storage.join(lakehouse.location, CATALOG_DIR, f"{database}.db"))
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}` LOCATION '{folder}'")
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS `{database}`.`{name}` USING DELTA LOCATION '{location}'"
         )

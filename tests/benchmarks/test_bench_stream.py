@@ -31,7 +31,9 @@ def test_skeleton_moves_the_asked_bytes_and_counts_every_post(bytes_per_post: fl
     match_keys, dispatch_keys = [3, 8], [5, 1]
     route_keys = [match_keys[m % 2] for m in range(16)]
     batches = [_lines(1000), _lines(250), _lines(4096)]
-    routed = [b for task in batches for b in _skeleton_route(route_keys, bytes_per_post, [task])]
+    routed = [
+        b for task in batches for b in _skeleton_route(route_keys, bytes_per_post, iter([task]))
+    ]
     assert _bytes(routed) == pytest.approx(5346 * bytes_per_post, abs=16 * 3)
     assert sum(pc.sum(b.column("posts")).as_py() for b in routed) == 5346
     matched = [

@@ -8,6 +8,7 @@ import csv
 import subprocess
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_each_figure_of_a_row_is_computed_from_the_batches_as_documented(tmp_pat
     """``_row`` on batches small enough to know every answer: the stream's figures over the
     steady batches (not the first, not those that met changes), the changes' figures from
     the changed batches and the rounds, the peaks from the remap's own processes."""
-    steps = types.SimpleNamespace(
+    steps: Any = types.SimpleNamespace(
         done=[
             StepFigures("register", 1.5, 90.0, 400.0, None),
             *(
@@ -183,14 +184,13 @@ def test_each_figure_of_a_row_is_computed_from_the_batches_as_documented(tmp_pat
         {"register_s": 0.7, "cancel_s": 0.35, "follower_s": 0.3},
         {"register_s": 0.6, "cancel_s": 0.45, "follower_s": 0.2},
     ]
-    evaluation = {
+    evaluation: Any = {
         "relative_work_throughput_vs_hash": 1.23456,
         "candidate": {"matcher_work": [3, 1, 1, 1]},
         "hash": {"matcher_work": [2, 2, 2, 2]},
     }
-    row = subscriptions._row(
-        1_000, _config(tmp_path), steps, batches, rounds, evaluation, {"published": 2}
-    )
+    summary: Any = {"published": 2}
+    row = subscriptions._row(1_000, _config(tmp_path), steps, batches, rounds, evaluation, summary)
     steady = [1, 2, 4, 6, 8]
     posts = sum(100 + b for b in steady)  # 521
     matches = sum(10 * b for b in steady)  # 210

@@ -88,7 +88,7 @@ def test_an_aligned_full_remap_routes_the_same_and_moves_fewer_subscriptions() -
     )
     published = learn_mapping(old, 6, "salb2", subscriptions=subs).table
     full = learn_mapping(new, 6, "salb2", subscriptions=subs, seed=5)
-    per_word = {}
+    per_word: dict[str, int] = {}
     for row in range(subs.n_posts):
         for w in subs.vocabulary[subs.indices[subs.indptr[row] : subs.indptr[row + 1]]]:
             per_word[w] = per_word.get(w, 0) + 1

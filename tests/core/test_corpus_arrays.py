@@ -24,6 +24,7 @@ def test_build_from_word_lists_dedupes_and_sorts() -> None:
     assert corpus.indices.tolist() == [0, 1, 2]
     assert corpus.post_words(0) == ["b", "a"]
     assert corpus.word_frequencies.tolist() == [1, 1, 1]
+    assert corpus.post_ids is not None
     assert corpus.post_ids.tolist() == ["p1", "p2", "p3"]
 
 
@@ -50,9 +51,10 @@ def test_select_keeps_chosen_posts(lists: list[list[str]], data: st.DataObject) 
     subset = corpus.select(mask)
     chosen = np.flatnonzero(mask)
     assert subset.n_posts == chosen.size
+    assert subset.post_ids is not None
     assert subset.post_ids.tolist() == [str(i) for i in chosen]
     for new, old in enumerate(chosen):
-        assert subset.post_words(new) == corpus.post_words(old)
+        assert subset.post_words(new) == corpus.post_words(int(old))
 
 
 def test_corpus_from_arrays_converts_dtypes() -> None:

@@ -330,7 +330,7 @@ def test_cached_trie_updated_per_epoch_equals_a_fresh_trie(sets, data) -> None:
             assert sorted(trie.match(indptr, words).sub_ids.tolist()) == sorted(
                 fresh.match(indptr, words).sub_ids.tolist()
             )
-        gone = data.draw(st.lists(st.sampled_from(live.sub_ids), unique=True, max_size=5))
+        gone = data.draw(st.lists(st.sampled_from(live.sub_ids.tolist()), unique=True, max_size=5))
         live.remove(gone)
         live.place([1000 * epoch + g for g in gone], [["w3", "w11"]] * len(gone))
         epoch += 1
@@ -360,7 +360,7 @@ def test_the_predicate_index_follows_every_epoch(sets, data) -> None:
                 fresh.match(indptr, words).sub_ids.tolist()
             )
         assert cache.rebuilds + cache.updates == built  # nothing built while matching
-        gone = data.draw(st.lists(st.sampled_from(live.sub_ids), unique=True, max_size=5))
+        gone = data.draw(st.lists(st.sampled_from(live.sub_ids.tolist()), unique=True, max_size=5))
         live.remove(gone)
         live.place([1000 * epoch + g for g in gone], [["w3", "w11"]] * len(gone))
         epoch += 1

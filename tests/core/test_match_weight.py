@@ -95,7 +95,9 @@ def test_salb2_keeps_the_start_whose_busiest_matcher_counts_less_work() -> None:
     learned = learn_mapping(corpus, 4, "salb2", subscriptions=subscriptions)
     scores = learned.table.manifest["start_training_work_max"]
     assert set(scores) == {"salb", "metis"}
-    assert learned.table.manifest["refinement_start"] == min(scores, key=scores.get)
+    assert learned.table.manifest["refinement_start"] == min(
+        scores, key=lambda start: scores[start]
+    )
     # the score is the kept table's busiest matcher by counted work on the training posts
     placement = place_subscriptions(learned.table, subscriptions, seed=0)
     counted = matcher_work(learned.table, placement, subscriptions, corpus)
@@ -170,7 +172,7 @@ def test_distinct_rows_survive_a_hash_collision(monkeypatch) -> None:
         def integers(self, low, high, size, dtype):
             return np.ones(size, dtype=dtype)
 
-    monkeypatch.setattr(arrays.np.random, "default_rng", lambda seed: Ones())
+    monkeypatch.setattr(np.random, "default_rng", lambda seed: Ones())  # arrays' np
     indptr = np.array([0, 2, 4, 6], dtype=np.int64)
     values = np.array([1, 2, 2, 1, 1, 2], dtype=np.int32)
     first, inverse = arrays.distinct_rows(indptr, values)

@@ -295,10 +295,10 @@ def test_a_previous_placement_needs_the_same_n(setup) -> None:
 
 def _random_placement(rng: np.random.Generator, n_matchers: int) -> Placement:
     sub_ids = rng.permutation(60)[: int(rng.integers(0, 50))].astype(np.int64)
-    counts = rng.integers(1, 4, size=sub_ids.shape[0])
+    counts = np.asarray(rng.integers(1, 4, size=sub_ids.shape[0]))
     indptr = np.zeros(sub_ids.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    rows = [rng.choice(n_matchers, size=c, replace=False) for c in counts]
+    rows = [rng.choice(n_matchers, size=(int(c),), replace=False) for c in counts]
     matchers = np.concatenate(rows).astype(np.int32) if rows else np.empty(0, np.int32)
     return Placement(n_matchers, sub_ids, indptr, matchers, np.zeros(n_matchers, np.int64))
 
@@ -354,6 +354,7 @@ def test_replay_bounds_a_chunks_matches_and_counts_the_same(setup, monkeypatch) 
     assert whole.n_matches > 10 * held_out.n_posts  # more matches than posts: the budget bites
     monkeypatch.setattr(core.replay, "REPLAY_CHUNK_MATCHES", 25)
     bounded = replay(table, placement, subs, held_out, repeats=1)
+    assert bounded.match_pairs is not None and whole.match_pairs is not None
     assert np.array_equal(bounded.match_pairs, whole.match_pairs)
     assert np.array_equal(bounded.matcher_operations, whole.matcher_operations)
     assert np.array_equal(bounded.matcher_matches, whole.matcher_matches)
@@ -393,6 +394,7 @@ def test_replay_times_each_matcher_on_its_own_past_the_trie_budget(setup, monkey
     kept = replay(table, placement, subs, held_out, repeats=2, min_sample_seconds=0)
     monkeypatch.setattr(core.replay, "TIMING_TRIE_BYTES", 0)
     alone = replay(table, placement, subs, held_out, repeats=2, min_sample_seconds=0)
+    assert alone.match_pairs is not None and kept.match_pairs is not None
     assert np.array_equal(alone.match_pairs, kept.match_pairs)
     assert np.array_equal(alone.matcher_operations, kept.matcher_operations)
     # the same matchers timed (those with posts and subscriptions), each of them

@@ -57,7 +57,7 @@ def slow_restream(
                 best = max(
                     fits,
                     key=lambda b: (
-                        covered[b] * (1 - Fraction(loads[b]) / capacity),
+                        covered[b] * (1 - Fraction(loads[b].item()) / capacity),
                         -loads[b],
                         -b,
                     ),
@@ -189,7 +189,7 @@ def test_salb2_refuses_to_learn_unsplit_and_bad_parameters() -> None:
     with pytest.raises(InvalidArgumentError, match="min_frequency"):
         learn_salb2(problem, 2, min_frequency=0)
     with pytest.raises(InvalidArgumentError, match="start"):
-        learn_salb2(problem, 2, start="kahypar")
+        learn_salb2(problem, 2, start="kahypar")  # type: ignore[arg-type]  # refused
 
 
 def test_auto_start_keeps_the_less_loaded_of_salb_and_metis_starts() -> None:

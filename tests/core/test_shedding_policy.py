@@ -46,7 +46,9 @@ def test_drop_level_loads_come_from_what_kept_posts_cost() -> None:
     loads = shedding.loads()
     for level in range(ladder.cap_levels + 1, ladder.max_level + 1):
         d = ladder.drop(level)
-        want = min(1.0, 1e5 * ((1 - d) * kept_cost[ladder.cap(level)] + d * dropped_cost))
+        level_cap = ladder.cap(level)
+        assert level_cap is not None  # a drop level caps the spread too
+        want = min(1.0, 1e5 * ((1 - d) * kept_cost[level_cap] + d * dropped_cost))
         assert loads[level] == pytest.approx(min(want, loads[level - 1]))
     assert (np.diff(loads) <= 1e-12).all()  # never more load at a higher level
     assert loads[-1] < 0.5
@@ -123,7 +125,7 @@ def _learn(shedding: StreamShedding, level: int, kept: int, dropped: int, second
         "spread_counts": [0, kept],
         "seconds": seconds,
     }
-    shedding.learn(snapshot, level, [note], [{"seconds": 0.0}], seconds)  # type: ignore[arg-type]
+    shedding.learn(snapshot, level, [note], [{"seconds": 0.0}], seconds)  # type: ignore[arg-type,list-item,typeddict-item]
 
 
 def test_a_rate_measured_long_ago_does_not_hold_the_level_up() -> None:

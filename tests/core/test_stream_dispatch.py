@@ -79,6 +79,7 @@ def _check_dispatch(rows, as_lists: bool) -> None:
     if as_lists:
         matched = _as_lists(matched)
     matches, deliveries = dispatch_tables(matched, Subscribers.of(OWNERS), 7, 3, NOW)
+    assert matches is not None  # the matches table is asked for
     assert all(r["shedding_level"] == (level[r["post_id"]] or 0) for r in deliveries.to_pylist())
     lowest: dict[tuple[str, int], int] = {}
     for p, s, m in rows:
@@ -152,6 +153,7 @@ def test_a_match_without_subscriber_is_an_error() -> None:
 def test_an_empty_batch_dispatches_nothing() -> None:
     for empty in (MATCHES_ARROW.empty_table(), MATCHED_ARROW.empty_table()):
         matches, deliveries = dispatch_tables(empty, Subscribers.of(OWNERS), 1, 0, NOW)
+        assert matches is not None
         assert matches.num_rows == deliveries.num_rows == 0
 
 
@@ -172,7 +174,7 @@ def test_subscriptions_rank_by_subscriber_then_id() -> None:
 def test_ranks_by_table_and_by_search_equal_the_sorted_reference(pairs, offset, asked) -> None:
     ids = np.array([offset + i for i, _ in pairs], dtype=np.int64)
     # one subscriber per id, the first pair's (a batch's matches repeat ids)
-    owner = {}
+    owner: dict[int, int] = {}
     for i, code in pairs:
         owner.setdefault(offset + i, code)
     codes = np.array([owner[int(i)] for i in ids], dtype=np.int32)

@@ -31,7 +31,9 @@ def test_quantiles_of_merged_tasks_are_the_exact_ones_within_a_bucket(
     merged = merge(
         [{str(b): c for b, c in age_histogram(np.array(a)).items()} for a in (first, second)]
     )
-    (estimate,) = latency_quantiles(merged, after_start, [q])
+    quantiles = latency_quantiles(merged, after_start, [q])
+    assert quantiles is not None
+    (estimate,) = quantiles
     ages = np.sort(np.maximum(np.array(first + second), 0.0))
     exact_age = ages[max(1, int(np.ceil(q * ages.size))) - 1] / 1000.0
     # a bucket is 2% wide: its middle is within 1% of any age in it (0.5 ms under 1 ms);
@@ -70,13 +72,15 @@ def test_pooled_batches_quantiles_are_the_exact_ones_within_a_bucket(
     first, first_after, second, second_after, q
 ) -> None:
     """Two batches, each shifted by its own seconds from start to commit."""
-    (estimate,) = pooled_quantiles(
+    pooled = pooled_quantiles(
         [
             (age_histogram(np.array(first)), first_after),
             (age_histogram(np.array(second)), second_after),
         ],
         [q],
     )
+    assert pooled is not None
+    (estimate,) = pooled
     exact = np.sort(
         np.concatenate(
             [

@@ -54,13 +54,14 @@ def test_rendered_text_normalises_back_to_the_word_sets(tmp_path: Path) -> None:
     assert report.malformed == 0 and read.n_posts == generated.n_posts
     for p in range(0, generated.n_posts, 37):
         assert sorted(read.post_words(p)) == sorted(generated.post_words(p))
+    assert read.post_ids is not None and generated.post_ids is not None
     assert read.post_ids.tolist() == generated.post_ids.tolist()
 
 
 @pytest.mark.parametrize("field", ["n_posts", "n_words", "n_topics", "words_per_topic"])
 def test_bad_spec_is_rejected(field: str) -> None:
     with pytest.raises(InvalidArgumentError, match=field):
-        generate_corpus(SyntheticCorpusSpec(**{"n_posts": 10, field: 0}))
+        generate_corpus(SyntheticCorpusSpec(**{"n_posts": 10, field: 0}))  # type: ignore[arg-type]
 
 
 def test_write_demo_corpus_rejects_bad_days(tmp_path: Path) -> None:

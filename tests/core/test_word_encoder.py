@@ -206,7 +206,7 @@ def test_a_grown_vocabulary_repoints_the_tokens_it_knew_without_normalising_them
     encoder.encode(texts)
     known = encoder.n_tokens
     normalised: list[str] = []
-    original = encoder_module.normalize_tokens
+    from core.text.normalize import normalize_tokens as original
 
     def counting(tokens):  # type: ignore[no-untyped-def]
         normalised.extend(tokens)

@@ -8,7 +8,8 @@ import pytest
 from core.corpus import corpus_from_word_lists
 from core.errors import InvalidArgumentError
 from core.learn import build_problem, learn_mapping
-from core.learn.wordnet import WORDNET_VARIANTS, cooccurrence, learn_wordnet
+from core.learn.wordnet import cooccurrence, learn_wordnet
+from core.remap_options import WORDNET_VARIANTS
 
 
 def test_cooccurrence_counts_and_frequencies():

@@ -113,7 +113,7 @@ def test_a_spark_job_past_its_timeout_is_stopped_and_the_failure_is_mailed(tmp_p
     mail = message_from_bytes(received[0].as_bytes())
     assert mail["To"] == "platform-team@s3tm.example"
     body = "".join(
-        part.get_payload(decode=True).decode()
+        bytes(part.get_payload(decode=True)).decode()
         for part in mail.walk() if part.get_content_maintype() == "text"
     )  # fmt: skip
     assert "s3tm_ingest" in mail["Subject"] and "ingest" in mail["Subject"], mail["Subject"]

@@ -526,7 +526,9 @@ def test_the_airflow_secret_holds_the_settings_compose_gives_from_its_env_file()
     docs = (REPO / "docs" / "DEPLOY.md").read_text()
     start = docs.index("create secret generic s3tm-airflow ")
     command = docs[start : docs.index("\n\n", start)]
-    command = command[: re.search(r"\n(?!\s*--)", command + "\n").start()]
+    end = re.search(r"\n(?!\s*--)", command + "\n")
+    assert end is not None  # the text + "\n" has a line end
+    command = command[: end.start()]
     given = set(re.findall(r"--from-literal=(\w+)=", command))
     assert given == secret_settings, (given, secret_settings)
 

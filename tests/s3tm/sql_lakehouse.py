@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ BAD_LINES = b'{broken\n{"id":"q1","text":"  "}\n\xff\xfe\n'
 SHARED_BUILD_TIMEOUT_S = 900
 
 
-def build(spark: object, root: Path) -> Lakehouse:
+def build(spark: Any, root: Path) -> Lakehouse:
     lakehouse = Lakehouse(spark, root / "lakehouse")
     landing = root / "landing"
     write_demo_corpus(
@@ -88,7 +89,7 @@ def build(spark: object, root: Path) -> Lakehouse:
     return lakehouse
 
 
-def shared_copy(spark: object, tmp_path_factory: pytest.TempPathFactory, name: str) -> Lakehouse:
+def shared_copy(spark: Any, tmp_path_factory: pytest.TempPathFactory, name: str) -> Lakehouse:
     """A copy of one lakehouse :func:`build` made once per run for every test worker (the
     SQL and Prometheus tests read the same tables: built twice, it was 35 s of a 2-core
     suite twice), in a folder of the test's own. The workers' temporary folders share a

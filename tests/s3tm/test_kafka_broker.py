@@ -12,7 +12,8 @@ from s3tm.local import kafka_broker
 from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
 
 
-def _listening_ports(pid: int) -> set[int]:
+def _listening_ports(pid: int | None) -> set[int]:
+    assert pid is not None, "the broker is not running"
     return {
         c.laddr.port
         for c in psutil.Process(pid).net_connections("inet")

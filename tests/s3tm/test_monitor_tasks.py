@@ -159,7 +159,7 @@ def test_under_hash_routing_the_monitor_asks_only_when_hash_degrades(tmp_path) -
 def _silver(lakehouse: Lakehouse) -> None:
     """One ingested post (the monitor asks whether there is anything to learn from)."""
     schema = table("silver.posts").schema
-    row = {f.name: None for f in schema}
+    row: dict[str, object] = {f.name: None for f in schema}
     row.update({"post_id": "p1", "words": ["a"], "n_words": 1, "event_day": T0.date(),
                 "sample_rate": 1.0})  # fmt: skip
     lakehouse.write_arrow(pa.Table.from_pylist([row], schema=schema), "silver.posts")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from typing import Any
 
 from s3tm.orchestration.reports.text import decision_sentence
 from s3tm.orchestration.tasks.remap import remap_lines, stale_request_reason
@@ -28,7 +29,7 @@ def test_the_report_says_on_which_posts_the_remap_was_judged() -> None:
         "incremental_judged_throughput": 1.5,
         "full_judged_throughput": 1.545,
     }
-    latest = {"routing_version": 5, "params": json.dumps(params)}
+    latest: Any = {"routing_version": 5, "params": json.dumps(params)}
     lines = remap_lines(latest, {})
     assert lines[0] == f"- version 5: incremental remap ({params['remap_reason']})"
     assert "12 tokens moved" in lines[1]
@@ -36,7 +37,7 @@ def test_the_report_says_on_which_posts_the_remap_was_judged() -> None:
 
 
 def test_versions_learned_before_the_held_out_judge_still_report() -> None:
-    latest = {"routing_version": 5, "params": json.dumps(INCREMENTAL)}
+    latest: Any = {"routing_version": 5, "params": json.dumps(INCREMENTAL)}
     lines = remap_lines(latest, {})
     assert len(lines) == 2 and not any("judged on" in line for line in lines)
     assert remap_lines(None, {}) == ["- no routing version yet"]

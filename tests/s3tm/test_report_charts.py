@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from s3tm.orchestration.reports.charts import report_html, throughput_by_version, work_per_matcher
 
@@ -19,13 +20,13 @@ def test_work_per_matcher_draws_a_bar_per_matcher_and_series() -> None:
 
 
 def test_throughput_by_version_draws_the_evaluated_versions() -> None:
-    def row(version: int, status: str, work: float | None) -> dict:
+    def row(version: int, status: str, work: float | None) -> Any:
         evaluation = {} if work is None else {"relative_work_throughput_vs_hash": work}
         metrics = json.dumps({"evaluation": evaluation})
         return {"routing_version": version, "status": status, "metrics": metrics}
 
     rows = [row(1, "retired", 1.4), row(2, "published", 2.1), row(3, "rejected", None)]
-    svg = throughput_by_version(rows)  # type: ignore[arg-type]
+    svg = throughput_by_version(rows)
     assert svg.count("<rect") == 2 and "x2.10" in svg and "v3" not in svg
     assert throughput_by_version([]) == ""
     page = report_html(
@@ -81,13 +82,13 @@ def test_the_decision_is_a_sentence_and_the_evaluation_a_table() -> None:
 def test_the_report_opens_with_the_published_version_by_matcher_work() -> None:
     from s3tm.orchestration.tasks.remap import headline
 
-    def row(version: int, status: str, evaluation: dict) -> dict:
+    def row(version: int, status: str, evaluation: dict) -> Any:
         metrics = json.dumps({"evaluation": evaluation})
         return {"routing_version": version, "status": status, "metrics": metrics}
 
     both = {"relative_work_throughput_vs_hash": 4.31, "relative_model_throughput_vs_hash": 1.1}
     rows = [row(1, "retired", both), row(2, "published", both), row(3, "rejected", {})]
-    assert headline(rows) == "Published: version 2, x4.31 of hash routing, by matcher work."  # type: ignore[arg-type]
+    assert headline(rows) == "Published: version 2, x4.31 of hash routing, by matcher work."
     model_only = [row(1, "published", {"relative_model_throughput_vs_hash": 1.8})]
-    assert "x1.80 of hash routing by the posts-only model" in headline(model_only)  # type: ignore[arg-type]
-    assert headline([row(1, "rejected", {})]) == "No version is published."  # type: ignore[arg-type]
+    assert "x1.80 of hash routing by the posts-only model" in headline(model_only)
+    assert headline([row(1, "rejected", {})]) == "No version is published."

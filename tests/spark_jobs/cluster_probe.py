@@ -48,7 +48,9 @@ def main(folder: Path, expect_slots: int) -> int:
     print(json.dumps(first), flush=True)
     (folder / "first").write_text(json.dumps(first))
     wait_for("the test to add a worker", (folder / "added").exists)
-    wait_for("the added worker's executor", lambda: task_slots(spark) > first["task_slots"])
+    before = first["task_slots"]
+    assert isinstance(before, int)
+    wait_for("the added worker's executor", lambda: task_slots(spark) > before)
     print(json.dumps(reading(spark)), flush=True)
     spark.stop()
     return 0

@@ -8,11 +8,12 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # the small corpus both tests run their chain on (two days, so the window has a start)
-REFERENCE_SPEC = {"n_posts": 2500, "n_words": 1200, "seed": 9}
+REFERENCE_SPEC: dict[str, Any] = {"n_posts": 2500, "n_words": 1200, "seed": 9}
 REFERENCE_NODES = 8
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 from core.stream.costs import StreamCosts, posts_per_second
 from spark_jobs.jobs.publish import publish
@@ -182,9 +183,9 @@ def test_a_version_kept_out_then_published_by_hand_loses_its_verdict(tmp_path) -
     lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
     add_version(lakehouse, _version(1, "validated", {"relative_work_throughput_vs_hash": 0.9}))
     assert publish(lakehouse, 1, margin=0.0)["changed"] is False
-    assert "publish_gate" in json.loads(get_version(lakehouse, 1)["metrics"])
+    assert "publish_gate" in json.loads(get_version(lakehouse, 1)["metrics"] or "{}")
     assert publish(lakehouse, 1)["changed"] is True
-    assert "publish_gate" not in json.loads(get_version(lakehouse, 1)["metrics"])
+    assert "publish_gate" not in json.loads(get_version(lakehouse, 1)["metrics"] or "{}")
     assert routing_in_force(lakehouse) == 1
     assert "kept out" not in render_versions(lakehouse)
 
@@ -209,7 +210,7 @@ def test_a_version_of_an_earlier_window_is_recorded_not_published_over_a_newer_o
     lakehouse = Lakehouse(None, tmp_path / "lake", engine="rs")
     better = {"relative_stream_throughput_vs_published": 2.0}
 
-    def learned_until(number: int, status: str, end: str | None) -> dict:
+    def learned_until(number: int, status: str, end: str | None) -> Any:
         return {**_version(number, status, better), "inputs": json.dumps({"end": end})}
 
     add_version(lakehouse, learned_until(1, "published", "2026-03-06"))

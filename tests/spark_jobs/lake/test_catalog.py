@@ -142,7 +142,9 @@ def test_tables_on_s3_register_through_a_metastore_that_reads_s3(
                 "spark = build_session('q')\n"
                 "print(json.dumps([spark.sql('SELECT count(*) AS n FROM bronze.posts')"
                 ".collect()[0].n, [r.data_type for r in spark.sql("
-                "'DESCRIBE TABLE EXTENDED bronze.posts').collect() if r.col_name == 'Location']]))",
+                "'DESCRIBE TABLE EXTENDED bronze.posts').collect() if r.col_name == 'Location'],"
+                "[r.info_value for r in spark.sql('DESCRIBE DATABASE bronze').collect()"
+                " if r.info_name == 'Location']]))",
             ],
             env=env,
             capture_output=True,
@@ -150,6 +152,8 @@ def test_tables_on_s3_register_through_a_metastore_that_reads_s3(
             timeout=600,
         )
     assert read.returncode == 0, read.stderr[-3000:]
-    count, location = json.loads(read.stdout.strip().splitlines()[-1])
+    count, location, database = json.loads(read.stdout.strip().splitlines()[-1])
     assert count == Lakehouse(None, lake, engine="rs").row_count("bronze.posts") > 0
     assert location == ["s3a://s3tm-catalog/main/bronze/posts"]
+    # the database's folder is in the lakehouse, not on the machine of whoever asked first
+    assert database == ["s3a://s3tm-catalog/main/_catalog/bronze.db"]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from spark_jobs.lake.delta_io import Lakehouse
 from spark_jobs.lake.routing_store import versions
@@ -43,7 +44,7 @@ REMAP = textwrap.dedent("""
 """)
 
 
-def _spawn(code: str, *args: str) -> subprocess.Popen[str]:
+def _spawn(code: str, *args: object) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", code, *map(str, args)],
         stdout=subprocess.PIPE,
@@ -52,7 +53,7 @@ def _spawn(code: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _result(process: subprocess.Popen[str]) -> object:
+def _result(process: subprocess.Popen[str]) -> Any:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-2000:]
     return json.loads(out.strip().splitlines()[-1])
@@ -62,7 +63,7 @@ def test_concurrent_registrations_get_distinct_ids_and_none_is_lost(tmp_path: Pa
     root = tmp_path / "lakehouse"
     writers = [_spawn(REGISTER, root, f"user{w}", 8) for w in range(4)]
     returned = [_result(w) for w in writers]
-    all_ids = [i for ids in returned for i in ids]  # type: ignore[union-attr]
+    all_ids = [i for ids in returned for i in ids]
     assert len(all_ids) == len(set(all_ids)) == 4 * 8 * 3
     rows = Lakehouse(None, root).read_arrow("subscriptions.registry").to_pylist()
     assert sorted(r["sub_id"] for r in rows) == sorted(all_ids)
@@ -78,20 +79,20 @@ def test_two_remaps_and_registrations_at_once(tmp_path: Path):
     registered = _result(registering)
     lake = Lakehouse(None, root)
     rows = versions(lake)
-    assert sorted(o["version"] for o in outcomes) == [1, 2]  # type: ignore[index]
+    assert sorted(o["version"] for o in outcomes) == [1, 2]
     assert [r["routing_version"] for r in rows] == [1, 2]
     # each version's mapping is complete and its own (N as learned)
     mappings = lake.read_arrow("routing.mappings").to_pylist()
     for outcome in outcomes:
-        mine = [m for m in mappings if m["routing_version"] == outcome["version"]]  # type: ignore[index]
-        assert len(mine) == outcome["rows"]  # type: ignore[index]
-        n = {r["routing_version"]: r["n_matchers"] for r in rows}[outcome["version"]]  # type: ignore[index]
+        mine = [m for m in mappings if m["routing_version"] == outcome["version"]]
+        assert len(mine) == outcome["rows"]
+        n = {r["routing_version"]: r["n_matchers"] for r in rows}[outcome["version"]]
         assert max(m["matcher_id"] for m in mine) < n
     # both publishes happened, one after the other: exactly one version is published
-    assert all(o["changed"] for o in outcomes)  # type: ignore[index]
+    assert all(o["changed"] for o in outcomes)
     statuses = sorted(r["status"] for r in rows)
     assert statuses == ["published", "retired"]
-    second = max(outcomes, key=lambda o: o["retired"] is not None)  # type: ignore[index]
+    second = max(outcomes, key=lambda o: o["retired"] is not None)
     assert second["retired"] is not None  # the later publish saw the earlier one
     registry = lake.read_arrow("subscriptions.registry").to_pylist()
-    assert sorted(r["sub_id"] for r in registry) == sorted(registered)  # type: ignore[arg-type]
+    assert sorted(r["sub_id"] for r in registry) == sorted(registered)

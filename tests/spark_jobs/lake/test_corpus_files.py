@@ -37,6 +37,7 @@ def test_jsonl_bad_lines_are_reported_with_line_numbers(tmp_path: Path) -> None:
         ["hous", "white"],
         ["green", "hous"],
     ]
+    assert corpus.post_ids is not None
     assert corpus.post_ids.tolist() == ["1", "1"]
     assert (report.records, report.posts, report.malformed) == (10, 2, 7)
     assert (report.empty_after_normalisation, report.duplicate_ids) == (1, 1)
@@ -57,6 +58,7 @@ def test_gzipped_jsonl_with_custom_field(tmp_path: Path) -> None:
         out.write(json.dumps({"body": "Breaking news"}) + "\n")
     corpus, report = read_corpus(path, text_column="body")
     assert sorted(corpus.post_words(0)) == ["break", "new"]
+    assert corpus.post_ids is not None
     assert corpus.post_ids.tolist() == ["line-1"]
     assert report.malformed == 0
 
@@ -71,6 +73,7 @@ def test_csv_with_named_column_and_bad_rows(tmp_path: Path) -> None:
         b'd,"multi\nline post",2026-01-03\n'
     )
     corpus, report = read_corpus(path, text_column="tweet")
+    assert corpus.post_ids is not None
     assert corpus.post_ids.tolist() == ["a", "d"]
     assert sorted(corpus.post_words(1)) == ["line", "multi", "post"]
     assert report.malformed == 2

@@ -242,7 +242,9 @@ def test_the_release_never_deletes_a_lease_another_process_took(s3_root):
 
     def second() -> None:
         with storage.object_lock(location, lease_seconds=60, wait_seconds=30):
-            second_owner.append(_lease(s3_root)["owner"])
+            lease = _lease(s3_root)
+            assert lease is not None
+            second_owner.append(lease["owner"])
             taken.set()
             time.sleep(1.5)
 

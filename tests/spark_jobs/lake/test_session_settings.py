@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 
 from spark_jobs.lake import session
 
@@ -13,9 +14,9 @@ class _Terminal(io.StringIO):
 
 
 def test_the_stage_progress_bar_shows_on_a_terminal_only(monkeypatch) -> None:
-    monkeypatch.setattr(session.sys, "stderr", _Terminal())
+    monkeypatch.setattr(sys, "stderr", _Terminal())  # the session module's sys
     assert session.console_progress() == "true"
-    monkeypatch.setattr(session.sys, "stderr", io.StringIO())  # a log file, a pipe
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # a log file, a pipe
     assert session.console_progress() == "false"
 
 

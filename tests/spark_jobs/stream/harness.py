@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +250,7 @@ def run_stream_process(
     landing: Landing,
     checkpoint: Path,
     crash: str | None,
-    extra: list[str] = (),
+    extra: Sequence[str] = (),
     source: list[str] | None = None,
     engine: str | None = None,
 ):

@@ -36,7 +36,7 @@ def test_figures_sum_the_notes_and_the_slowest_matcher_sums_its_tasks() -> None:
          | {str(b): c for b, c in age_histogram(np.array([10_000.0])).items()}},
     ]  # fmt: skip
     figures = BatchFigures.of(
-        BatchNotes(2, route, match, dispatch, [{"kind": "quarantine"}] * 3),  # type: ignore[arg-type,list-item]
+        BatchNotes(2, route, match, dispatch, [{"kind": "quarantine"}] * 3),  # type: ignore[arg-type,list-item,typeddict-item]
         BatchClock(started=10.0, synced=10.5, computed=12.0, committed=12.25, stamped=11.0),
         subscriptions=9,
         shedding=True,
@@ -59,7 +59,7 @@ def test_figures_sum_the_notes_and_the_slowest_matcher_sums_its_tasks() -> None:
     assert figures.latency_buckets[PROMETHEUS_BOUNDS.index(20.0)] == 1
     assert figures.latency_sum == pytest.approx(9 * 2.25 + 11.25, rel=0.01)
     unshed = BatchFigures.of(
-        BatchNotes(2, route, [], [{**dispatch[0], "latency_ages": {}}]),  # type: ignore[arg-type,list-item]
+        BatchNotes(2, route, [], [{**dispatch[0], "latency_ages": {}}]),  # type: ignore[arg-type,list-item,typeddict-item]
         BatchClock(0, 0, 0, 0),
         subscriptions=9,
         shedding=False,
