@@ -119,8 +119,8 @@ def secret(node: OneNode, namespace: str, name: str, values: dict[str, str]) -> 
 
 
 def install_services(node: OneNode, out: Path) -> dict[str, str]:
-    """MinIO, Kafka and PostgreSQL (infra/k8s/local/services) on docker/local's images;
-    returns the passwords it made."""
+    """MinIO, Kafka, PostgreSQL and the metastore (infra/k8s/local/services) on
+    docker/local's images and the platform's; returns the passwords it made."""
     # moto (MinIO's stand-in) takes a host of several labels for a bucket's name unless
     # told it is its own endpoint
     extra = (
@@ -403,7 +403,7 @@ def run(config: K8sDemoConfig) -> int:
             )
         with timed("CoreDNS"):
             node.install_dns()
-        with timed("MinIO, Kafka and PostgreSQL (infra/k8s/local/services)"):
+        with timed("MinIO, Kafka, PostgreSQL and the metastore (infra/k8s/local/services)"):
             passwords = install_services(node, out)
         with timed(f"the Spark operator (helm), watching {NAMESPACE}"):
             node.kubectl("create", "namespace", NAMESPACE)
