@@ -47,10 +47,13 @@ def qualified_name(table: str) -> tuple[str, str]:
 
 
 def _registered_location(spark: SparkSession, database: str, name: str) -> str | None:
-    if not spark.catalog.tableExists(f"`{database}`.`{name}`"):
+    """Where the catalog says ``database.name`` is (None: not registered): the metastore's
+    own record, through Spark's external catalog. Not ``DESCRIBE TABLE``, which loads each
+    Delta table's snapshot (a Spark job reading its log) only to print its location."""
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    if not catalog.tableExists(database, name):
         return None
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{database}`.`{name}`").collect()
-    return next((r.data_type for r in rows if r.col_name == "Location"), None)
+    return str(catalog.getTable(database, name).location().toString())
 
 
 def _canonical(location: str) -> str:
