@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from core.shedding.plan import ShedMode
 from s3tm.cli.options import CompareOptions, CorpusOption, HoldoutOptions, OutOption
 
 
@@ -189,7 +190,7 @@ class StreamBench(OutOption, CompareOptions, CorpusOption):
     """with --overload: the trigger interval"""
     file_seconds: float = 1.0
     """with --overload: a file lands this often"""
-    shedding: str = "yield"
+    shedding: ShedMode = "yield"
     """with --overload: the utility of the shedding run"""
     source: Literal["files", "kafka"] = "files"
     """with --overload: posts arrive as landed files, or on a Kafka topic (a broker from

@@ -36,7 +36,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.matching.dictionary import WordDictionary
 from core.matching.trie import TrieMatcher
+from core.shedding.plan import DROP_RULES, DropRule, ShedMode
 from core.stream.latency import pooled_quantiles
 from core.text import normalize
 
@@ -206,7 +207,7 @@ def run_mode(
     spark: Any,
     source: Path,
     work: Path,
-    mode: str,
+    mode: ShedMode,
     held_ids: list[str],
     held_texts: list[str],
     exact: np.ndarray,
@@ -216,7 +217,7 @@ def run_mode(
     file_seconds: float,
     duration: float,
     seed: int,
-    drop_rule: str = "value",
+    drop_rule: DropRule = "value",
     broker: Any = None,
 ) -> list[dict[str, Any]]:
     """One run fed at ``rate``: landed files, or with ``broker`` (a ``KafkaBroker``) records
@@ -408,14 +409,14 @@ def summarise(
     }
 
 
-def _modes(spec: str, utility: str) -> list[tuple[str, str, str]]:
+def _modes(spec: str, utility: ShedMode) -> list[tuple[str, ShedMode, DropRule]]:
     """``off,value,random`` -> (label, shedding utility, drop rule) per run."""
-    out = []
+    out: list[tuple[str, ShedMode, DropRule]] = []
     for mode in (m.strip() for m in spec.split(",") if m.strip()):
         if mode == "off":
             out.append(("off", "off", "value"))
-        elif mode in ("value", "random"):
-            out.append((f"{utility} {mode} drop", utility, mode))
+        elif mode in DROP_RULES:
+            out.append((f"{utility} {mode} drop", utility, cast(DropRule, mode)))
         else:
             raise InputDataError(f"--overload-modes takes off, value and random, got {mode!r}")
     if not out:

@@ -1,24 +1,22 @@
-"""What every job's ``main()`` shares: common arguments, typed configs, the session, errors.
+"""What every job's ``main()`` shares: typed configs, the session, errors.
 
 A job is a frozen config dataclass (its options, their defaults and help: the one
 definition, from which :mod:`spark_jobs.options` derives the command line) and a body
-``run(config, lakehouse)``. A job with actions (``routing list``, ``stream run``) declares
-them with argparse, one subparser each (:func:`action_job_main`). Parsed options become the
-config here, at the command line's edge: nothing below it sees an ``argparse`` object.
+``run(config, lakehouse)``. A job with actions (``routing list``, ``stream run``) has a
+dataclass per action, their union its config. Options become the config at the command
+line's edge: nothing below it sees a parser.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar, cast
 
 from core.errors import InputDataError, InvalidArgumentError, S3TMError
 
@@ -38,33 +36,6 @@ def quiet_chatty_loggers() -> None:
 
 ConfigT = TypeVar("ConfigT")
 JobBody = Callable[[ConfigT, "Lakehouse"], int]
-# a job's config: its dataclass (filled by :func:`config_from`), or a function building it
-# from the parsed options (a command whose config nests another)
-ConfigSpec = type[ConfigT] | Callable[[Mapping[str, object]], ConfigT]
-
-
-def config_from(config_type: type[ConfigT], options: Mapping[str, object]) -> ConfigT:
-    """The job config made of the parsed ``options`` its dataclass declares (the common
-    ``--lakehouse``/``--master`` and the command's own name are not the job's)."""
-    make: Callable[..., ConfigT] = config_type
-    if not dataclasses.is_dataclass(config_type):
-        raise TypeError(f"{config_type!r} is not a dataclass")
-    names = {f.name for f in dataclasses.fields(config_type)}
-    return make(**{k: v for k, v in options.items() if k in names})
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
-    """``--lakehouse`` and ``--master``; ``nested`` for an action's own parser (accepted
-    after the action too, without overriding a value given before it)."""
-    default = argparse.SUPPRESS if nested else None
-    parser.add_argument(
-        "--lakehouse",
-        default=default,
-        help="lakehouse root (default: $S3TM_LAKEHOUSE or ./lakehouse)",
-    )
-    parser.add_argument(
-        "--master", default=default, help="Spark master (default: local[*] or $S3TM_SPARK_MASTER)"
-    )
 
 
 def window_start(
@@ -128,54 +99,27 @@ def run_job(
     return code
 
 
-def build_config(spec: ConfigSpec[ConfigT], options: Mapping[str, object]) -> ConfigT:
-    if isinstance(spec, type):
-        return config_from(spec, options)
-    return spec(options)
-
-
-def run_parsed(
-    name: str,
-    spec: ConfigSpec[ConfigT],
-    body: JobBody[ConfigT],
-    options: Mapping[str, object],
-    *,
-    spark: bool = True,
-) -> int:
-    """Run a job on parsed command-line ``options`` (``spark-submit`` or ``s3tm``)."""
-    return run_configured(
-        name,
-        lambda: (
-            build_config(spec, options),
-            _optional_str(options.get("lakehouse")),
-            _optional_str(options.get("master")),
-        ),
-        body,
-        spark=spark,
-    )
-
-
 def run_configured(
     name: str,
     configure: Callable[[], tuple[ConfigT, str | None, str | None]],
     body: JobBody[ConfigT],
     *,
-    spark: bool = True,
+    spark: bool | None = None,
 ) -> int:
     """Run a job on the (config, lakehouse, master) ``configure`` makes of its command
-    line; 2 when the config refuses its values (the error said, as a bad option is)."""
+    line; 2 when the config refuses its values (the error said, as a bad option is).
+    ``spark`` None: a session unless the config's class says ``needs_spark = False`` (a
+    read-only action, answered from the driver-side tables through delta-rs)."""
     try:
         config, lakehouse, master = configure()
     except S3TMError as err:
         print(f"s3tm {name}: error: {err}", file=sys.stderr)
         return 2
+    if spark is None:
+        spark = bool(getattr(config, "needs_spark", True))
     return run_job(
         name, lambda lh: body(config, lh), lakehouse=lakehouse, master=master, spark=spark
     )
-
-
-def _optional_str(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def exit_process(code: int) -> NoReturn:
@@ -201,7 +145,7 @@ def _prog(name: str) -> str:
 def job_main(
     name: str,
     description: str,
-    config_type: type[ConfigT],
+    config_type: object,
     body: JobBody[ConfigT],
     argv: Sequence[str] | None,
     *,
@@ -216,7 +160,8 @@ def job_main(
         config, session = parse_job(
             config_type, argv, prog=prog or _prog(name), description=description
         )
-        return config, session.lakehouse, session.master
+        # the parsed config is of ``config_type``: the body's (tyro checked it)
+        return cast("ConfigT", config), session.lakehouse, session.master
 
     return run_configured(name, configure, body)
 
@@ -234,39 +179,6 @@ def job_entry(
         return job_main(name, description or "", config_type, body, argv)
 
     return main
-
-
-def action_job_main(
-    name: str,
-    description: str,
-    add_arguments: Callable[[argparse.ArgumentParser], None],
-    spec: ConfigSpec[ConfigT],
-    body: JobBody[ConfigT],
-    argv: Sequence[str] | None,
-) -> int:
-    """The ``main(argv)`` of a job with actions (``routing list``, ``stream run``): their
-    options declared with argparse, one subparser per action."""
-    parser = argparse.ArgumentParser(prog=_prog(name), description=description)
-    add_common_arguments(parser)
-    add_arguments(parser)
-    return run_parsed(name, spec, body, vars(parser.parse_args(argv)))
-
-
-def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--kafka-bootstrap`` and ``--kafka-topic`` of the stream's argparse command (the
-    ingest's are its config's fields, with the same defaults)."""
-    from spark_jobs.kafka_security import deployment_bootstrap, deployment_topic
-
-    parser.add_argument(
-        "--kafka-bootstrap",
-        default=deployment_bootstrap(),
-        help="Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or localhost:9092)",
-    )
-    parser.add_argument(
-        "--kafka-topic",
-        default=deployment_topic(),
-        help="the posts topic (default: $POSTS_TOPIC or posts)",
-    )
 
 
 KAFKA_START = ("earliest", "latest")

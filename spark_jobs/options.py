@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -27,19 +27,21 @@ class SessionOptions:
     """Spark master (default: local[*] or $S3TM_SPARK_MASTER)"""
 
 
-_JOB_OPTIONS: dict[type, type] = {}
+_JOB_OPTIONS: dict[object, type] = {}
 
 
-def job_options(config_type: type) -> type:
+def job_options(config_type: object) -> type:
     """The dataclass of a job's whole command line: the fields of ``config_type`` and of
-    :class:`SessionOptions`, both at the top level (``--nodes``, not ``--config.nodes``)."""
+    :class:`SessionOptions`, both at the top level (``--nodes``, not ``--config.nodes``).
+    A union of dataclasses, each ``Annotated`` with ``tyro.conf.subcommand(name)``, is a
+    job with actions (``stream run|status``)."""
     import tyro
 
     if config_type in _JOB_OPTIONS:
         return _JOB_OPTIONS[config_type]
     flat = tyro.conf.arg(name="")
     made = _JOB_OPTIONS[config_type] = dataclasses.make_dataclass(
-        f"{config_type.__name__}Options",
+        f"{getattr(config_type, '__name__', 'Command')}Options",
         [
             ("config", Annotated[config_type, flat]),
             ("session", Annotated[SessionOptions, flat]),
@@ -49,11 +51,25 @@ def job_options(config_type: type) -> type:
     return made
 
 
+@overload
 def parse_job(
     config_type: type[ConfigT], argv: Sequence[str] | None, *, prog: str, description: str
-) -> tuple[ConfigT, SessionOptions]:
+) -> tuple[ConfigT, SessionOptions]: ...
+
+
+@overload
+def parse_job(
+    config_type: object, argv: Sequence[str] | None, *, prog: str, description: str
+) -> tuple[object, SessionOptions]: ...
+
+
+def parse_job(
+    config_type: object, argv: Sequence[str] | None, *, prog: str, description: str
+) -> tuple[object, SessionOptions]:
     """The job's config and session from ``argv`` (``--help`` prints both; a bad option
-    exits 2, as argparse does; a config that refuses its values raises its error)."""
+    exits 2, as argparse does; a config that refuses its values raises its error). An
+    action's options and the session's may come in any order (``stream --lakehouse L run``
+    or ``stream run --lakehouse L``)."""
     import tyro
 
     parsed: Any = tyro.cli(
@@ -61,6 +77,7 @@ def parse_job(
         args=list(argv) if argv is not None else None,
         prog=prog,
         description=description,
+        config=(tyro.conf.CascadeSubcommandArgs, tyro.conf.OmitSubcommandPrefixes),
     )
     return parsed.config, parsed.session
 

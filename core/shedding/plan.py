@@ -7,17 +7,20 @@ and utility weights, so it sheds exactly the same (post, matcher) pairs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.shedding.post_value import ValueTable
-from core.shedding.shedder import UTILITIES
+from core.shedding.shedder import Utility
 
-SHEDDING_MODES = ("off", *UTILITIES)
+ShedMode = Literal["off", Utility]
+SHEDDING_MODES: tuple[str, ...] = get_args(ShedMode)
 # How a drop level picks the posts it drops: the least valuable by the learned estimate
 # (:mod:`core.shedding.post_value`), or at random (the baseline).
-DROP_RULES = ("value", "random")
+DropRule = Literal["value", "random"]
+DROP_RULES: tuple[str, ...] = get_args(DropRule)
 
 
 @dataclass(frozen=True, eq=False)

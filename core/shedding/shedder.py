@@ -23,13 +23,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from core.errors import InvalidArgumentError
 from core.shedding import _kernels as K
 
-UTILITIES = ("consensus", "subscription", "yield")
+Utility = Literal["consensus", "subscription", "yield"]
+UTILITIES: tuple[str, ...] = get_args(Utility)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from s3tm.cli.text import plain
-from spark_jobs.common import add_common_arguments, run_parsed
 
-# command -> (module under spark_jobs, its config (a dataclass, or Class.factory), help)
+# command -> (module under spark_jobs, its config (a dataclass, or a union of one per
+# action), help)
 JOBS = {
     "ingest": (
         "jobs.ingest",
@@ -48,40 +48,22 @@ JOBS = {
     "pipeline": ("jobs.pipeline", "PipelineConfig", "the whole chain in one Spark session"),
     "stream": (
         "stream.job",
-        "StreamCommand.of",
+        "StreamCommand",
         "the streaming matcher: route, match, dispatch (run | status)",
     ),
 }
 
 
-def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:  # type: ignore[type-arg]
-    """Add the Spark jobs' commands; with ``only``, the others as name-and-help placeholders
-    (their modules are not imported)."""
-    for command, (module_name, _, text) in JOBS.items():
-        if only is not None and command != only:
-            sub.add_parser(command, help=f"[spark] {text}")
-            continue
-        module = importlib.import_module(f"spark_jobs.{module_name}")
-        if not hasattr(module, "add_arguments"):
-            # options derived from the job's config (spark_jobs.options): what follows the
-            # command goes to tyro whole, --help included
-            parser = sub.add_parser(
-                command, help=f"[spark] {text}", add_help=False, prefix_chars="\0"
-            )
-            parser.add_argument(
-                "options", nargs=argparse.REMAINDER, help=f"the options: s3tm {command} --help"
-            )
-            parser.set_defaults(handler=_config_handler(command))
-            continue
-        parser = sub.add_parser(
-            command,
-            help=f"[spark] {text}",
-            description=plain(module.__doc__),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the Spark jobs' commands. Their options derive from each job's config
+    (spark_jobs.options): what follows the command goes to tyro whole, ``--help``
+    included, and the job's module is imported only when its command runs."""
+    for command, (_, _, text) in JOBS.items():
+        parser = sub.add_parser(command, help=f"[spark] {text}", add_help=False, prefix_chars="\0")
+        parser.add_argument(
+            "options", nargs=argparse.REMAINDER, help=f"the options: s3tm {command} --help"
         )
-        add_common_arguments(parser)
-        module.add_arguments(parser)
-        parser.set_defaults(handler=_handler(command))
+        parser.set_defaults(handler=_config_handler(command))
 
 
 def _job(command: str) -> tuple[Any, Any, str]:
@@ -105,17 +87,5 @@ def _config_handler(command: str) -> Callable[[argparse.Namespace], int]:
         return job_main(
             name, description, config_type, module.run, args.options, prog=f"s3tm {command}"
         )
-
-    return handle
-
-
-def _handler(command: str) -> Callable[[argparse.Namespace], int]:
-    def handle(args: argparse.Namespace) -> int:
-        module, spec, name = _job(command)
-        options = vars(args)
-        # read-only actions (``routing list``, ``subscribe list``, ``stream status``) read
-        # the driver-side tables through delta-rs: no JVM, an answer in about a second
-        spark = options.get("action") not in getattr(module, "READ_ONLY_ACTIONS", ())
-        return run_parsed(name, spec, module.run, options, spark=spark)
 
     return handle

@@ -111,10 +111,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 for name, text in commands.items():
                     sub.add_parser(name, help=text)
                 continue
-            if module_name == "s3tm.cli.jobs":
-                module.register(sub, only=command if command in commands else None)
-            else:
-                module.register(sub)
+            module.register(sub)
         else:
             for name, text in commands.items():
                 sub.add_parser(name, help=text)

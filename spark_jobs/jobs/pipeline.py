@@ -24,7 +24,7 @@ from spark_jobs.jobs.ingest import IngestConfig
 from spark_jobs.jobs.learn import LearnConfig
 from spark_jobs.jobs.normalise import NormaliseConfig
 from spark_jobs.jobs.place import PlaceConfig
-from spark_jobs.jobs.publish import RoutingCommand
+from spark_jobs.jobs.publish import RoutingPublish, RoutingValidate
 from spark_jobs.options import config_from
 from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
@@ -87,10 +87,10 @@ def run(config: PipelineConfig, lakehouse: Lakehouse) -> int:
         ("learn", lambda: learn.run(_step(LearnConfig, config), lakehouse)),
         ("place", lambda: place.run(_step(PlaceConfig, config), lakehouse)),
         ("evaluate", lambda: evaluate.run(_step(EvaluateConfig, config), lakehouse)),
-        ("validate", lambda: publish.run(RoutingCommand("validate"), lakehouse)),
+        ("validate", lambda: publish.run(RoutingValidate(), lakehouse)),
         (
             "publish",
-            lambda: publish.run(RoutingCommand("publish", margin=config.margin), lakehouse),
+            lambda: publish.run(RoutingPublish(margin=config.margin), lakehouse),
         ),
     ]
     jvm_pid = driver_jvm_pid(lakehouse.spark)

@@ -17,15 +17,16 @@ recorded but never published over it.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypedDict
+
+import tyro
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import failpoints
-from spark_jobs.common import action_job_main, add_common_arguments, exit_process
+from spark_jobs.common import exit_process, job_main
 from spark_jobs.lake.routing_store import (
     PublishGate,
     get_version,
@@ -190,48 +191,51 @@ def gate_sentence(verdict: PublishGate) -> str:
     )
 
 
-# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
-READ_ONLY_ACTIONS = frozenset({"list"})
+@dataclass(frozen=True)
+class RoutingList:
+    """versions, status and throughput vs hash"""
+
+    # read from the driver-side tables through delta-rs: no JVM, an answer in a second
+    needs_spark: ClassVar[bool] = False
+    details: bool = False
+    """also spread, imbalance, and the posts-only model and timed replay figures"""
 
 
 @dataclass(frozen=True)
-class RoutingCommand:
-    """action: list | validate | publish | rollback; version: the version it acts on (None:
-    the latest candidate); margin: publish only when the candidate beats the published
-    version by this (None: the default gate)."""
+class RoutingValidate:
+    """structural validation of a version"""
 
-    action: Literal["list", "validate", "publish", "rollback"]
-    details: bool = False
     version: int | None = None
+    """routing version (default: the latest candidate)"""
+
+
+@dataclass(frozen=True)
+class RoutingPublish:
+    """publish a validated version"""
+
+    version: int | None = None
+    """routing version (default: the latest candidate)"""
     margin: float | None = None
+    """required gain over the published version (default: the gate's)"""
     skip_validation: bool = False
+    """publish without the expectation suites (tests, emergencies)"""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    common = argparse.ArgumentParser(add_help=False)
-    add_common_arguments(common, nested=True)
-    p = sub.add_parser("list", parents=[common], help="versions, status and throughput vs hash")
-    p.add_argument(
-        "--details",
-        action="store_true",
-        help="also spread, imbalance, and the posts-only model and timed replay figures",
-    )
-    # validate and publish act on one version, the latest candidate unless named
-    versioned = argparse.ArgumentParser(add_help=False, parents=[common])
-    versioned.add_argument(
-        "--version", type=int, help="routing version (default: the latest candidate)"
-    )
-    sub.add_parser("validate", parents=[versioned], help="structural validation of a version")
-    p = sub.add_parser("publish", parents=[versioned], help="publish a validated version")
-    p.add_argument("--margin", type=float, help="required gain over the published version")
-    p.add_argument(
-        "--skip-validation",
-        action="store_true",
-        help="publish without the expectation suites (tests, emergencies)",
-    )
-    p = sub.add_parser("rollback", parents=[common], help="publish an older version again")
-    p.add_argument("version", type=int, help="the older routing version to publish again")
+@dataclass(frozen=True)
+class RoutingRollback:
+    """publish an older version again"""
+
+    version: tyro.conf.Positional[int]
+    """the older routing version to publish again"""
+
+
+# ``s3tm routing list|validate|publish|rollback ...``
+RoutingCommand = (
+    Annotated[RoutingList, tyro.conf.subcommand("list")]
+    | Annotated[RoutingValidate, tyro.conf.subcommand("validate")]
+    | Annotated[RoutingPublish, tyro.conf.subcommand("publish")]
+    | Annotated[RoutingRollback, tyro.conf.subcommand("rollback")]
+)
 
 
 def render_versions(lakehouse: DeltaStore, *, details: bool = False) -> str:
@@ -299,17 +303,20 @@ def kept_out_sentence(rows: Sequence[VersionRow]) -> str | None:
     return f"Version {version} was kept out by the publish gate: {gate_sentence(verdict)}."
 
 
-def run(command: RoutingCommand, lakehouse: Lakehouse) -> int:
-    if command.action == "list":
+def run(
+    command: RoutingList | RoutingValidate | RoutingPublish | RoutingRollback,
+    lakehouse: Lakehouse,
+) -> int:
+    if isinstance(command, RoutingList):
         print(render_versions(lakehouse, details=command.details))
-    elif command.action == "validate":
+    elif isinstance(command, RoutingValidate):
         chosen = command.version or latest_with_status(lakehouse, "candidate")
         if chosen is None:
             raise InputDataError("no candidate version to validate")
         result = validate_version(lakehouse, chosen)
         print(json.dumps({"routing_version": chosen, **result}))
         return 0 if result["success"] else 1
-    elif command.action == "publish":
+    elif isinstance(command, RoutingPublish):
         print(
             json.dumps(
                 publish(
@@ -326,7 +333,7 @@ def run(command: RoutingCommand, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return action_job_main("routing", __doc__ or "", add_arguments, RoutingCommand, run, argv)
+    return job_main("routing", __doc__ or "", RoutingCommand, run, argv)
 
 
 if __name__ == "__main__":

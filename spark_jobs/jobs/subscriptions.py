@@ -10,18 +10,18 @@ Words are normalised by ``core.text.normalize`` and stored sorted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import numpy as np
+import tyro
 
-from core.errors import InputDataError
-from spark_jobs.common import action_job_main, add_common_arguments, exit_process
+from core.errors import InputDataError, InvalidArgumentError
+from spark_jobs.common import exit_process, job_main
 from spark_jobs.lake.subscription_store import (
     active_subscriptions,
     add_subscriptions,
@@ -70,84 +70,89 @@ def lda_topics(
     ]
 
 
-# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
-READ_ONLY_ACTIONS = frozenset({"list"})
+# deliveries go to a subscription's subscriber (``--owner`` is the older name)
+Subscriber = Annotated[str, tyro.conf.arg(aliases=("--owner",))]
 
 
 @dataclass(frozen=True)
-class SubscriptionsCommand:
-    """action: add | cancel | load | generate-topics | list, with that action's options
-    (``generate-topics``: LDA over silver.posts, then ``count`` word sets sampled from the
-    topics and spread over ``subscribers``)."""
+class SubscribeAdd:
+    """register subscriptions: comma-separated phrases, each one subscription"""
 
-    action: Literal["add", "cancel", "load", "generate-topics", "list"]
-    phrase: str = ""
-    subscriber: str = ""
-    sub_ids: Sequence[int] = ()
-    file: str = ""
+    phrase: tyro.conf.Positional[str]
+    """e.g. "white house, obama" (two subscriptions, ORed)"""
+    subscriber: Subscriber
+    """who the subscriptions belong to (deliveries go to them)"""
+
+
+@dataclass(frozen=True)
+class SubscribeCancel:
+    """cancel subscriptions by id"""
+
+    sub_ids: tyro.conf.Positional[tuple[int, ...]]
+    """subscription ids to cancel"""
+
+    def __post_init__(self) -> None:
+        if not self.sub_ids:
+            raise InvalidArgumentError("subscribe cancel: name the subscription ids to cancel")
+
+
+@dataclass(frozen=True)
+class SubscribeLoad:
+    """register one subscription per line of a file"""
+
+    file: tyro.conf.Positional[str]
+    """text file: one subscription per line (# comments skipped)"""
+    subscriber: Subscriber
+    """who the subscriptions belong to (deliveries go to them)"""
+
+
+@dataclass(frozen=True)
+class SubscribeTopics:
+    """topic-based subscriptions from silver (LDA over silver.posts, then ``count`` word
+    sets sampled from the topics and spread over ``subscribers``)"""
+
     count: int = 1000
+    """subscriptions to register"""
     topics: int = 100
+    """LDA topics"""
     words_per_topic: int = 5
+    """words kept a topic"""
     max_iter: int = 10
+    """LDA iterations"""
     subscribers: int = 100
+    """spread the subscriptions over this many subscribers"""
     seed: int = 0
+    """LDA and sampling seed"""
 
 
-def _add_subscriber(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--subscriber",
-        "--owner",
-        dest="subscriber",
-        required=True,
-        help="who the subscriptions belong to (deliveries go to them)",
-    )
+@dataclass(frozen=True)
+class SubscribeList:
+    """print the active subscriptions"""
+
+    # read from the driver-side tables through delta-rs: no JVM, an answer in a second
+    needs_spark: ClassVar[bool] = False
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    common = argparse.ArgumentParser(add_help=False)
-    add_common_arguments(common, nested=True)
-    p = sub.add_parser(
-        "add",
-        parents=[common],
-        help="register subscriptions: comma-separated phrases, each one subscription",
-    )
-    p.add_argument("phrase", help='e.g. "white house, obama" (two subscriptions, ORed)')
-    _add_subscriber(p)
-    p = sub.add_parser("cancel", parents=[common], help="cancel subscriptions by id")
-    p.add_argument("sub_ids", type=int, nargs="+", help="subscription ids to cancel")
-    p = sub.add_parser(
-        "load", parents=[common], help="register one subscription per line of a file"
-    )
-    p.add_argument("file", help="text file: one subscription per line (# comments skipped)")
-    _add_subscriber(p)
-    p = sub.add_parser(
-        "generate-topics", parents=[common], help="topic-based subscriptions from silver (LDA)"
-    )
-    defaults = SubscriptionsCommand
-    p.add_argument("--count", type=int, default=defaults.count, help="subscriptions to register")
-    p.add_argument("--topics", type=int, default=defaults.topics, help="LDA topics")
-    p.add_argument(
-        "--words-per-topic", type=int, default=defaults.words_per_topic, help="words kept a topic"
-    )
-    p.add_argument("--max-iter", type=int, default=defaults.max_iter, help="LDA iterations")
-    p.add_argument(
-        "--subscribers",
-        type=int,
-        default=defaults.subscribers,
-        help="spread the subscriptions over this many subscribers",
-    )
-    p.add_argument("--seed", type=int, default=defaults.seed, help="LDA and sampling seed")
-    sub.add_parser("list", parents=[common], help="print the active subscriptions")
+# ``s3tm subscribe add|cancel|load|generate-topics|list ...``
+SubscriptionsCommand = (
+    Annotated[SubscribeAdd, tyro.conf.subcommand("add")]
+    | Annotated[SubscribeCancel, tyro.conf.subcommand("cancel")]
+    | Annotated[SubscribeLoad, tyro.conf.subcommand("load")]
+    | Annotated[SubscribeTopics, tyro.conf.subcommand("generate-topics")]
+    | Annotated[SubscribeList, tyro.conf.subcommand("list")]
+)
 
 
-def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
-    if command.action == "add":
+def run(
+    command: SubscribeAdd | SubscribeCancel | SubscribeLoad | SubscribeTopics | SubscribeList,
+    lakehouse: Lakehouse,
+) -> int:
+    if isinstance(command, SubscribeAdd):
         phrases = track_phrases(command.phrase)
         print(json.dumps({"added": add_subscriptions(lakehouse, phrases, command.subscriber)}))
-    elif command.action == "cancel":
+    elif isinstance(command, SubscribeCancel):
         print(json.dumps({"cancelled": cancel_subscriptions(lakehouse, command.sub_ids)}))
-    elif command.action == "load":
+    elif isinstance(command, SubscribeLoad):
         path = Path(command.file)
         if not path.is_file():
             raise InputDataError(f"subscription file not found: {path}")
@@ -158,7 +163,7 @@ def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
         ]
         loaded = add_subscriptions(lakehouse, phrases, command.subscriber)
         print(json.dumps({"added": len(loaded), "first": loaded[0] if loaded else None}))
-    elif command.action == "generate-topics":
+    elif isinstance(command, SubscribeTopics):
         # the workload generator (numba kernels) only for this action: `list` stays light
         from core.subscriptions.workloads import sample_topic_word_sets
 
@@ -191,9 +196,7 @@ def run(command: SubscriptionsCommand, lakehouse: Lakehouse) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return action_job_main(
-        "subscriptions", __doc__ or "", add_arguments, SubscriptionsCommand, run, argv
-    )
+    return job_main("subscriptions", __doc__ or "", SubscriptionsCommand, run, argv)
 
 
 if __name__ == "__main__":

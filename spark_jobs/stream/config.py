@@ -1,25 +1,25 @@
-"""The streaming matcher's options: one frozen dataclass (the defaults live here) and the
-command line that fills it (``s3tm stream run|status``, ``spark-submit .../stream/job.py``)."""
+"""The streaming matcher's options: one frozen dataclass per action, the defaults and help
+beside each field. ``s3tm stream run|status`` and ``spark-submit .../stream/job.py`` derive
+their command line from them (:mod:`spark_jobs.options`): ``--max-spread`` is
+``StreamConfig.max_spread``."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Annotated, ClassVar, Literal, get_args
 
-from core.errors import InvalidArgumentError
-from core.shedding.plan import DROP_RULES, SHEDDING_MODES
+import tyro
+
+from core.shedding.plan import DropRule, ShedMode
 from core.stream.shedding_policy import SheddingOptions
-from spark_jobs.common import add_common_arguments, add_kafka_arguments, config_from
-from spark_jobs.kafka_security import DEFAULT_BOOTSTRAP, DEFAULT_TOPIC, KafkaSecurity
+from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deployment_topic
 from spark_jobs.stream.health import HealthOptions
 
 # recent posts that fill a new version's token table ahead of its first batch
 WARM_TEXTS = 20_000
 
-# a batch's Spark job (spark_jobs.stream.pipeline): auto, fused or staged
-JOB_SHAPES = ("auto", "fused", "staged")
+JobShape = Literal["auto", "fused", "staged"]
+JOB_SHAPES: tuple[str, ...] = get_args(JobShape)
 
 _SHEDDING = SheddingOptions()
 _HEALTH = HealthOptions()
@@ -27,55 +27,75 @@ _HEALTH = HealthOptions()
 
 @dataclass(frozen=True)
 class StreamConfig:
-    """One streaming matcher query.
-
-    Attributes:
-        source: ``files`` (JSON lines landing in ``landing``) or ``kafka``.
-        checkpoint: the query's checkpoint location (None: ``<lakehouse>/_checkpoints/
-            <query_name>``, filled by :meth:`with_checkpoint`).
-        max_files_per_trigger: files a micro-batch takes at most (0: all that landed).
-        max_offsets_per_trigger: Kafka records a micro-batch takes at most (0: all).
-        starting_offsets: where a new checkpoint starts reading the topic: ``earliest``,
-            ``latest`` or an ISO-8601 time (``spark_jobs.common.kafka_start_options``).
-        trigger_seconds: the processing-time trigger (0: batches back to back).
-        available_now: process what has landed, then stop (no adaptive shedding then).
-        seed: seeds the choice of split-word versions.
-        matches_table: also write ``matches`` (else only ``deliveries``, which hold them).
-        warm_up: build a version's indexes and token table before its first batch.
-        job_shape: a batch's Spark job: ``fused`` (route, match and dispatch in the task
-            that read the posts), ``staged`` (three stages, two shuffles: a match task per
-            matcher on a cluster), ``auto`` (fused on a local master, else staged).
-        shedding, max_spread, drop_fraction, latency_budget, shedding_k, shedding_delta,
-        drop_rule: load shedding (:class:`SheddingOptions`).
-        health_window, hot_word_tolerance: routing health (:class:`HealthOptions`).
-    """
+    """One streaming matcher query."""
 
     source: Literal["files", "kafka"] = "files"
+    """where posts come from: JSON-lines files landing in --landing, or Kafka"""
     landing: str = "landing"
-    kafka_bootstrap: str = DEFAULT_BOOTSTRAP
-    kafka_topic: str = DEFAULT_TOPIC
-    # TLS and SASL towards the broker: the environment's KAFKA_* settings (kafka_security.py)
-    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
+    """directory of JSON-lines posts"""
+    kafka_bootstrap: str = field(default_factory=deployment_bootstrap)
+    """Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or localhost:9092)"""
+    kafka_topic: str = field(default_factory=deployment_topic)
+    """the posts topic (default: $POSTS_TOPIC or posts)"""
+    # TLS and SASL towards the broker: the environment's KAFKA_* settings
+    # (kafka_security.py), never a command-line option
+    kafka_security: Annotated[KafkaSecurity, tyro.conf.Suppress] = field(
+        default_factory=KafkaSecurity.from_env
+    )
     checkpoint: str | None = None
+    """checkpoint location (default: <lakehouse>/_checkpoints/<query>)"""
     query_name: str = "s3tm_matcher"
+    """the query's name (and checkpoint's)"""
     max_files_per_trigger: int = 0
+    """landed files a micro-batch takes at most (0: all)"""
     max_offsets_per_trigger: int = 0
+    """Kafka records a micro-batch takes at most (0: all)"""
     starting_offsets: str = "earliest"
+    """where a new checkpoint starts reading the topic: earliest, latest, or an ISO-8601
+    time (each partition from its first record at or after it); a checkpoint that exists
+    resumes where it stopped"""
     trigger_seconds: float = 0.0
+    """seconds between micro-batches (0: back to back)"""
     available_now: bool = False
+    """process what has landed, then stop (no adaptive shedding then)"""
     seed: int = 0
+    """seeds the split words' version choice"""
     matches_table: bool = True
+    """also write one `matches` row per (post, subscription); with --no-matches-table only
+    `deliveries` are written (their sub_ids and matcher_ids hold every match: ~2x less to
+    write when posts match hundreds of subscriptions)"""
     warm_up: bool = True
-    job_shape: str = "auto"
-    shedding: str = _SHEDDING.mode
+    """build a routing version's matcher indexes and token table in every Python worker
+    before its first batch (at start, and between batches when a newer version is
+    published; the token table from the newest bronze.posts); --no-warm-up: lazily, inside
+    the first batch"""
+    job_shape: JobShape = "auto"
+    """a batch's Spark job: fused (route, match and dispatch in the task that read the
+    posts: nothing shuffled, every worker holds every matcher), staged (a match task per
+    matcher, two shuffles: each worker holds its matchers' share), auto (fused on a local
+    master, staged on a cluster)"""
+    shedding: ShedMode = _SHEDDING.mode  # type: ignore[assignment]
+    """load shedding (paper 001 Sect. 5.2): the utility that picks the matchers a capped
+    post keeps (yield: the most accurate measured, docs/RESULTS.md, Fig. 8a); off: never
+    shed"""
     max_spread: float | None = None
+    """a fixed cap m for every batch instead of the adaptive level"""
     drop_fraction: float = 0.0
+    """with --max-spread: a fixed share of whole posts dropped from every batch too"""
     latency_budget: float = _SHEDDING.latency_budget
+    """seconds of backlog at which shedding starts (the buffer size b)"""
     shedding_k: float = _SHEDDING.k
+    """cap of shedding level 1"""
     shedding_delta: float = _SHEDDING.delta
-    drop_rule: str = _SHEDDING.drop_rule
+    """cap step per shedding level"""
+    drop_rule: DropRule = _SHEDDING.drop_rule  # type: ignore[assignment]
+    """which posts the last levels drop whole: value, those with the fewest matches by the
+    learned estimate (with --shedding yield); random, the baseline"""
     health_window: int = _HEALTH.window_batches
+    """routing health (stream.health): batches the hot-word sketch window spans"""
     hot_word_tolerance: float = _HEALTH.hot_word_tolerance
+    """routing health: report a word when its share per version exceeds the split
+    threshold 1/(2N) by more than this fraction"""
 
     def shedding_options(self) -> SheddingOptions:
         """The query's shedding options: a catch-up run (``available_now``) never adapts."""
@@ -101,164 +121,26 @@ class StreamConfig:
 
 
 @dataclass(frozen=True)
-class StreamCommand:
-    """``run`` (the query, ``config``) or ``status`` (the ``last`` committed batches, as a
-    table or, ``as_json``, one JSON object each)."""
+class StreamRun:
+    """run the streaming matcher"""
 
-    action: Literal["run", "status"]
-    config: StreamConfig
+    config: Annotated[StreamConfig, tyro.conf.arg(name="")] = field(default_factory=StreamConfig)
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """the last committed micro-batches"""
+
+    # read from the driver-side tables through delta-rs: no JVM, an answer in a second
+    needs_spark: ClassVar[bool] = False
     last: int = 10
-    as_json: bool = False
-
-    @classmethod
-    def of(cls, options: Mapping[str, object]) -> StreamCommand:
-        """The command of parsed command-line options."""
-        action = options["action"]
-        last = options.get("last", cls.last)
-        if action not in ("run", "status") or not isinstance(last, int):
-            raise InvalidArgumentError(f"stream: unknown action {action!r} or --last {last!r}")
-        return cls(
-            action="run" if action == "run" else "status",
-            config=config_from(StreamConfig, options),
-            last=last,
-            as_json=bool(options.get("json", False)),
-        )
+    """how many batches to show"""
+    as_json: Annotated[bool, tyro.conf.arg(name="json")] = False
+    """each batch's whole row as a JSON object"""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = StreamConfig
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    # --lakehouse and --master after the action too, as every command group takes them
-    common = argparse.ArgumentParser(add_help=False)
-    add_common_arguments(common, nested=True)
-    run_p = sub.add_parser("run", parents=[common], help="run the streaming matcher")
-    run_p.add_argument(
-        "--source",
-        choices=("files", "kafka"),
-        default=defaults.source,
-        help="where posts come from: JSON-lines files landing in --landing, or Kafka",
-    )
-    run_p.add_argument("--landing", default=defaults.landing, help="directory of JSON-lines posts")
-    add_kafka_arguments(run_p)
-    run_p.add_argument(
-        "--checkpoint", help="checkpoint location (default: <lakehouse>/_checkpoints/<query>)"
-    )
-    run_p.add_argument(
-        "--query-name", default=defaults.query_name, help="the query's name (and checkpoint's)"
-    )
-    run_p.add_argument(
-        "--max-files-per-trigger",
-        type=int,
-        default=defaults.max_files_per_trigger,
-        help="landed files a micro-batch takes at most (0: all)",
-    )
-    run_p.add_argument(
-        "--max-offsets-per-trigger",
-        type=int,
-        default=defaults.max_offsets_per_trigger,
-        help="Kafka records a micro-batch takes at most (0: all)",
-    )
-    run_p.add_argument(
-        "--starting-offsets",
-        default=defaults.starting_offsets,
-        help="where a new checkpoint starts reading the topic: earliest, latest, or an "
-        "ISO-8601 time (each partition from its first record at or after it); a checkpoint "
-        "that exists resumes where it stopped",
-    )
-    run_p.add_argument(
-        "--trigger-seconds",
-        type=float,
-        default=defaults.trigger_seconds,
-        help="seconds between micro-batches (0: back to back)",
-    )
-    run_p.add_argument(
-        "--available-now", action="store_true", help="process what has landed, then stop"
-    )
-    run_p.add_argument(
-        "--seed", type=int, default=defaults.seed, help="seeds the split words' version choice"
-    )
-    run_p.add_argument(
-        "--matches-table",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.matches_table,
-        help="also write one `matches` row per (post, subscription); with --no-matches-table "
-        "only `deliveries` are written (their sub_ids and matcher_ids hold every match: "
-        "~2x less to write when posts match hundreds of subscriptions)",
-    )
-    run_p.add_argument(
-        "--warm-up",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.warm_up,
-        help="build a routing version's matcher indexes and token table in every Python "
-        "worker before its first batch (at start, and between batches when a newer version "
-        f"is published; the token table from the {WARM_TEXTS:,} newest bronze.posts); "
-        "--no-warm-up: lazily, inside the first batch",
-    )
-    run_p.add_argument(
-        "--job-shape",
-        choices=JOB_SHAPES,
-        default=defaults.job_shape,
-        help="a batch's Spark job: fused (route, match and dispatch in the task that read "
-        "the posts: nothing shuffled, every worker holds every matcher), staged (a match "
-        "task per matcher, two shuffles: each worker holds its matchers' share), auto "
-        "(default: fused on a local master, staged on a cluster)",
-    )
-    shed = run_p.add_argument_group("load shedding (paper 001 Sect. 5.2)")
-    shed.add_argument(
-        "--shedding",
-        choices=SHEDDING_MODES,
-        default=defaults.shedding,
-        help="utility that picks the matchers a capped post keeps (default: %(default)s, "
-        "the most accurate measured: docs/RESULTS.md, Fig. 8a); off: never shed",
-    )
-    shed.add_argument(
-        "--max-spread",
-        type=float,
-        help="a fixed cap m for every batch instead of the adaptive level",
-    )
-    shed.add_argument(
-        "--drop-fraction",
-        type=float,
-        default=defaults.drop_fraction,
-        help="with --max-spread: a fixed share of whole posts dropped from every batch too",
-    )
-    shed.add_argument(
-        "--latency-budget",
-        type=float,
-        default=defaults.latency_budget,
-        help="seconds of backlog at which shedding starts (the buffer size b)",
-    )
-    shed.add_argument(
-        "--shedding-k", type=float, default=defaults.shedding_k, help="cap of level 1"
-    )
-    shed.add_argument(
-        "--shedding-delta", type=float, default=defaults.shedding_delta, help="cap step per level"
-    )
-    shed.add_argument(
-        "--drop-rule",
-        choices=DROP_RULES,
-        default=defaults.drop_rule,
-        help="which posts the last levels drop whole: value, those with the fewest matches "
-        "by the learned estimate (with --shedding yield); random, the baseline",
-    )
-    health = run_p.add_argument_group("routing health (stream.health)")
-    health.add_argument(
-        "--health-window",
-        type=int,
-        default=defaults.health_window,
-        help="batches the hot-word sketch window spans",
-    )
-    health.add_argument(
-        "--hot-word-tolerance",
-        type=float,
-        default=defaults.hot_word_tolerance,
-        help="report a word when its share per version exceeds the split threshold "
-        "1/(2N) by more than this fraction",
-    )
-    status_p = sub.add_parser("status", parents=[common], help="the last committed micro-batches")
-    status_p.add_argument(
-        "--last", type=int, default=StreamCommand.last, help="how many batches to show"
-    )
-    status_p.add_argument(
-        "--json", action="store_true", help="each batch's whole row as a JSON object"
-    )
+# ``s3tm stream run ...`` or ``s3tm stream status ...``
+StreamCommand = (
+    Annotated[StreamRun, tyro.conf.subcommand("run")]
+    | Annotated[StreamStatus, tyro.conf.subcommand("status")]
+)

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_jobs import failpoints
-from spark_jobs.common import action_job_main, exit_process
+from spark_jobs.common import exit_process, job_main
 from spark_jobs.lake.storage import join, spark_uri
-from spark_jobs.stream.config import StreamCommand, add_arguments
+from spark_jobs.stream.config import StreamCommand, StreamRun, StreamStatus
 from spark_jobs.stream.matcher import start
 from spark_jobs.stream.status import print_status
 
@@ -29,15 +29,11 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse
 
-__all__ = ["add_arguments", "main", "run"]
+__all__ = ["StreamCommand", "main", "run"]
 
 
-# actions that only read driver-side tables: run without a JVM (s3tm.cli.jobs)
-READ_ONLY_ACTIONS = frozenset({"status"})
-
-
-def run(command: StreamCommand, lakehouse: Lakehouse) -> int:
-    if command.action == "status":
+def run(command: StreamRun | StreamStatus, lakehouse: Lakehouse) -> int:
+    if isinstance(command, StreamStatus):
         print_status(lakehouse, command.last, as_json=command.as_json)
         return 0
     config = command.config
@@ -58,7 +54,7 @@ def run(command: StreamCommand, lakehouse: Lakehouse) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     failpoints.arm()
-    return action_job_main("stream", __doc__ or "", add_arguments, StreamCommand.of, run, argv)
+    return job_main("stream", __doc__ or "", StreamCommand, run, argv)
 
 
 if __name__ == "__main__":

@@ -281,8 +281,7 @@ def test_generate_topic_subscriptions_with_spark_lda(spark, lakehouse):
         spark.createDataFrame(rows, table("silver.posts").spark_schema()), "silver.posts"
     )
     code = subscriptions.run(
-        subscriptions.SubscriptionsCommand(
-            action="generate-topics",
+        subscriptions.SubscribeTopics(
             count=50,
             topics=2,
             words_per_topic=3,

@@ -98,7 +98,7 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(
         ("evaluate", lambda: evaluate.run(evaluate.EvaluateConfig(), session_lake), None),
         (
             "validate",
-            lambda: publish.run(publish.RoutingCommand("validate"), session_lake),
+            lambda: publish.run(publish.RoutingValidate(), session_lake),
             None,
         ),
         ("publish.py", ["publish"], "publish:before-commit"),
@@ -112,7 +112,7 @@ def test_remap_killed_in_every_step_leaves_the_published_version_intact(
         assert _visible(lake) == before, f"the published state changed after {step} {crash}"
         _complete(lake)
 
-    assert publish.run(publish.RoutingCommand("publish"), session_lake) == 0  # the rerun
+    assert publish.run(publish.RoutingPublish(), session_lake) == 0  # the rerun
     live, mapping, placements = _visible(lake)
     assert live != before[0] and mapping and placements
     statuses = {r["routing_version"]: r["status"] for r in versions(lake)}

@@ -26,7 +26,7 @@ from spark_jobs.lake.subscription_store import (
 from spark_jobs.stream import job as stream
 from spark_jobs.stream import matcher as stream_matcher
 from spark_jobs.stream import warm_tasks
-from spark_jobs.stream.config import StreamCommand, StreamConfig
+from spark_jobs.stream.config import StreamStatus
 from spark_jobs.stream.matcher import start
 from spark_jobs.stream.pipeline import task_slots
 from tests.spark_jobs.stream.harness import (
@@ -374,7 +374,7 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     assert query.exception() is None
     capsys.readouterr()
     # a table a person scans: a line per batch under the header, every column filled
-    assert stream.run(StreamCommand("status", StreamConfig(), last=5), lakehouse) == 0
+    assert stream.run(StreamStatus(last=5), lakehouse) == 0
     lines = capsys.readouterr().out.splitlines()
     assert not any(line.startswith("{") for line in lines)
     header = next(k for k, line in enumerate(lines) if line.startswith("batch "))
@@ -387,7 +387,7 @@ def test_stream_status_prints_the_committed_batches(lakehouse, scene, tmp_path, 
     assert [(r[0], r[2]) for r in table] == [("0", "200"), ("1", "200")]
     assert all("-" not in r[4:8] for r in table)  # the slowest matcher and latencies known
     # the rows behind it with --json
-    assert stream.run(StreamCommand("status", StreamConfig(), last=5, as_json=True), lakehouse) == 0
+    assert stream.run(StreamStatus(last=5, as_json=True), lakehouse) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [json.loads(line) for line in lines if line.startswith("{")]
     health = [line for line in lines if line.startswith("health: ")]
@@ -453,8 +453,8 @@ def test_the_stream_routes_by_hash_while_the_gate_keeps_candidates_out(lakehouse
 def test_subscribe_add_splits_track_phrases(lakehouse, capsys):
     from spark_jobs.jobs import subscriptions
 
-    command = subscriptions.SubscriptionsCommand(
-        action="add", phrase="White House, obama ,, debates tonight", subscriber="alice"
+    command = subscriptions.SubscribeAdd(
+        phrase="White House, obama ,, debates tonight", subscriber="alice"
     )
     assert subscriptions.run(command, lakehouse) == 0
     added = json.loads(capsys.readouterr().out)["added"]

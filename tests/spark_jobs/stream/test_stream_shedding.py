@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from spark_jobs.stream import job as stream
-from spark_jobs.stream.config import StreamCommand, StreamConfig
+from spark_jobs.stream.config import StreamStatus
 from spark_jobs.stream.matcher import start
 from tests.spark_jobs.stream import harness
 
@@ -59,7 +59,7 @@ def test_a_forced_cap_records_limit_notices(lakehouse, scene, tmp_path, capsys):
     full = {r["post_id"] for r in deliveries if r["shedding_level"] == 0}
     for post in full:
         assert {s for (p, s) in got if p == post} == {s for (p, s) in expected if p == post}
-    assert stream.run(StreamCommand("status", StreamConfig(), last=5), lakehouse) == 0
+    assert stream.run(StreamStatus(last=5), lakehouse) == 0
     out = capsys.readouterr().out
     assert "limit notice" in out and "pairs not forwarded" in out
 
