@@ -46,10 +46,10 @@ $(VENV)/.bytecode: $(VENV)/.installed $(shell find $(SOURCES) -name '*.py' 2>/de
 	@touch $@
 
 # ... and pyspark's modules inside the zips Spark puts first on the path of each Python
-# worker and spark-submit driver (spark_jobs/zip_bytecode.py): zipimport compiled them from
+# worker and spark-submit driver (spark_jobs/runtime/zip_bytecode.py): zipimport compiled them from
 # source in every such process
-$(VENV)/.zip-bytecode: $(VENV)/.installed spark_jobs/zip_bytecode.py
-	@env -u SPARK_HOME $(BIN)/python -m spark_jobs.zip_bytecode >/dev/null || { echo "make setup: compiling pyspark's zips failed" >&2; exit 1; }
+$(VENV)/.zip-bytecode: $(VENV)/.installed spark_jobs/runtime/zip_bytecode.py
+	@env -u SPARK_HOME $(BIN)/python -m spark_jobs.runtime.zip_bytecode >/dev/null || { echo "make setup: compiling pyspark's zips failed" >&2; exit 1; }
 	@touch $@
 
 # numba compiles a kernel on first use and caches it beside its module: compiled once here,

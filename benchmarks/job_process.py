@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from spark_jobs.peak_rss import peak_mib
+from spark_jobs.runtime.peak_rss import peak_mib
 
 JVM_POLL_SECONDS = 0.2
 

@@ -73,7 +73,7 @@ def _child(lakehouse_root: str, nodes: int) -> None:
     from spark_jobs.jobs.learn import LearnConfig, learn_version
     from spark_jobs.lake.delta_io import Lakehouse
     from spark_jobs.lake.session import build_session
-    from spark_jobs.peak_rss import driver_jvm_pid, peak_mib
+    from spark_jobs.runtime.peak_rss import driver_jvm_pid, peak_mib
 
     spark = build_session("s3tm-bench-learn-job")
     jvm_pid = driver_jvm_pid(spark)

@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import psutil
 
-from spark_jobs.peak_rss import peak_mib, reset_peak
+from spark_jobs.runtime.peak_rss import peak_mib, reset_peak
 
 
 def machine_summary() -> str:

@@ -71,7 +71,7 @@ from core.sampling.hash_fraction import hash_fraction_mask
 from core.subscriptions.workloads import TopicModel, Workload, fit_topics
 from core.text import normalize_arrow
 from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
-from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
+from spark_jobs.runtime.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

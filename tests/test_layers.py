@@ -292,3 +292,10 @@ def test_core_packages_depend_on_each_other_one_way():
 def test_the_package_fold_finds_two_packages_that_import_each_other():
     graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.b.z"}, "p.b.z": {"p.a.w"}, "p.a.w": set()}
     assert import_cycles(package_graph(graph, depth=2)) == [["p.a", "p.b"]]
+
+
+def test_the_top_of_spark_jobs_holds_the_job_helpers_only():
+    """Its subpackages (jobs, lake, stream, sql, runtime) show the data flow; at its top
+    only what every job shares (at most eight modules)."""
+    top = sorted(p.name for p in (REPO / "spark_jobs").glob("*.py"))
+    assert len(top) <= 8, top

@@ -38,7 +38,7 @@ _WORDS_ARROW = pa.schema([("post_id", pa.string()), ("words", pa.list_(pa.string
 def normalise_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: (post_id, text) -> (post_id, sorted distinct words)."""
     from core.text import normalize_arrow
-    from spark_jobs import code_point_cache
+    from spark_jobs.runtime import code_point_cache
 
     code_point_cache.install()
 

@@ -26,7 +26,7 @@ from spark_jobs.jobs.normalise import NormaliseConfig
 from spark_jobs.jobs.place import PlaceConfig
 from spark_jobs.jobs.publish import RoutingPublish, RoutingValidate
 from spark_jobs.options import config_from
-from spark_jobs.peak_rss import driver_jvm_pid, peak_mib, reset_peak
+from spark_jobs.runtime.peak_rss import driver_jvm_pid, peak_mib, reset_peak
 
 if TYPE_CHECKING:
     from spark_jobs.lake.delta_io import Lakehouse

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import InputDataError, InvalidArgumentError
 from spark_jobs import common
-from spark_jobs.ports import require_free_port
+from spark_jobs.runtime.ports import require_free_port
 from spark_jobs.sql.catalog import CatalogTable, LakehouseCatalog
 
 if TYPE_CHECKING:

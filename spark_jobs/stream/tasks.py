@@ -39,7 +39,8 @@ from core.stream.payload import group_words, matcher_inputs, pair_inputs, partit
 from core.stream.snapshot import MatcherSnapshot, SnapshotKey
 from core.stream.word_health import WordKeys
 from core.stream.worker import MatcherCache, ShedBatch
-from spark_jobs import code_point_cache, failpoints
+from spark_jobs import failpoints
+from spark_jobs.runtime import code_point_cache
 from spark_jobs.settings import settings
 from spark_jobs.stream.matcher_bases import FileBases
 from spark_jobs.stream.task_steps import MatchStep, RouteStep, dispatch_step

@@ -1,4 +1,4 @@
-"""The tokeniser's code-point table on disk (spark_jobs.code_point_cache): each process
+"""The tokeniser's code-point table on disk (spark_jobs.runtime.code_point_cache): each process
 reads the table a first one wrote, the cached table is the classifier's, and a damaged or
 missing file is rebuilt."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.text import encoder
-from spark_jobs import code_point_cache
+from spark_jobs.runtime import code_point_cache
 
 
 def test_the_table_is_written_once_read_after_and_rebuilt_when_damaged(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import numpy as np
 import psutil
 import pytest
 
-from spark_jobs.peak_rss import peak_mib, reset_peak
+from spark_jobs.runtime.peak_rss import peak_mib, reset_peak
 
 
 def test_a_reset_starts_a_new_peak():

@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from spark_jobs import zip_bytecode
+from spark_jobs.runtime import zip_bytecode
 
 # Imports the package from the zip and prints each file the interpreter compiled from
 # source (builtin compile() raises the "compile" audit event; loading a .pyc does not)

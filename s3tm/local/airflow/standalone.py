@@ -34,7 +34,7 @@ from typing import IO
 from core.errors import InvalidArgumentError, S3TMError
 from s3tm.local.airflow.demo import REPO, airflow_env
 from s3tm.local.processes import stop_group
-from spark_jobs.ports import require_free_port
+from spark_jobs.runtime.ports import require_free_port
 
 ADMIN = "admin"
 READY_TIMEOUT_S = 240

@@ -13,7 +13,7 @@ source's hash and compiles the source as before when they differ, so a stale or 
 ``.pyc`` costs time, never correctness, and a Python of another version ignores them (its
 magic number differs).
 
-``python -m spark_jobs.zip_bytecode [FOLDER]`` (``make setup`` and the image build run it):
+``python -m spark_jobs.runtime.zip_bytecode [FOLDER]`` (``make setup`` and the image build run it):
 FOLDER defaults to pyspark's ``python/lib``; each zip is rewritten beside itself and renamed
 over the original (a hard-linked copy in an installer's cache is left as it was).
 """
@@ -101,7 +101,7 @@ def spark_python_lib() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m spark_jobs.zip_bytecode",
+        prog="python -m spark_jobs.runtime.zip_bytecode",
         description="Compile the Python modules inside Spark's pyspark and py4j zips.",
     )
     parser.add_argument("folder", nargs="?", type=Path, help="default: $SPARK_HOME/python/lib")
