@@ -26,7 +26,7 @@ from benchmarks.machine import machine_summary
 from core.corpus.synthetic import SyntheticCorpusSpec, generate_corpus
 from core.errors import S3TMError
 from core.formatting import format_table
-from core.sampling.hash_fraction import HOLDOUT_FRACTION
+from core.remap_options import HOLDOUT_FRACTION
 from schemas import table
 
 EDGE_CHUNK_POSTS = 500_000

@@ -31,7 +31,7 @@ from core.matching.matches import Matches
 from core.matching.predicate import AccessPredicateMatcher
 from core.matching.trie import TrieMatcher
 from core.placement.cost import encode_subscriptions, subscription_dictionary
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.subscriptions.workloads import tweet_subscriptions
 
 COUNTING_POSTS = 20_000

@@ -50,7 +50,7 @@ from core.errors import InputDataError
 from core.formatting import format_table
 from core.learn import learn_mapping
 from core.monitor.health import RoutingHealth
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.stream.costs import MIN_BATCHES, BatchCounts, fit, relative_error
 from core.subscriptions.workloads import Workload
 from core.text import normalize

@@ -20,3 +20,7 @@ DEFAULT_MAX_MOVED = 0.1
 DEFAULT_FULL_REMAP_GAIN = 0.1
 # the gate: a candidate publishes when it beats the routing in force by this much
 DEFAULT_MARGIN = 0.02
+# the platform's hold-out: the share of posts learning leaves out and evaluation judges
+# on, and the seed that picks them (both sides pick the same posts: core.sampling)
+HOLDOUT_FRACTION = 0.2
+HOLDOUT_SEED = 7

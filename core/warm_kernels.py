@@ -31,14 +31,10 @@ from core.matching.trie import TrieMatcher
 from core.monitor.sketch import SketchSpec, WordSketch
 from core.placement.lasp import place_subscriptions
 from core.placement.live import LivePlacement
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.replay import replay
 from core.routing.evaluate import evaluate_table
-from core.sampling.hash_fraction import (
-    HOLDOUT_FRACTION,
-    HOLDOUT_SEED,
-    hash_fraction_mask,
-    spark_xxhash64,
-)
+from core.sampling.hash_fraction import hash_fraction_mask, spark_xxhash64
 from core.shedding.drop import drop_lines
 from core.shedding.plan import ShedPlan
 from core.shedding.post_value import ValueTable

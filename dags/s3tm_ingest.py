@@ -21,12 +21,14 @@ from __future__ import annotations
 from airflow.sdk import Param, dag
 
 from s3tm.orchestration.dag_support import (
-    BATCH_ID_TEMPLATE,
+    BATCH_ID,
     cron_period,
     cron_schedule,
     dag_defaults,
     spark_job,
 )
+from spark_jobs.jobs.configs import IngestConfig, NormaliseConfig
+from spark_jobs.options import Template, job_argv
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
@@ -58,34 +60,36 @@ SCHEDULE = "0 * * * *"
         ),
         "kafka_topic": Param(DEFAULTS.posts_topic, type="string", description="the posts topic"),
         "lakehouse": Param(DEFAULTS.lakehouse, type="string", description="lakehouse root"),
-        "sample_rate": Param(1.0, type="number", minimum=0.0001, maximum=1.0),
+        "sample_rate": Param(
+            NormaliseConfig.sample_rate,
+            type="number",
+            minimum=0.0001,
+            maximum=1.0,
+            description="fraction of the posts kept, by post id (the topic's in bronze, "
+            "every post's in silver)",
+        ),
     },
 )
 def s3tm_ingest() -> None:
     ingest = spark_job(
         "ingest",
         "ingest",
-        [
-            "--source",
-            "{{ params.source }}",
-            "--landing",
-            "{{ params.landing }}",
-            "--kafka-bootstrap",
-            "{{ params.kafka_bootstrap }}",
-            "--kafka-topic",
-            "{{ params.kafka_topic }}",
-            "--sample-rate",
-            "{{ params.sample_rate }}",
-            "--batch-id",
-            BATCH_ID_TEMPLATE,
-        ],
+        job_argv(
+            IngestConfig,
+            source=Template("params.source"),
+            landing=Template("params.landing"),
+            kafka_bootstrap=Template("params.kafka_bootstrap"),
+            kafka_topic=Template("params.kafka_topic"),
+            sample_rate=Template("params.sample_rate"),
+            batch_id=BATCH_ID,
+        ),
         inlets=DEFAULTS.tables("bronze.posts", "bronze.kafka_offsets"),
         outlets=DEFAULTS.tables("bronze.posts", "bronze.kafka_offsets", "silver.posts_quarantine"),
     )
     normalise = spark_job(
         "normalise",
         "normalise",
-        ["--sample-rate", "{{ params.sample_rate }}"],
+        job_argv(NormaliseConfig, sample_rate=Template("params.sample_rate")),
         inlets=DEFAULTS.tables("bronze.posts"),
         outlets=DEFAULTS.tables("silver.posts", "silver.posts_quarantine"),
     )

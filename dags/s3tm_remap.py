@@ -40,14 +40,7 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 from airflow.timetables.assets import AssetOrTimeSchedule
 
-from core.remap_options import (
-    ALGORITHMS,
-    DEFAULT_ALGORITHM,
-    DEFAULT_FULL_REMAP_GAIN,
-    DEFAULT_MARGIN,
-    DEFAULT_MAX_MOVED,
-    DEFAULT_SPLIT,
-)
+from core.remap_options import ALGORITHMS, DEFAULT_MARGIN
 from s3tm.orchestration.dag_support import (
     cron_period,
     cron_schedule,
@@ -55,14 +48,19 @@ from s3tm.orchestration.dag_support import (
     spark_job,
 )
 from schemas.assets import signal
+from spark_jobs.jobs.configs import GraphConfig, LearnConfig, scheduled_learn
+from spark_jobs.options import Template, job_argv
 
 # the learning window this run uses: the `learning_window` task's result
-WINDOW = "{{ ti.xcom_pull(task_ids='learning_window')['%s'] }}"
-WINDOW_DAYS, WINDOW_END, AS_OF = WINDOW % "days", WINDOW % "end", WINDOW % "as_of"
+WINDOW = "ti.xcom_pull(task_ids='learning_window')['%s']"
+WINDOW_DAYS, WINDOW_END, AS_OF = (Template(WINDOW % key) for key in ("days", "end", "as_of"))
 
 
 # the deployment's settings when the file is parsed
 DEFAULTS = dag_defaults()
+# the learn step's options with the params' defaults (a scheduled remap's: the job's
+# own defaults are a command-line run's, spark_jobs.jobs.configs says why they differ)
+LEARN = scheduled_learn()
 # a version's tables: what learn, place, validate and evaluate read of the routing
 ROUTING = ("routing.versions", "routing.mappings")
 SCHEDULE = "0 2 * * *"
@@ -83,38 +81,41 @@ SCHEDULE = "0 2 * * *"
     doc_md=__doc__,
     params={
         "nodes": Param(
-            DEFAULTS.matchers,
+            LEARN.nodes,
             type="integer",
             minimum=1,
             description="matchers N (default: the deployment's S3TM_MATCHERS)",
         ),
         "algorithm": Param(
-            DEFAULT_ALGORITHM,
+            LEARN.algorithm,
             enum=list(ALGORITHMS),
             description="learner: salb2 (SALB or METIS, then restreaming; splits) or a baseline",
         ),
-        "split": Param(DEFAULT_SPLIT, type="boolean", description="split hot words"),
+        "split": Param(LEARN.split, type="boolean", description="split hot words"),
         "incremental": Param(
-            True,
+            LEARN.incremental,
             type="boolean",
             description="refine the published version (salb2), moving few subscriptions; "
             "a full remap when it gains more than full_remap_gain",
         ),
         "max_moved": Param(
-            DEFAULT_MAX_MOVED,
+            LEARN.max_moved,
             type="number",
             minimum=0,
             maximum=1,
             description="incremental: the most subscriptions (fraction) a remap re-places",
         ),
         "full_remap_gain": Param(
-            DEFAULT_FULL_REMAP_GAIN,
+            LEARN.full_remap_gain,
             type="number",
             minimum=0,
             description="incremental: learn from scratch when that gains more than this",
         ),
         "window_days": Param(
-            7, type="integer", minimum=0, description="learn on the last N days of data (0: all)"
+            LEARN.window_days,
+            type="integer",
+            minimum=0,
+            description="learn on the last N days of data (0: all)",
         ),
         "margin": Param(
             DEFAULT_MARGIN,
@@ -123,7 +124,7 @@ SCHEDULE = "0 2 * * *"
             description="required gain over the published version (over hash when none is)",
         ),
         "cooccurrence": Param(
-            False,
+            GraphConfig.cooccurrence,
             type="boolean",
             description="also write gold.cooccurrence (word pairs per day, for SQL users: no "
             "learner reads it, and on a day's sample it is the slowest step)",
@@ -135,38 +136,31 @@ def s3tm_remap() -> None:
     graph = spark_job(
         "graph",
         "graph",
-        [
-            "--window-days",
-            WINDOW_DAYS,
-            "--end",
-            WINDOW_END,
-            "{{ '--cooccurrence' if params.cooccurrence else '--no-cooccurrence' }}",
-        ],
+        job_argv(
+            GraphConfig,
+            window_days=WINDOW_DAYS,
+            end=WINDOW_END,
+            cooccurrence=Template("params.cooccurrence"),
+        ),
         inlets=DEFAULTS.tables("silver.posts"),
         outlets=DEFAULTS.tables("gold.post_words", "gold.word_stats"),
     )
     learn = spark_job(
         "learn",
         "learn",
-        [
-            "--nodes",
-            "{{ params.nodes }}",
-            "--algorithm",
-            "{{ params.algorithm }}",
-            "--window-days",
-            WINDOW_DAYS,
-            "--end",
-            WINDOW_END,
-            "--as-of",
-            AS_OF,
-            "{{ '--split' if params.split else '--no-split' }}",
-            "{{ '--incremental' if params.incremental and params.algorithm == 'salb2' "
-            "else '--no-incremental' }}",
-            "--max-moved",
-            "{{ params.max_moved }}",
-            "--full-remap-gain",
-            "{{ params.full_remap_gain }}",
-        ],
+        job_argv(
+            LearnConfig,
+            nodes=Template("params.nodes"),
+            algorithm=Template("params.algorithm"),
+            window_days=WINDOW_DAYS,
+            end=WINDOW_END,
+            as_of=AS_OF,
+            split=Template("params.split"),
+            # salb2 refines; another learner asked for learns from scratch
+            incremental=Template("params.incremental and params.algorithm == 'salb2'"),
+            max_moved=Template("params.max_moved"),
+            full_remap_gain=Template("params.full_remap_gain"),
+        ),
         inlets=DEFAULTS.tables(
             "gold.post_words", "subscriptions.registry", "stream.health", *ROUTING
         ),

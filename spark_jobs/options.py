@@ -8,6 +8,7 @@ object, and no option is declared apart from its field.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, overload
 
@@ -92,3 +93,42 @@ def config_from(config_type: type[ConfigT], source: DataclassInstance, **given: 
     if unknown:
         raise TypeError(f"{config_type.__name__} has no field {sorted(unknown)}")
     return config_type(**{name: getattr(source, name) for name in shared - set(given)}, **given)
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    """A value Airflow renders when the task runs: a Jinja expression
+    (``params.nodes``, ``ti.xcom_pull(...)['end']``), without the braces."""
+
+    expression: str
+
+
+def job_argv(config_type: type, **values: object) -> list[str]:
+    """The command line that parses back into ``config_type`` with ``values``: each a
+    field's value or a :class:`Template` of it (None: left out, the field's default). A
+    bool is ``--flag`` or ``--no-flag`` (a template chooses one when rendered); a sequence
+    is its items after the option. A name that is not a field raises ``TypeError``, so a
+    DAG that names an option its job lacks fails when it is parsed."""
+    fields = {f.name: f for f in dataclasses.fields(config_type) if f.init}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise TypeError(f"{config_type.__name__} has no option {unknown}")
+    hints = typing.get_type_hints(config_type)
+    argv: list[str] = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        negated = "--no-" + name.replace("_", "-")
+        if hints[name] is bool:
+            if isinstance(value, Template):
+                argv.append(f"{{{{ '{option}' if ({value.expression}) else '{negated}' }}}}")
+            else:
+                argv.append(option if value else negated)
+        elif isinstance(value, Template):
+            argv += [option, f"{{{{ {value.expression} }}}}"]
+        elif isinstance(value, list | tuple):
+            argv += [option, *(str(item) for item in value)]
+        else:
+            argv += [option, value.isoformat() if hasattr(value, "isoformat") else str(value)]
+    return argv

@@ -30,10 +30,10 @@ class PlatformSettings(BaseSettings):
     )
 
     # -- where the data is ----------------------------------------------------------------
-    lakehouse: str | None = Field(
-        default=None,
-        description="the lakehouse root of every command, job and DAG (a path, `s3://` or "
-        "`s3a://`; unset: `./lakehouse`, the DAGs `<repo>/lakehouse`)",
+    lakehouse: str = Field(
+        default="lakehouse",
+        description="the lakehouse root of every command, job and DAG: a path (a relative "
+        "one from the directory the command or the DAG file is read in), `s3://` or `s3a://`",
     )
     landing: str | None = Field(
         default=None,

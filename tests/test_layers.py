@@ -169,6 +169,11 @@ LIGHT_AT_PARSE = [
     "spark_jobs",
     "spark_jobs.settings",
     "spark_jobs.kafka_security",  # the deployment's broker and topic: os and core.errors
+    "spark_jobs.options",  # Template and job_argv: dataclasses and typing
+    "spark_jobs.jobs",
+    "spark_jobs.jobs.configs",  # the jobs' options, whose defaults the DAG params are
+    "spark_jobs.lake",
+    "spark_jobs.lake.storage",  # the lakehouse root's spelling
 ]
 
 

@@ -22,7 +22,7 @@ from benchmarks.machine import machine_summary
 from core.corpus import Corpus, holdout_mask
 from core.learn import learn_mapping
 from core.placement.cost import CostFit
-from core.sampling.hash_fraction import HOLDOUT_FRACTION
+from core.remap_options import HOLDOUT_FRACTION
 from core.subscriptions.workloads import Workload
 from s3tm.cli.commands import load_corpus
 

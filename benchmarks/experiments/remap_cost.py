@@ -52,11 +52,10 @@ from core.learn import align_to_published, learn_mapping, remap_incremental
 from core.learn.api import DEFAULT_PENALTY, gain_of_full_remap
 from core.matching.predicate import AccessPredicateMatcher
 from core.placement.lasp import Placement, moved_subscriptions, place_subscriptions
-from core.remap_options import DEFAULT_FULL_REMAP_GAIN
+from core.remap_options import DEFAULT_FULL_REMAP_GAIN, HOLDOUT_FRACTION
 from core.replay import matcher_work
 from core.routing.evaluate import evaluate_table
 from core.routing.table import RoutingTable
-from core.sampling.hash_fraction import HOLDOUT_FRACTION
 from core.subscriptions.workloads import as_workload
 
 # of each window's posts, HOLDOUT_FRACTION are held out from learning to judge the

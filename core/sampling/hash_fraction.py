@@ -11,10 +11,6 @@ from core.errors import InvalidArgumentError
 from core.sampling import _xxhash_kernels as K
 
 BUCKETS = 1 << 30
-# The platform's hold-out, declared once: the share of posts learning leaves out and
-# evaluation judges on, and the seed that picks them (both sides pick the same posts)
-HOLDOUT_FRACTION = 0.2
-HOLDOUT_SEED = 7
 SPARK_HASH_SEED = 42  # the seed Spark's xxhash64 starts from
 
 

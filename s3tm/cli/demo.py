@@ -20,8 +20,8 @@ from core.corpus.synthetic import SyntheticCorpusSpec
 from core.errors import InvalidArgumentError
 from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.routing.evaluate import evaluate_table
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
 from s3tm.cli.commands import load_corpus
 from s3tm.cli.options import add_command
 from s3tm.mapping_files import save_table

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 
 Options = TypeVar("Options")
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs.kafka_security import deployment_bootstrap, deployment_topic
+from spark_jobs.lake.storage import normalise_root
+from spark_jobs.options import Template
 from spark_jobs.settings import env_name, settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,11 +78,12 @@ def notifiers(addresses: str | None) -> list[Any]:
 
 
 def dag_defaults() -> DagDefaults:
-    """The DAGs' defaults now (the repository's lakehouse and landing folders unless set)."""
+    """The DAGs' defaults now (the lakehouse every command defaults to, and the
+    repository's landing folder, unless set)."""
     platform = settings()
     notify = notifiers(platform.alert_email)
     return DagDefaults(
-        lakehouse=platform.lakehouse or str(REPO / "lakehouse"),
+        lakehouse=normalise_root(platform.lakehouse),
         landing=platform.landing or str(REPO / "landing"),
         posts_source=platform.posts_source,
         kafka_bootstrap=deployment_bootstrap(),
@@ -101,7 +104,7 @@ def dag_defaults() -> DagDefaults:
 # The ingest batch id of a run: its run_after time to the second. Not ``logical_date``: a
 # run triggered from the UI or the REST API has none (the template then failed), and two
 # manual runs in one minute must not share a batch id (the second would be skipped).
-BATCH_ID_TEMPLATE = "{{ dag_run.run_after.strftime('%Y%m%d%H%M%S') }}"
+BATCH_ID = Template("dag_run.run_after.strftime('%Y%m%d%H%M%S')")
 
 
 def cron_schedule(expression: str) -> Any:
@@ -217,11 +220,7 @@ def spark_job(
         application_args=["--lakehouse", "{{ params.lakehouse }}", *args],
         conn_id=SPARK_CONN_ID,
         name=f"s3tm-{job}",
-        env_vars={
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            env_name("lakehouse"): "{{ params.lakehouse }}",
-        },
+        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
         properties_file=str(SPARK_PROPERTIES) if SPARK_PROPERTIES.is_file() else None,
         conf={**submit_conf(), **lineage},
         inlets=list(inlets),

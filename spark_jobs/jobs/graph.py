@@ -7,14 +7,13 @@ a day range gives the same tables.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
 from spark_jobs.common import exit_process, job_entry, window_start
+from spark_jobs.jobs.configs import GraphConfig as GraphConfig
 
 log = logging.getLogger(__name__)
 
@@ -22,22 +21,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from spark_jobs.lake.delta_io import Lakehouse
-
-
-@dataclass(frozen=True)
-class GraphConfig:
-    """The graph job's options."""
-
-    start: dt.date | None = None
-    """first day (default: all)"""
-    end: dt.date | None = None
-    """last day, inclusive (default: all)"""
-    window_days: int = 0
-    """only the N days that end at --end, else the last N days present in silver (0: all;
-    --start wins)"""
-    cooccurrence: bool = False
-    """also write gold.cooccurrence (word pairs per day: no learner reads it; at 10M posts
-    it is the largest table and the slowest step)"""
 
 
 def post_words(silver: DataFrame) -> DataFrame:

@@ -20,18 +20,16 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pyarrow as pa
-import tyro
 
-from core.errors import InputDataError, InvalidArgumentError
+from core.errors import InputDataError
 from spark_jobs import failpoints
 from spark_jobs.common import exit_process, job_entry
+from spark_jobs.jobs.configs import IngestConfig as IngestConfig
 from spark_jobs.jobs.records import PARSED_ARROW, PARSED_SCHEMA, judge_record
-from spark_jobs.kafka_security import KafkaSecurity, deployment_bootstrap, deployment_topic
 
 log = logging.getLogger(__name__)
 
@@ -39,49 +37,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from spark_jobs.lake.delta_io import Lakehouse
-
-
-@dataclass(frozen=True)
-class IngestConfig:
-    """The ingest job's options: posts from landing files, or from the posts topic where
-    the last batch ended."""
-
-    source: Literal["files", "kafka"] = "files"
-    """landing files, or the posts topic on Kafka"""
-    landing: str | None = None
-    """directory (or s3:// prefix) of JSON-lines files"""
-    pattern: str = "*.jsonl*"
-    """file glob in the landing directory"""
-    kafka_bootstrap: str = field(default_factory=deployment_bootstrap)
-    """Kafka brokers, host:port[,...] (default: $KAFKA_BOOTSTRAP or localhost:9092)"""
-    kafka_topic: str = field(default_factory=deployment_topic)
-    """the posts topic (default: $POSTS_TOPIC or posts)"""
-    sample_rate: float = 1.0
-    """fraction of the topic's posts kept in bronze, by post id (Kafka only: landing files
-    are kept whole)"""
-    batch_id: int | None = None
-    """monotonic batch number (default: the epoch second now)"""
-    default_day: dt.date | None = None
-    """event day of posts without created_at (default: today, UTC)"""
-    dated_until: dt.datetime | None = None
-    """the batch's cut-off: posts created after it are quarantined (default: the time of
-    the read plus 5 minutes of clock skew)"""
-    dedupe_days: int = 2
-    """a post id already in bronze on the batch's days, or this many days either side, is
-    a duplicate (bounds the scan as bronze grows; -1: all of bronze)"""
-    # TLS and SASL towards the broker: the environment's KAFKA_* settings
-    # (kafka_security.py), never a command-line option
-    kafka_security: Annotated[KafkaSecurity, tyro.conf.Suppress] = field(
-        default_factory=KafkaSecurity.from_env
-    )
-
-    def __post_init__(self) -> None:
-        if self.source not in ("files", "kafka"):
-            raise InvalidArgumentError(f"source must be files or kafka, got {self.source!r}")
-        if self.source == "files" and not self.landing:
-            raise InvalidArgumentError("--landing is needed to ingest files (--source files)")
-        if not 0.0 < self.sample_rate <= 1.0:
-            raise InvalidArgumentError(f"sample rate must be in (0, 1], got {self.sample_rate}")
 
 
 APP_ID = "s3tm.ingest"

@@ -40,14 +40,14 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import pyarrow as pa
 
 from core.corpus.arrays import Corpus
 from core.corpus.edges import training_corpus
-from core.errors import InputDataError, InvalidArgumentError
+from core.errors import InputDataError
 from core.learn import (
     algorithm_label,
     align_to_published,
@@ -56,20 +56,14 @@ from core.learn import (
 from core.learn.remap_params import RemapChoice
 from core.learn.remap_rule import incremental_or_full
 from core.monitor.health import versions_needed
-from core.remap_options import (
-    DEFAULT_ALGORITHM,
-    DEFAULT_FULL_REMAP_GAIN,
-    DEFAULT_MAX_MOVED,
-    DEFAULT_SPLIT,
-    Algorithm,
-)
 from core.routing.metrics import routing_metrics
 from core.routing.router import route_corpus
 from core.routing.table import RoutingTable
 from core.sampling.hash_fraction import hash_fraction_mask
 from schemas.rows import VersionParams
 from spark_jobs.common import days_ending, exit_process, job_entry, window_start
-from spark_jobs.jobs.sampling import HOLDOUT_FRACTION, HOLDOUT_SEED
+from spark_jobs.jobs.configs import LearnConfig as LearnConfig
+from spark_jobs.jobs.sampling import HOLDOUT_SEED
 from spark_jobs.lake.delta_io import TableSnapshot
 from spark_jobs.lake.routing_store import (
     add_candidate,
@@ -142,73 +136,6 @@ def window_edges_arrow(
     held = hash_fraction_mask(posts.dictionary, holdout_fraction, HOLDOUT_SEED)
     edge_held = held[np.asarray(posts.indices)]
     return edges.filter(pa.array(~edge_held)), edges.filter(pa.array(edge_held))
-
-
-@dataclass(frozen=True, kw_only=True)
-class LearnerOptions:
-    """The learner's options: the learn job's and the pipeline's."""
-
-    nodes: int = 16
-    """number of matchers N"""
-    algorithm: Algorithm = DEFAULT_ALGORITHM
-    """learner (salb2: SALB or METIS, then restreaming; salb is Alg. 1 as printed)"""
-    split: bool = DEFAULT_SPLIT
-    """split hot words"""
-    holdout_fraction: float = HOLDOUT_FRACTION
-    """posts kept out of learning to evaluate on (deterministic per post id)"""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LearnConfig(LearnerOptions):
-    """The learn job's options (``learn_version`` says what each does); the remap DAG's
-    params and ``s3tm learn-version`` fill the same fields."""
-
-    incremental: bool = False
-    """refine the published version (salb2 only; full remap when none is published, N
-    changed, or a full remap gains more than --full-remap-gain)"""
-    max_moved: float = DEFAULT_MAX_MOVED
-    """incremental: re-place at most this fraction of the active subscriptions"""
-    full_remap_gain: float = DEFAULT_FULL_REMAP_GAIN
-    """incremental: learn from scratch instead when that gains more than this (relative
-    throughput on the window's held-out posts)"""
-    start: dt.date | None = None
-    """first day of the window"""
-    end: dt.date | None = None
-    """last day of the window: a scheduled run's, the last day before its data interval
-    ends (default: the newest day in gold.post_words)"""
-    window_days: int = 0
-    """only the N days that end at --end, else the last N days present in gold.post_words
-    (0: all)"""
-    as_of: dt.datetime | None = None
-    """the time the run learns as of: a scheduled run's data interval end (default: now);
-    the live hot words are those the stream recorded in the hours before it"""
-    subscribed: Literal["auto", "registry", "all"] = "auto"
-    """learn on the registry's words (auto: when it has any)"""
-    seed: int = 0
-    """learning seed"""
-    live_hot_words: float = 6.0
-    """with --split, give the hot words the stream's sketch reported in the last this many
-    hours (stream.health) the versions their live share needs (0: off)"""
-
-    def __post_init__(self) -> None:
-        if self.as_of is not None and self.as_of.tzinfo is None:
-            # a time without a zone is UTC's, as every time the lakehouse records
-            object.__setattr__(self, "as_of", self.as_of.replace(tzinfo=dt.UTC))
-        if self.nodes < 1:
-            raise InvalidArgumentError(f"--nodes must be >= 1, got {self.nodes}")
-        if self.incremental and self.algorithm != "salb2":
-            raise InvalidArgumentError(
-                "--incremental refines with salb2's restreaming; got --algorithm "
-                f"{self.algorithm} (use --algorithm salb2, or --no-incremental)"
-            )
-        if self.incremental and not self.split:
-            raise InvalidArgumentError("--incremental learns salb2, which splits: drop --no-split")
-        if not 0.0 <= self.max_moved <= 1.0:
-            raise InvalidArgumentError(f"--max-moved must be within [0, 1], got {self.max_moved}")
-        if self.full_remap_gain < 0:
-            raise InvalidArgumentError(
-                f"--full-remap-gain must be >= 0, got {self.full_remap_gain}"
-            )
 
 
 def live_hot_words(

@@ -14,13 +14,13 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
 from spark_jobs.common import exit_process, job_entry
+from spark_jobs.jobs.configs import NormaliseConfig as NormaliseConfig
 from spark_jobs.jobs.sampling import hash_fraction_filter
 
 log = logging.getLogger(__name__)
@@ -93,16 +93,6 @@ def normalise(
         F.lit(now).cast("timestamp").alias("quarantined_at"),
     )
     return silver, empty
-
-
-@dataclass(frozen=True)
-class NormaliseConfig:
-    """The normalise job's options."""
-
-    sample_rate: float = 1.0
-    """fraction of posts kept (deterministic per post id and seed)"""
-    seed: int = 0
-    """sampling seed"""
 
 
 def run(config: NormaliseConfig, lakehouse: Lakehouse) -> int:

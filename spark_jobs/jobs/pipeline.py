@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from core.formatting import format_table
 from spark_jobs.common import exit_process, job_entry
 from spark_jobs.jobs import evaluate, graph, ingest, learn, normalise, place, publish
+from spark_jobs.jobs.configs import LearnerOptions
 from spark_jobs.jobs.evaluate import EvaluateConfig
 from spark_jobs.jobs.graph import GraphConfig
 from spark_jobs.jobs.ingest import IngestConfig
@@ -37,7 +38,7 @@ StepConfig = TypeVar(
 
 
 @dataclass(frozen=True, kw_only=True)
-class PipelineConfig(learn.LearnerOptions):
+class PipelineConfig(LearnerOptions):
     """The chain's options: those of ingest, normalise, graph, learn and publish."""
 
     landing: str

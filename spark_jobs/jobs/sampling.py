@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidArgumentError
-from core.sampling.hash_fraction import HOLDOUT_FRACTION, HOLDOUT_SEED
+from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

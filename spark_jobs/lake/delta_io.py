@@ -27,7 +27,6 @@ from core.errors import InvalidArgumentError
 from schemas import TableSpec, table
 from spark_jobs.lake import storage
 from spark_jobs.lake.delta_store import (
-    DEFAULT_LAKEHOUSE,
     LAKEHOUSE_ENV,
     DeltaStore,
     default_lakehouse,
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DEFAULT_LAKEHOUSE",
     "LAKEHOUSE_ENV",
     "WRITE_DIR_KEY",
     "Engine",

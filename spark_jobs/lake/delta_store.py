@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LAKEHOUSE = "lakehouse"
 LAKEHOUSE_ENV = env_name("lakehouse")
 # rows per Parquet row group of a driver-side write (see write_arrow)
 ROW_GROUP_ROWS = 65_536
@@ -49,7 +48,7 @@ ROW_GROUP_ROWS = 65_536
 
 def default_lakehouse() -> str:
     """``$S3TM_LAKEHOUSE`` or ``./lakehouse`` (a local path or an ``s3://`` URI)."""
-    return storage.normalise_root(settings().lakehouse or DEFAULT_LAKEHOUSE)
+    return storage.normalise_root(settings().lakehouse)
 
 
 class DeltaStore:
