@@ -34,13 +34,15 @@ $(VENV)/.installed: pyproject.toml uv.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --quiet --frozen --inexact --compile-bytecode --extra dev
+	@# the checkout's dev tools and benchmarks (devtools/, benchmarks/: in no wheel) on the path
+	@$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "s3tm_checkout.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
 	@touch $@
 
 # The project's own modules compiled to bytecode once (the installed packages are, by uv's
 # --compile-bytecode): where PYTHONDONTWRITEBYTECODE is set, as on CI machines, every process
 # would otherwise compile each module it imports from source, every time (Airflow's task
 # runners, each Spark Python worker: imports took 2-3x as long)
-SOURCES := core schemas spark_jobs s3tm dags benchmarks tests
+SOURCES := core schemas spark_jobs s3tm dags benchmarks devtools tests
 $(VENV)/.bytecode: $(VENV)/.installed $(shell find $(SOURCES) -name '*.py' 2>/dev/null)
 	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) >/dev/null || { echo "make setup: compiling the project's modules failed" >&2; exit 1; }
 	@touch $@

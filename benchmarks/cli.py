@@ -103,7 +103,7 @@ def _run_matcher(args: MatcherBench) -> int:
 def _run_sketch(args: SketchBench) -> int:
     from benchmarks import sketch
     from benchmarks.realdata import require_corpus
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     path = require_corpus(args.corpus)
     if min(args.batch_posts, args.tasks, args.window) < 1:
@@ -205,7 +205,7 @@ def per_workload(value: str, workloads: Sequence[Workload], option: str) -> dict
 def _run_subscriptions(args: SubscriptionsBench) -> int:
     from benchmarks import subscriptions
     from benchmarks.realdata import timed_corpus_path
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     corpus = Path(args.corpus) if args.corpus else timed_corpus_path()
     if corpus is None or not corpus.is_file():
@@ -235,7 +235,7 @@ def _run_chain(args: ChainBench) -> int:
 
 def _run_learn_job(args: LearnJobBench) -> int:
     from benchmarks import learn_job as bench_learn_job
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     sizes = parse_int_list(args.posts, "--posts")
     if args.compare:
@@ -262,7 +262,7 @@ def _run_learn_job(args: LearnJobBench) -> int:
 
 def _run_learn(args: LearnBench) -> int:
     from benchmarks import learn_time
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     sizes = parse_int_list(args.sizes, "--sizes")
     if args.compare:
@@ -293,7 +293,7 @@ def _run_learn(args: LearnBench) -> int:
 def _run_quality(args: QualityBench) -> int:
     from benchmarks import quality
     from benchmarks.realdata import require_corpus
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     path = require_corpus(args.corpus)
     quality.run(

@@ -463,7 +463,7 @@ def run(options: StreamBench, inputs: StreamInputs, factors: list[float]) -> lis
     summary: list[dict[str, Any]] = []
     broker = None
     if source == "kafka":
-        from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
+        from devtools.local.kafka_broker import BrokerSettings, KafkaBroker
 
         broker = KafkaBroker(BrokerSettings(folder=root / "kafka", port=0))
         broker.start()

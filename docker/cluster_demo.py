@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from s3tm.local.airflow.demo import timed
+from devtools.local.airflow.demo import timed
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "docker" / "compose.yaml"
@@ -422,8 +422,8 @@ def run(config: DemoConfig) -> int:
 
 def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, Any],
              values: dict[str, str]) -> None:  # fmt: skip
-    from s3tm.local.airflow.api import AirflowApi
-    from s3tm.local.airflow.demo import write_corpus_parts
+    from devtools.local.airflow.api import AirflowApi
+    from devtools.local.airflow.demo import write_corpus_parts
 
     learn, live_1, live_2 = write_corpus_parts(out, config.posts, config.subscriptions)
     produce = ["s3tm", "produce", "--bootstrap", "kafka:9092", "--topic", TOPIC, "--corpus"]
@@ -470,7 +470,7 @@ def the_demo(engine: Engine, config: DemoConfig, out: Path, services: dict[str, 
     with timed("stop the matcher (between two micro-batches)"):
         engine.compose_run("stop", "-t", "120", "matcher")
     summary = (
-        "import os; from s3tm.local.airflow.demo import summarize, summarize_stream, "
+        "import os; from s3tm.monitoring.summary import summarize, summarize_stream, "
         "summarize_monitor; root = os.environ['S3TM_LAKEHOUSE']; "
         "summarize(root); summarize_stream(root); summarize_monitor(root)"
     )
@@ -542,7 +542,7 @@ def parse(argv: list[str] | None = None) -> DemoConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from s3tm.local.airflow.demo import run_until_done
+    from devtools.local.airflow.demo import run_until_done
 
     config = parse(argv)
     return run_until_done(

@@ -178,7 +178,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     them. One per file, stopped after it: an idle broker takes 2-3 s of CPU a minute, and a
     session's broker idled from the first Kafka file to the worker's end (10-17 minutes);
     a start costs about 4 s."""
-    from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
+    from devtools.local.kafka_broker import BrokerSettings, KafkaBroker
 
     folder = tmp_path_factory.mktemp("kafka")
     broker = KafkaBroker(BrokerSettings(folder=folder, port=0))

@@ -31,12 +31,16 @@ FORBIDDEN = {
         "delta",
         "great_expectations",
         "benchmarks",
+        "devtools",
     },
-    "schemas": {"spark_jobs", "s3tm", "dags", "benchmarks"},
-    "spark_jobs": {"s3tm", "dags", "benchmarks"},
-    # the CLI reaches benchmarks/ by name from a checkout (s3tm.cli.main), never by import
-    "s3tm": {"dags", "benchmarks"},
+    "schemas": {"spark_jobs", "s3tm", "dags", "benchmarks", "devtools"},
+    "spark_jobs": {"s3tm", "dags", "benchmarks", "devtools"},
+    # the checkout's commands are imported by the names s3tm.cli.main declares
+    # (COMMAND_GROUPS), which test_the_cli_reaches_the_checkout_by_declared_names checks
+    "s3tm": {"dags", "benchmarks", "devtools"},
+    "dags": {"benchmarks", "devtools"},
     "benchmarks": {"dags"},
+    "devtools": {"dags", "benchmarks"},
 }
 # Modules a DAG file may not load while it is parsed (the dag-processor parses every file
 # every few seconds: heavy imports belong inside tasks).
@@ -304,3 +308,14 @@ def test_the_top_of_spark_jobs_holds_the_job_helpers_only():
     only what every job shares (at most eight modules)."""
     top = sorted(p.name for p in (REPO / "spark_jobs").glob("*.py"))
     assert len(top) <= 8, top
+
+
+def test_the_cli_reaches_the_checkout_by_declared_names():
+    """s3tm's only way to a checkout package (tools/, benchmarks/) is a command group that
+    s3tm.cli.main declares by module name; it never adds to sys.path."""
+    from s3tm.cli.main import CHECKOUT_PACKAGES, COMMAND_GROUPS
+
+    declared = {m for m in COMMAND_GROUPS if m.split(".")[0] in CHECKOUT_PACKAGES}
+    assert declared and all((REPO / (m.replace(".", "/") + ".py")).is_file() for m in declared)
+    source = (REPO / "s3tm" / "cli" / "main.py").read_text()
+    assert "sys.path" not in source

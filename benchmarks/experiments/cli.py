@@ -89,7 +89,7 @@ def _run_drift(args: Drift) -> int:
 
 def _run_shedding_control(args: SheddingControl) -> int:
     from benchmarks.experiments import paper, shedding
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     nodes = parse_int_list(args.nodes, "--nodes")
     work = paper.prepare(_real_corpus(args.corpus), args.seed, args.lda_iterations)
@@ -110,7 +110,7 @@ def _run_shedding(args: Shedding) -> int:
 
     from benchmarks.experiments import paper, shedding
     from core.subscriptions.workloads import parse_workloads
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     path = _real_corpus(args.corpus)
     nodes = parse_int_list(args.nodes, "--nodes")
@@ -133,7 +133,7 @@ def _run_shedding(args: Shedding) -> int:
 
 def _run(name: PaperName, args: PaperExperiment) -> int:
     from benchmarks.experiments import paper
-    from s3tm.cli.demo import parse_int_list
+    from s3tm.cli.text import parse_int_list
 
     path = _real_corpus(args.corpus)
     variants = [v for v in args.algorithms.split(",") if v]

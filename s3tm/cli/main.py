@@ -14,7 +14,6 @@ import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -25,15 +24,10 @@ from spark_jobs.common import exit_process, quiet_chatty_loggers
 # the module that registers each command group, with the commands and help it registers
 # (tests/s3tm/test_cli.py checks this against what the modules register)
 COMMAND_GROUPS: dict[str, dict[str, str]] = {
-    "s3tm.cli.demo": {"demo": "generate a corpus, learn hash/SALB/SALB+split/salb2, compare"},
-    "s3tm.cli.airflow": {
-        "airflow": "start the Airflow UI with the project's DAGs on the demo's lakehouse"
-    },
     "s3tm.cli.maintain": {
         "maintain": "compact, apply retention, checkpoint and vacuum the Delta tables"
     },
     "s3tm.cli.produce": {"produce": "replay a corpus into Kafka"},
-    "s3tm.cli.kafka": {"kafka": "a local Kafka broker (KRaft) for the stream"},
     "s3tm.cli.metrics": {
         "metrics": "the platform's figures for Prometheus (an exporter over the lakehouse)"
     },
@@ -49,7 +43,12 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
         "learn": "learn a word -> matcher mapping from a corpus",
         "evaluate": "spread, loads, imbalance, throughput vs hash",
     },
-    # from a checkout only: benchmarks/ is beside the package, not in the wheel or the image
+    # from a checkout only (CHECKOUT_PACKAGES): beside the package, in no wheel or image
+    "devtools.cli.demo": {"demo": "generate a corpus, learn hash/SALB/SALB+split/salb2, compare"},
+    "devtools.cli.airflow": {
+        "airflow": "start the Airflow UI with the project's DAGs on the demo's lakehouse"
+    },
+    "devtools.cli.kafka": {"kafka": "a local Kafka broker (KRaft) for the stream"},
     "benchmarks.cli": {"bench": "benchmarks: print measured figures, write CSV/PNG (checkout)"},
     "benchmarks.experiments.cli": {
         "experiment": "the paper's experiments: table, CSV and PNG (checkout)"
@@ -59,21 +58,21 @@ COMMAND_GROUPS: dict[str, dict[str, str]] = {
 }
 
 
-# the checkout this package runs from, when it is one (benchmarks/ beside s3tm/)
-CHECKOUT = Path(__file__).resolve().parents[2]
+# the checkout's own packages: its dev tools and benchmarks, which `make setup` puts on
+# the virtualenv's path (a .pth file); an installed wheel has neither
+CHECKOUT_PACKAGES = ("devtools", "benchmarks")
 
 
 def _import_group(module_name: str) -> ModuleType:
-    """The module registering a command group; ``benchmarks.*`` from the checkout, or an
-    error saying where they are."""
-    if module_name.startswith("benchmarks") and importlib.util.find_spec("benchmarks") is None:
-        if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
-            raise S3TMError(
-                "`s3tm bench` and `s3tm experiment` run from a checkout of the repository "
-                "(benchmarks/ is not part of the installed package or the image): "
-                "git clone the project and run `make setup` there"
-            )
-        sys.path.append(str(CHECKOUT))
+    """The module registering a command group, or for a checkout's group where none is,
+    an error that says where it is."""
+    top = module_name.split(".")[0]
+    if top in CHECKOUT_PACKAGES and importlib.util.find_spec(top) is None:
+        raise S3TMError(
+            "this command runs from a checkout of the repository (devtools/ and benchmarks/ "
+            "are not part of the installed package or the image): git clone the project "
+            "and run `make setup` there"
+        )
     return importlib.import_module(module_name)
 
 

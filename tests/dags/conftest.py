@@ -13,7 +13,7 @@ AirflowEnv = Callable[..., dict[str, str]]
 
 def embedded_env(home: Path, base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
     """The demo's embedded-default environment, with local[2], no retries, small driver."""
-    from s3tm.local.airflow.demo import airflow_env
+    from devtools.local.airflow.demo import airflow_env
 
     env = {k: v for k, v in (base or {}).items() if not k.startswith("AIRFLOW")}
     # the demo's settings win (PATH with this virtualenv's spark-submit first, ...)

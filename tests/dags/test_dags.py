@@ -61,7 +61,7 @@ def test_dag_integrity_without_a_database(tmp_path):
     assert {"learn", "place", "validate", "evaluate", "publish"} <= set(tasks["s3tm_remap"])
     # What each DAG's doc (and `s3tm airflow`'s start-up message) says of its schedule is
     # the schedule it has; starting Airflow never fires a missed slot.
-    from s3tm.local.airflow.standalone import dag_schedules
+    from devtools.local.airflow.standalone import dag_schedules
 
     for dag_id, said in dag_schedules().items():
         dag = result["dags"][dag_id]

@@ -210,10 +210,11 @@ def test_the_wheel_and_the_image_carry_the_platform_and_no_benchmark() -> None:
     assert not [c for c in copied if c.split("/")[0] in {"benchmarks", "tests", "."}], copied
 
 
-def test_the_wheel_holds_none_of_the_launchers_compose_replaces() -> None:
+def test_the_wheel_holds_no_launcher_and_no_dev_tool() -> None:
     """compose starts the S3 server, PostgreSQL, Prometheus and the Spark cluster, and the
     cluster demo drives compose (docker/cluster_demo.py): the package ships no launcher of
-    its own for them (the tests' are in tests/support). `s3tm kafka` keeps its broker."""
+    its own for them (the tests' are in tests/support), nor the checkout's dev tools
+    (devtools/: the Kafka broker of `s3tm kafka`, Airflow's processes, the demo; benchmarks/)."""
     from setuptools import find_packages
 
     found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
@@ -224,7 +225,8 @@ def test_the_wheel_holds_none_of_the_launchers_compose_replaces() -> None:
     }
     launchers = {"cluster_demo", "spark_cluster", "s3_server", "postgres", "prometheus"}
     assert not {m for m in modules if m.rsplit(".", 1)[1] in launchers}
-    assert "s3tm.local.kafka_broker" in modules
+    assert not {m for m in modules if m.split(".")[0] in {"devtools", "benchmarks"}}
+    assert {"s3tm.cli.main", "spark_jobs.stream.job"} <= modules
 
 
 def test_the_package_declares_ranges_and_this_environment_is_the_lock():

@@ -74,3 +74,10 @@ def test_the_wheel_beside_a_teams_airflow_parses_the_four_dags(tmp_path):
     assert reported in ([], ["[]"]) and "Traceback" not in errors.stdout, errors.stdout
     found = _run(str(python), "-c", "import s3tm, spark_jobs; print(s3tm.__file__)", cwd=tmp_path)
     assert str(team) in found.stdout
+    # the checkout's commands say where they are, in a wheel without them
+    for command in ("demo", "bench"):
+        done = subprocess.run(
+            [str(team / "bin" / "s3tm"), command, "--help"],
+            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 2 and "checkout" in done.stderr, (command, done.stderr)

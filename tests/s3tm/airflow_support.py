@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from s3tm.local.airflow.api import RUN_TIMEOUT_S, AirflowApi
+from devtools.local.airflow.api import RUN_TIMEOUT_S, AirflowApi
 
 PROJECT_DAGS = sorted(p.stem for p in (Path(__file__).parents[2] / "dags").glob("s3tm_*.py"))
 

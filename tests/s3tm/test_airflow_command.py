@@ -358,7 +358,7 @@ def test_the_api_server_lists_the_dags_and_the_finished_runs_on_loopback(demo, c
     production): it binds loopback only, and its pages show the DAGs and the green runs."""
     import psutil
 
-    from s3tm.local.airflow.standalone import served_port
+    from devtools.local.airflow.standalone import served_port
 
     env = {**demo["env"], "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
     server = subprocess.Popen(
@@ -659,7 +659,7 @@ def test_a_task_waits_on_the_execution_api_longer_than_sqlite_waits_on_its_lock(
     timeout failed a scheduled run that started while the API server was still starting."""
     from urllib.parse import parse_qs, urlparse
 
-    from s3tm.local.airflow.standalone import standalone_env
+    from devtools.local.airflow.standalone import standalone_env
 
     env = standalone_env(tmp_path, port=0)
     busy_timeout_s = float(

@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from s3tm.local import kafka_broker
-from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
+from devtools.local import kafka_broker
+from devtools.local.kafka_broker import BrokerSettings, KafkaBroker
 
 
 def _listening_ports(pid: int | None) -> set[int]:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from s3tm.local.processes import group_members, stop_group
+from devtools.local.processes import group_members, stop_group
 
 # The leader starts a child and exits at once on SIGTERM; the child takes `delay` seconds to
 # end on SIGTERM, or ignores it (delay < 0), like a dag-processor still shutting down.

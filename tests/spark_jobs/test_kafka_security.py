@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputDataError, InvalidArgumentError
-from s3tm.local.kafka_broker import SCRAM, BrokerSettings, BrokerTls, KafkaBroker
+from devtools.local.kafka_broker import SCRAM, BrokerSettings, BrokerTls, KafkaBroker
 from spark_jobs.jobs import ingest, ingest_kafka
 from spark_jobs.kafka_security import KafkaSecurity
 

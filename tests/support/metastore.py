@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import S3TMError
-from s3tm.local.processes import stop_group
+from devtools.local.processes import stop_group
 from spark_jobs.lake.metastore import MetastoreConfig, command, listening
 
 START_TIMEOUT_S = 120.0

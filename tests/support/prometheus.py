@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import InputDataError
-from s3tm.local.processes import stop_group
+from devtools.local.processes import stop_group
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "monitoring" / "s3tm-alerts.yml"
 START_TIMEOUT_S = 60.0

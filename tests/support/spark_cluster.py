@@ -23,7 +23,7 @@ from typing import Any
 import pyspark
 
 from core.errors import S3TMError
-from s3tm.local.processes import stop_group
+from devtools.local.processes import stop_group
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 START_TIMEOUT_S = 180.0

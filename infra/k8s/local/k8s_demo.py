@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO), str(HERE)]
 
 from one_node import ClusterError, OneNode, say, wait_until  # noqa: E402
 
-from s3tm.local.airflow.demo import timed  # noqa: E402
+from devtools.local.airflow.demo import timed  # noqa: E402
 
 NAMESPACE = "s3tm-dev"  # the dev overlay's, which the local overlay builds on
 PLATFORM_IMAGE = "localhost/s3tm/platform:0.1.0"
@@ -375,8 +375,8 @@ def pods_of(node: OneNode, selector: str) -> list[str]:
 
 
 def run(config: K8sDemoConfig) -> int:
-    from s3tm.local.airflow.api import AirflowApi
-    from s3tm.local.airflow.demo import write_corpus_parts
+    from devtools.local.airflow.api import AirflowApi
+    from devtools.local.airflow.demo import write_corpus_parts
 
     if podman("image", "exists", PLATFORM_IMAGE).returncode != 0:
         raise DemoFailed(f"no image {PLATFORM_IMAGE}: run `make image` first")
@@ -593,7 +593,7 @@ def no_secret_in_environment(node: OneNode) -> None:
 def main(argv: list[str] | None = None) -> int:
     import tyro
 
-    from s3tm.local.airflow.demo import run_until_done
+    from devtools.local.airflow.demo import run_until_done
 
     config = tyro.cli(K8sDemoConfig, args=argv, prog="infra/k8s/local/k8s_demo.py")
     return run_until_done(

@@ -4,7 +4,7 @@ Part 1 (core, seconds): writes a seeded synthetic corpus, reads it back through 
 normaliser, keeps 20% of the posts out, learns hash, SALB and SALB+split mappings for a few
 N, and prints their metrics on the held-out posts side by side. Parts 2 and 3 (unless
 ``--no-airflow``): the platform end to end through Airflow, Spark and Delta, then the
-streaming matcher (``s3tm.local.airflow.demo``).
+streaming matcher (``devtools.local.airflow.demo``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from pathlib import Path
 
 from core.corpus import holdout_mask
 from core.corpus.synthetic import SyntheticCorpusSpec
-from core.errors import InvalidArgumentError
 from core.formatting import format_table
 from core.learn import algorithm_label, learn_mapping
 from core.remap_options import HOLDOUT_FRACTION, HOLDOUT_SEED
 from core.routing.evaluate import evaluate_table
 from s3tm.cli.commands import load_corpus
 from s3tm.cli.options import add_command
+from s3tm.cli.text import parse_int_list
 from s3tm.mapping_files import save_table
 from spark_jobs.lake.corpus_files import write_demo_corpus
 
@@ -55,16 +55,6 @@ class DemoOptions:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_command(sub, "demo", DemoOptions, run_demo, prog="s3tm")
-
-
-def parse_int_list(text: str, name: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as err:
-        raise InvalidArgumentError(f"{name} must be comma-separated integers: {text!r}") from err
-    if not values or min(values) < 1:
-        raise InvalidArgumentError(f"{name} must list positive integers: {text!r}")
-    return values
 
 
 def run_demo(args: DemoOptions) -> int:
@@ -123,7 +113,7 @@ def run_demo(args: DemoOptions) -> int:
     )
     if args.airflow:
         # Airflow, Spark and Delta only load here: part 1 stays fast without them.
-        from s3tm.local.airflow.demo import run as run_airflow_demo
+        from devtools.local.airflow.demo import run as run_airflow_demo
 
         run_airflow_demo(
             out, corpus_path, nodes=args.airflow_nodes, subscriptions=args.subscriptions

@@ -1,5 +1,5 @@
 """``s3tm airflow``: the Airflow UI on the embedded default (see
-``s3tm.local.airflow.standalone``)."""
+``devtools.local.airflow.standalone``)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: AirflowOptions) -> int:
-    from s3tm.local.airflow import standalone
+    from devtools.local.airflow import standalone
 
     return standalone.run(
         Path(args.out), port=args.port, host=args.host, database_url=args.database_url

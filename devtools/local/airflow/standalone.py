@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO
 
 from core.errors import InvalidArgumentError, S3TMError
-from s3tm.local.airflow.demo import REPO, airflow_env
-from s3tm.local.processes import stop_group
+from devtools.local.airflow.demo import REPO, airflow_env
+from devtools.local.processes import stop_group
 from spark_jobs.runtime.ports import require_free_port
 
 ADMIN = "admin"
@@ -309,7 +309,7 @@ def wait_until_ready(running: RunningAirflow, password: str) -> None:
     Raises:
         AirflowStartFailed: when a component exits or it is not ready in time.
     """
-    from s3tm.local.airflow.api import AirflowApi, AirflowApiError
+    from devtools.local.airflow.api import AirflowApi, AirflowApiError
 
     expected = set(dag_schedules())
     deadline = time.monotonic() + READY_TIMEOUT_S

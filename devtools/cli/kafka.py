@@ -58,7 +58,7 @@ def _run(args: KafkaOptions) -> int:
     import logging
 
     logging.getLogger("kafka").setLevel(logging.WARNING)  # the client's connection chatter
-    from s3tm.local.kafka_broker import BrokerSettings, KafkaBroker
+    from devtools.local.kafka_broker import BrokerSettings, KafkaBroker
     from spark_jobs.settings import settings
 
     folder = args.dir or settings().kafka_dir
