@@ -225,42 +225,52 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
     nested ``id`` into a string, so a bad record could vanish or pass unseen; the route
     tasks judge every line instead, as the batch ingest does.
     """
+    return _kafka_source(spark, config) if config.source == "kafka" else _file_source(spark, config)
+
+
+def _kafka_source(spark: SparkSession, config: StreamConfig) -> DataFrame:
+    """The posts topic's records; a record's place (topic:partition:offset) names it."""
     from pyspark.sql import functions as F
 
-    if config.source == "kafka":
-        # spark-sql-kafka-0-10 comes with the jars `make setup` resolves (the image: baked in)
-        try:
-            reader = (
-                spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", config.kafka_bootstrap)
-                .option("subscribe", config.kafka_topic)
-                .options(**kafka_start_options(config.starting_offsets))
-                # records deleted by retention before they were read: say so, do not stop
-                .option("failOnDataLoss", "false")
-                # a broker restarting (seconds) must not fail the query: offsets are asked
-                # again for up to a minute
-                .option("fetchOffset.numRetries", KAFKA_OFFSET_RETRIES)
-                .option("fetchOffset.retryIntervalMs", 1000)
-                .options(**config.kafka_security.spark_options())
-                # the deployment's own client settings (S3TM_KAFKA_OPTIONS) last: a team's
-                # value wins
-                .options(**kafka_client_options())
-            )
-            if config.max_offsets_per_trigger:
-                reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
-            raw = reader.load()
-        except Exception as err:
-            missing = kafka_jar_missing(err, ", or read landing files with --source files")
-            if missing is None:
-                raise
-            raise missing from err
-        # a record's place names it in the quarantine: topic:partition:offset
-        return raw.select(
-            F.col("value").alias("line"),
-            F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
-            # the record's timestamp (the producer's, or the broker's append time)
-            F.col("timestamp").alias("arrived_at"),
+    # spark-sql-kafka-0-10 comes with the jars `make setup` resolves (the image: baked in)
+    try:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", config.kafka_bootstrap)
+            .option("subscribe", config.kafka_topic)
+            .options(**kafka_start_options(config.starting_offsets))
+            # records deleted by retention before they were read: say so, do not stop
+            .option("failOnDataLoss", "false")
+            # a broker restarting (seconds) must not fail the query: offsets are asked
+            # again for up to a minute
+            .option("fetchOffset.numRetries", KAFKA_OFFSET_RETRIES)
+            .option("fetchOffset.retryIntervalMs", 1000)
+            .options(**config.kafka_security.spark_options())
+            # the deployment's own client settings (S3TM_KAFKA_OPTIONS) last: a team's
+            # value wins
+            .options(**kafka_client_options())
         )
+        if config.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
+        raw = reader.load()
+    except Exception as err:
+        missing = kafka_jar_missing(err, ", or read landing files with --source files")
+        if missing is None:
+            raise
+        raise missing from err
+    # a record's place names it in the quarantine: topic:partition:offset
+    return raw.select(
+        F.col("value").alias("line"),
+        F.concat_ws(":", "topic", "partition", "offset").alias("source_file"),
+        # the record's timestamp (the producer's, or the broker's append time)
+        F.col("timestamp").alias("arrived_at"),
+    )
+
+
+def _file_source(spark: SparkSession, config: StreamConfig) -> DataFrame:
+    """The lines of the files landing in ``config.landing``."""
+    from pyspark.sql import functions as F
+
     landing = config.landing
     if not storage.is_remote(landing) and not Path(landing).is_dir():
         raise InputDataError(f"landing directory not found: {landing}")

@@ -172,33 +172,10 @@ class PlacementSync:
 
     def _apply_registry(self, routing_version: int, registry_version: int | None) -> bool:
         """Place new active subscriptions, remove cancelled ones; True when anything changed."""
-        lake, state = self.lakehouse, self.state
-        placement = state.placement
+        placement = self.state.placement
         assert placement is not None
         clock = _Clock()
-        # columns, not a Python row per subscription: the registry holds millions, and a
-        # change between batches reads two id columns, then only the arriving rows
-        registry = (
-            lake.read_arrow(
-                "subscriptions.registry",
-                version=registry_version,
-                columns=["sub_id", "cancelled_at"],
-            )
-            if registry_version is not None
-            else table("subscriptions.registry").schema.empty_table()
-        )
-        active_ids = np.asarray(
-            registry.filter(pc.is_null(registry["cancelled_at"]))["sub_id"], dtype=np.int64
-        )
-        placed_ids = placement.sub_ids
-        # a dense mask by id (ids are allocated from 1 up): linear, not a sort of millions
-        top = int(max(placed_ids.max(initial=0), active_ids.max(initial=0))) + 1
-        is_active = np.zeros(top, dtype=np.bool_)
-        is_active[active_ids] = True
-        gone = placed_ids[~is_active[placed_ids]]
-        placement.remove(gone)
-        self.maker.removed(gone.tolist())
-        arriving_ids = np.sort(active_ids[~placement.placed(active_ids)])
+        gone, arriving_ids = self._registry_change(registry_version)
         clock.lap("registry ids")
         if arriving_ids.size == 0 and gone.size == 0:
             return False
@@ -242,6 +219,36 @@ class PlacementSync:
             clock,
         )
         return True
+
+    def _registry_change(self, registry_version: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of the subscriptions cancelled since the placement was made (removed
+        from it here) and of those that arrived (sorted), at ``registry_version``."""
+        lake, placement = self.lakehouse, self.state.placement
+        assert placement is not None
+        # columns, not a Python row per subscription: the registry holds millions, and a
+        # change between batches reads two id columns, then only the arriving rows
+        registry = (
+            lake.read_arrow(
+                "subscriptions.registry",
+                version=registry_version,
+                columns=["sub_id", "cancelled_at"],
+            )
+            if registry_version is not None
+            else table("subscriptions.registry").schema.empty_table()
+        )
+        active_ids = np.asarray(
+            registry.filter(pc.is_null(registry["cancelled_at"]))["sub_id"], dtype=np.int64
+        )
+        placed_ids = placement.sub_ids
+        # a dense mask by id (ids are allocated from 1 up): linear, not a sort of millions
+        top = int(max(placed_ids.max(initial=0), active_ids.max(initial=0))) + 1
+        is_active = np.zeros(top, dtype=np.bool_)
+        is_active[active_ids] = True
+        gone = placed_ids[~is_active[placed_ids]]
+        placement.remove(gone)
+        self.maker.removed(gone.tolist())
+        arriving_ids = np.sort(active_ids[~placement.placed(active_ids)])
+        return gone, arriving_ids
 
     def _registry_rows(self, registry_version: int | None, sub_ids: np.ndarray) -> pa.Table:
         """``sub_ids``' registry rows (id, words, subscriber), by id."""

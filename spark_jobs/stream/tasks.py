@@ -253,42 +253,59 @@ def match_posts(
         data = batch.filter(pc.invert(is_note))
         kept = worker_cache().matcher_words(snapshot)
         for payload in _buffers(data.column("payload")):
-            posts = from_ipc(payload)
-            post_id = posts.column("post_id").combine_chunks()
-            dparts = np.asarray(posts.column("dpart").combine_chunks())
-            levels = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
-            sampled = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
-            arrived = posts.column("arrived_at").combine_chunks()
-            for part in matcher_inputs(posts, kept):
-                matched = step.matcher(part, post_id, levels, sampled, arrived)
-                if matched is None:
-                    continue
-                dpart = dparts[matched.rows]
-                for d in np.unique(dpart).tolist():
-                    found.setdefault(d, []).append(matched.batch.filter(pa.array(dpart == d)))
+            _match_payload(step, from_ipc(payload), kept, found)
         step.figures["seconds"] += time.perf_counter() - started
     started = time.perf_counter()
     if found:
-        parts = sorted(found)
-        packed = [
-            to_ipc(
-                concat_matched([pa.Table.from_batches([b]) for b in found[d]])
-                .combine_chunks()
-                .to_batches()[0]
-            )
-            for d in parts
-        ]
-        step.figures["payload_bytes"] = sum(len(p) for p in packed)
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(dkeys[parts], pa.int32()),
-                pa.array(packed, pa.binary()),
-                pa.nulls(len(parts), pa.string()),
-            ],
-            schema=_MATCHED_ARROW,
-        )
+        yield _by_dispatch_part(step, found, dkeys)
     step.figures["seconds"] += time.perf_counter() - started
     yield _notes([step.note()], _MATCHED_ARROW)
+
+
+def _match_payload(
+    step: MatchStep,
+    posts: pa.Table,
+    kept: np.ndarray,
+    found: dict[int, list[pa.RecordBatch]],
+) -> None:
+    """Match one routed payload on each matcher it holds posts of, adding each matcher's
+    matches to ``found`` by the dispatch partition of their posts."""
+    post_id = posts.column("post_id").combine_chunks()
+    dparts = np.asarray(posts.column("dpart").combine_chunks())
+    levels = np.asarray(posts.column("shedding_level").combine_chunks(), dtype=np.int32)
+    sampled = np.asarray(posts.column("sampled").combine_chunks(), dtype=np.bool_)
+    arrived = posts.column("arrived_at").combine_chunks()
+    for part in matcher_inputs(posts, kept):
+        matched = step.matcher(part, post_id, levels, sampled, arrived)
+        if matched is None:
+            continue
+        dpart = dparts[matched.rows]
+        for d in np.unique(dpart).tolist():
+            found.setdefault(d, []).append(matched.batch.filter(pa.array(dpart == d)))
+
+
+def _by_dispatch_part(
+    step: MatchStep, found: dict[int, list[pa.RecordBatch]], dkeys: np.ndarray
+) -> pa.RecordBatch:
+    """One MATCHED_ARROW row per dispatch partition: its matches as one IPC payload."""
+    parts = sorted(found)
+    packed = [
+        to_ipc(
+            concat_matched([pa.Table.from_batches([b]) for b in found[d]])
+            .combine_chunks()
+            .to_batches()[0]
+        )
+        for d in parts
+    ]
+    step.figures["payload_bytes"] = sum(len(p) for p in packed)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(dkeys[parts], pa.int32()),
+            pa.array(packed, pa.binary()),
+            pa.nulls(len(parts), pa.string()),
+        ],
+        schema=_MATCHED_ARROW,
+    )
 
 
 def dispatch_matches(

@@ -98,7 +98,27 @@ def _warm_run(
         worker_cache().prepare(snapshot, range(snapshot.n_matchers))
     indexed = time.perf_counter()
     encoder = worker_cache().encoder(snapshot)
-    indptr, word_ids = encoder.encode(pa.array(texts, pa.string()))
+    _run_the_kernels(snapshot, texts, *encoder.encode(pa.array(texts, pa.string())))
+    yield _notes(
+        [
+            {
+                "kind": "warm",
+                "pid": os.getpid(),
+                "matchers": snapshot.n_matchers,
+                "texts": len(texts),
+                "tokens": encoder.n_tokens,
+                "index_seconds": indexed - started,
+                "seconds": time.perf_counter() - started,
+            }
+        ],
+        _DISPATCHED_ARROW,
+    )
+
+
+def _run_the_kernels(
+    snapshot: MatcherSnapshot, texts: list[str], indptr: np.ndarray, word_ids: np.ndarray
+) -> None:
+    """One pass of the batch's kernels over ``texts`` (encoded: ``indptr``, ``word_ids``)."""
     # the routing and health kernels too (numba loads each on its first call), and a drop
     # level's (value scan, selection, spread cap): the first batch of an overload is
     # otherwise the one that loads them, and its time misleads the controller
@@ -132,17 +152,3 @@ def _warm_run(
     for payload in _buffers(posts.column("payload")):
         for _ in matcher_inputs(from_ipc(payload), worker_cache().matcher_words(snapshot)):
             pass
-    yield _notes(
-        [
-            {
-                "kind": "warm",
-                "pid": os.getpid(),
-                "matchers": snapshot.n_matchers,
-                "texts": len(texts),
-                "tokens": encoder.n_tokens,
-                "index_seconds": indexed - started,
-                "seconds": time.perf_counter() - started,
-            }
-        ],
-        _DISPATCHED_ARROW,
-    )

@@ -28,6 +28,8 @@ from spark_jobs.stream.placement_sync import DriverState
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from pyspark import Broadcast
+
     from spark_jobs.lake.delta_io import Lakehouse
 
 # posts the warm-up sends through the pipeline (the sample repeated): about a batch
@@ -107,7 +109,6 @@ class WarmUp:
         return figures
 
     def _warm(self, state: DriverState) -> WarmUpFigures:
-        from pyspark.sql import functions as F
 
         lake = self.lakehouse
         spark = lake.spark
@@ -134,31 +135,7 @@ class WarmUp:
             ]
             piped = time.perf_counter()
             if texts:
-                # the sample repeated up to about a batch: the first batch's buffers are
-                # then not the first the workers' allocators meet (page faults, pools)
-                posts = spark.range(
-                    max(len(texts), WARM_PIPELINE_POSTS), numPartitions=slots
-                ).mapInArrow(warm_tasks.sample_lines(sample), warm_tasks.LINES_SCHEMA)
-                if self.landing is not None:
-                    # through the files source's own reader too (text files, binary cast)
-                    scratch = join(self.checkpoint, "warm-up")
-                    posts.select(F.col("line").cast("string")).write.mode("overwrite").text(scratch)
-                    posts = (
-                        spark.read.format("text")
-                        .load(scratch)
-                        .select(
-                            F.col("value").cast("binary").alias("line"),
-                            F.col("_metadata.file_path").alias("source_file"),
-                        )
-                    )
-                staging = {name: lake.staging_dir(name) for name in self.outputs}
-                try:
-                    self.pipeline.dispatched(
-                        posts, state.snapshot, state.broadcast, -1, now_utc(), staging
-                    ).collect()
-                finally:
-                    for folder in staging.values():
-                        lake.discard_staged(folder)
+                self._through_the_pipeline(state, sample, max(len(texts), WARM_PIPELINE_POSTS))
         finally:
             sample.unpersist()
         figures = WarmUpFigures(
@@ -180,3 +157,39 @@ class WarmUp:
             figures.pipeline_seconds,
         )
         return figures
+
+    def _through_the_pipeline(
+        self, state: DriverState, sample: Broadcast[list[str]], n_posts: int
+    ) -> None:
+        """``n_posts`` lines of the sample through the batch's Spark job, nothing committed."""
+        from pyspark.sql import functions as F
+
+        assert state.snapshot is not None and state.broadcast is not None
+        lake = self.lakehouse
+        spark = lake.spark
+        slots = task_slots(spark)
+        # the sample repeated up to about a batch: the first batch's buffers are
+        # then not the first the workers' allocators meet (page faults, pools)
+        posts = spark.range(n_posts, numPartitions=slots).mapInArrow(
+            warm_tasks.sample_lines(sample), warm_tasks.LINES_SCHEMA
+        )
+        if self.landing is not None:
+            # through the files source's own reader too (text files, binary cast)
+            scratch = join(self.checkpoint, "warm-up")
+            posts.select(F.col("line").cast("string")).write.mode("overwrite").text(scratch)
+            posts = (
+                spark.read.format("text")
+                .load(scratch)
+                .select(
+                    F.col("value").cast("binary").alias("line"),
+                    F.col("_metadata.file_path").alias("source_file"),
+                )
+            )
+        staging = {name: lake.staging_dir(name) for name in self.outputs}
+        try:
+            self.pipeline.dispatched(
+                posts, state.snapshot, state.broadcast, -1, now_utc(), staging
+            ).collect()
+        finally:
+            for folder in staging.values():
+                lake.discard_staged(folder)
