@@ -218,6 +218,8 @@ def read_ranges(
     topic = wanted[0].topic
     starting = {topic: {str(r.partition): r.start for r in wanted}}
     ending = {topic: {str(r.partition): r.end for r in wanted}}
+    from pyspark.errors import PySparkException
+
     try:
         raw = (
             spark.read.format("kafka")
@@ -231,7 +233,7 @@ def read_ranges(
             .options(**kafka_client_options())  # the deployment's own (S3TM_KAFKA_OPTIONS)
             .load()
         )
-    except Exception as err:
+    except PySparkException as err:
         missing = kafka_jar_missing(err)
         if missing is None:
             raise

@@ -134,9 +134,11 @@ def snapshot(store: TableStore, name: str, as_of: int | dt.datetime | None = Non
             current = [h["version"] for h in history if h["timestamp"] <= stamp_ms]
             if current:
                 target = max(current)
+        from deltalake.exceptions import DeltaError
+
         try:
             delta.load_as_version(target)
-        except Exception as err:  # delta-rs raises DeltaError / ValueError variants
+        except (DeltaError, ValueError) as err:
             raise InputDataError(
                 f"table {name} has no version {as_of} (versions {first}..{latest})"
             ) from err

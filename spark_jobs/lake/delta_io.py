@@ -81,9 +81,11 @@ def _session_has_delta(spark: SparkSession | None) -> bool:
     jvm = spark._jvm
     if jvm is None:  # a Spark Connect session: no JVM gateway here
         return False
+    from py4j.protocol import Py4JJavaError
+
     try:
         jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # py4j raises a generic Py4JJavaError for ClassNotFoundException
+    except Py4JJavaError:  # py4j's wrapper of the JVM's ClassNotFoundException
         return False
     return True
 
@@ -316,7 +318,7 @@ class Lakehouse(DeltaStore):
             writer = writer.partitionBy(*spec.partition_by)
         try:
             writer.parquet(storage.spark_uri(target))
-        except Exception:
+        except BaseException:  # an interrupt too: nothing is committed, then re-raised
             self.discard_staged(target)  # nothing committed: drop the files
             raise
         return self.commit_staged(

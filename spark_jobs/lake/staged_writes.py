@@ -135,7 +135,7 @@ def commit_staged(
                 partition_filters=filters,
                 commit_properties=commit,
             )
-    except Exception:
+    except BaseException:  # an interrupt too: nothing is committed, then re-raised
         discard_staged(store, staging)  # nothing committed: drop the files
         raise
     return WriteResult(name, store.version(name), len(actions), rows)

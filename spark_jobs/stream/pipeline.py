@@ -230,9 +230,10 @@ def source(spark: SparkSession, config: StreamConfig) -> DataFrame:
 
 def _kafka_source(spark: SparkSession, config: StreamConfig) -> DataFrame:
     """The posts topic's records; a record's place (topic:partition:offset) names it."""
+    # spark-sql-kafka-0-10 comes with the jars `make setup` resolves (the image: baked in)
+    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    # spark-sql-kafka-0-10 comes with the jars `make setup` resolves (the image: baked in)
     try:
         reader = (
             spark.readStream.format("kafka")
@@ -253,7 +254,7 @@ def _kafka_source(spark: SparkSession, config: StreamConfig) -> DataFrame:
         if config.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", config.max_offsets_per_trigger)
         raw = reader.load()
-    except Exception as err:
+    except PySparkException as err:
         missing = kafka_jar_missing(err, ", or read landing files with --source files")
         if missing is None:
             raise
