@@ -18,7 +18,8 @@ Per micro-batch, before it is routed:
    sheds exactly the same pairs.
 
 After the batch: the route tasks' spread histograms, bytes and timings update L(l), the
-capacity and bytes per post; the match tasks' yield counts update the yield estimate.
+capacity and bytes per post; the match tasks' yield counts update the yield estimate
+(:class:`core.stream.match_yields.MatchYields`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from core.shedding.input_rate import InputRate
 from core.shedding.plan import DROP_RULES, SHEDDING_MODES, ShedPlan
 from core.shedding.post_value import ValueTable, word_values
 from core.shedding.shedder import LevelLadder, pair_load_of_histogram
-from core.shedding.yield_stats import YieldObservation, YieldStats
+from core.stream.match_yields import MatchYields
 from core.stream.notes import MatchNote, RouteNote
 from core.stream.slot_weights import SlotWeightStore
 from core.stream.snapshot import MatcherSnapshot
@@ -180,8 +181,7 @@ class StreamShedding:
         self.length_counts: np.ndarray | None = None  # raw lines per length bin, all batches
         self.capacity: float | None = None  # posts/s at level 0
         self.posts_per_byte: float | None = None
-        self.stats = YieldStats()
-        self._stats_version: tuple[str, int] | None = None
+        self.yields = MatchYields()
         self._input_rate = InputRate()
         self._version: int | None = None
         self._version_batches = 0
@@ -364,11 +364,7 @@ class StreamShedding:
         weight = None
         values = None
         if mode == "yield":
-            self._follow(snapshot)
-            weight = weights.load(batch_id, snapshot) if replayed else None
-            if weight is None:
-                weight = self.stats.weights(snapshot.slot_subscriptions)
-                weights.save(batch_id, snapshot, weight)
+            weight = self.yields.weights(snapshot, weights, batch_id, replayed=replayed)
             if drop > 0 and self.options.drop_rule == "value":
                 # from the saved weights, so a replay ranks the posts as the first run did
                 values = ValueTable.from_words(
@@ -386,13 +382,6 @@ class StreamShedding:
             drop_fraction=drop,
             drop_values=values,
         )
-
-    def _follow(self, snapshot: MatcherSnapshot) -> None:
-        # slots are a routing version's own: a new version starts a new estimate
-        version = (snapshot.owner, snapshot.routing_version)
-        if version != self._stats_version:
-            self._stats_version = version
-            self.stats = YieldStats()
 
     def learn(
         self,
@@ -463,20 +452,7 @@ class StreamShedding:
                 headroom=HEADROOM,
             )
         if self.options.mode == "yield":
-            self._follow(snapshot)
-            parts = [
-                YieldObservation(
-                    np.asarray(observed["slots"], dtype=np.int64),
-                    np.asarray(observed["matches"], dtype=np.float64),
-                    np.asarray(observed["posts"], dtype=np.float64),
-                )
-                for n in match_notes
-                if (observed := n.get("yield_counts")) is not None
-            ]
-            if parts:
-                self.stats.update(
-                    YieldObservation.merge(parts), int(snapshot.part_matchers.shape[0])
-                )
+            self.yields.learn(snapshot, match_notes)
 
 
 def _smooth(old: float | None, new: float) -> float:
