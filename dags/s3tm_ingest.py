@@ -22,8 +22,6 @@ from airflow.sdk import Param, dag
 
 from s3tm.orchestration.dag_support import (
     BATCH_ID,
-    cron_period,
-    cron_schedule,
     dag_defaults,
     spark_job,
 )
@@ -38,12 +36,7 @@ SCHEDULE = "0 * * * *"
 @dag(
     dag_id="s3tm_ingest",
     # no start_date: the first scheduled run is the next slot (see cron_schedule)
-    schedule=cron_schedule(SCHEDULE),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULTS.default_args,
-    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
-    on_failure_callback=DEFAULTS.on_run_failure,
+    **DEFAULTS.dag_arguments(SCHEDULE),
     tags=["s3tm", "ingest", "spark"],
     doc_md=__doc__,
     params={

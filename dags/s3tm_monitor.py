@@ -30,8 +30,6 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from s3tm.orchestration.dag_support import (
-    cron_period,
-    cron_schedule,
     dag_defaults,
 )
 from schemas.assets import signal
@@ -43,12 +41,7 @@ SCHEDULE = "0 * * * *"
 
 @dag(
     dag_id="s3tm_monitor",
-    schedule=cron_schedule(SCHEDULE),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULTS.default_args,
-    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
-    on_failure_callback=DEFAULTS.on_run_failure,
+    **DEFAULTS.dag_arguments(SCHEDULE),
     tags=["s3tm", "monitor", "routing"],
     doc_md=__doc__,
     params={

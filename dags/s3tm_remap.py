@@ -38,12 +38,9 @@ Reports: `<lakehouse>/reports/`; Data Docs: `<lakehouse>/_quality/gx/uncommitted
 from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
-from airflow.timetables.assets import AssetOrTimeSchedule
 
 from core.remap_options import ALGORITHMS, DEFAULT_MARGIN
 from s3tm.orchestration.dag_support import (
-    cron_period,
-    cron_schedule,
     dag_defaults,
     spark_job,
 )
@@ -68,15 +65,7 @@ SCHEDULE = "0 2 * * *"
 
 @dag(
     dag_id="s3tm_remap",
-    schedule=AssetOrTimeSchedule(
-        timetable=cron_schedule(SCHEDULE),
-        assets=[signal("remap_request")],
-    ),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULTS.default_args,
-    dagrun_timeout=DEFAULTS.run_timeout_within(cron_period(SCHEDULE)),
-    on_failure_callback=DEFAULTS.on_run_failure,
+    **DEFAULTS.dag_arguments(SCHEDULE, assets=[signal("remap_request")]),
     tags=["s3tm", "remap", "spark", "routing"],
     doc_md=__doc__,
     params={

@@ -52,6 +52,25 @@ class DagDefaults:
     run_timeout: timedelta
     on_run_failure: list[Any]
 
+    def dag_arguments(self, schedule: str, *, assets: Sequence[Any] = ()) -> dict[str, Any]:
+        """What every project DAG declares alike: runs on ``schedule`` (cron, UTC; or on
+        an event of one of ``assets``, whichever comes first), one run at a time, no
+        catch-up, the tasks' defaults, a run timeout within the period and the failure
+        notice."""
+        timetable = cron_schedule(schedule)
+        if assets:
+            from airflow.timetables.assets import AssetOrTimeSchedule
+
+            timetable = AssetOrTimeSchedule(timetable=timetable, assets=list(assets))
+        return {
+            "schedule": timetable,
+            "catchup": False,
+            "max_active_runs": 1,
+            "default_args": self.default_args,
+            "dagrun_timeout": self.run_timeout_within(cron_period(schedule)),
+            "on_failure_callback": self.on_run_failure,
+        }
+
     def tables(self, *names: str) -> list[Any]:
         """The Assets of tables ``names`` in the deployment's lakehouse: a task's inlets or
         outlets, and the datasets of its OpenLineage events."""
