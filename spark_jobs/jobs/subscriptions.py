@@ -75,13 +75,17 @@ Subscriber = Annotated[str, tyro.conf.arg(aliases=("--owner",))]
 
 
 @dataclass(frozen=True)
-class SubscribeAdd:
+class _ForSubscriber:
+    subscriber: Subscriber
+    """who the subscriptions belong to (deliveries go to them)"""
+
+
+@dataclass(frozen=True)
+class SubscribeAdd(_ForSubscriber):
     """register subscriptions: comma-separated phrases, each one subscription"""
 
     phrase: tyro.conf.Positional[str]
     """e.g. "white house, obama" (two subscriptions, ORed)"""
-    subscriber: Subscriber
-    """who the subscriptions belong to (deliveries go to them)"""
 
 
 @dataclass(frozen=True)
@@ -97,13 +101,11 @@ class SubscribeCancel:
 
 
 @dataclass(frozen=True)
-class SubscribeLoad:
+class SubscribeLoad(_ForSubscriber):
     """register one subscription per line of a file"""
 
     file: tyro.conf.Positional[str]
     """text file: one subscription per line (# comments skipped)"""
-    subscriber: Subscriber
-    """who the subscriptions belong to (deliveries go to them)"""
 
 
 @dataclass(frozen=True)

@@ -144,8 +144,12 @@ def test_the_dags_argv_defaults_are_the_jobs_configs(tmp_path):
         "s3tm_remap.graph": GraphConfig(window_days=SCHEDULED_WINDOW_DAYS, end=end),
         "s3tm_remap.learn": dataclasses.replace(scheduled_learn(), end=end, as_of=as_of),
     }
-    types = {"ingest": IngestConfig, "normalise": NormaliseConfig, "graph": GraphConfig}
-    types["learn"] = LearnConfig
+    types = {
+        "ingest": IngestConfig,
+        "normalise": NormaliseConfig,
+        "graph": GraphConfig,
+        "learn": LearnConfig,
+    }
     for name, expected in declared.items():
         task = tasks[name]
         params = task["params"]
